@@ -1,0 +1,97 @@
+"""drt-reader: the command line (DESIGN.md, Contract 2).
+
+Global options come before the command: `drt-reader [--home DIR] [--model NAME_OR_PATH] COMMAND ...`.
+Every command takes `--json` after its name and prints one JSON object; bad input exits non-zero
+with a one-line error. Each package registers its own commands (a `register(subparsers)` function);
+this file only wires them together.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+DEFAULT_MODEL = str(ROOT / "checkpoints" / "drt-tiny")
+
+# module that registers each group of commands; imported lazily so `--help` stays fast
+COMMAND_MODULES = [
+    "ingest.cli",  # ingest, list, ask, summarize, trace, rm
+    "drt_core.evaluate",  # eval niah | ppl
+    "drt_core.train",  # train
+    "drt_core.data",  # data (corpora -> token files)
+    "bench.cli",  # bench gca | prefill | train | ingest
+    "ui.cli",  # serve
+]
+
+
+class UserError(Exception):
+    """An error caused by the user's input: printed as one line, exit status 2."""
+
+
+def default_home() -> str:
+    return os.environ.get("DRT_HOME") or str(Path.home() / ".drt-reader")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="drt-reader", description=__doc__.splitlines()[0])
+    p.add_argument("--home", default=None, help="data directory (env DRT_HOME; default ~/.drt-reader)")
+    p.add_argument("--model", default=None, help=f"checkpoint name or path (default: {DEFAULT_MODEL})")
+    p.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            mod = importlib.import_module(name)
+        except ModuleNotFoundError as e:  # a package not built yet must not break the others
+            if e.name and name.startswith(e.name.split(".")[0]):
+                continue
+            raise
+        mod.register(sub)
+    return p
+
+
+def emit(args: argparse.Namespace, obj: dict, text: str | None = None) -> None:
+    """Print a command's result: one JSON object with --json, else readable text."""
+    if getattr(args, "json", False):
+        print(json.dumps(obj, ensure_ascii=False, default=str))
+    else:
+        print(text if text is not None else json.dumps(obj, indent=2, ensure_ascii=False, default=str))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return 2
+    args.home = args.home or default_home()
+    args.model = args.model or DEFAULT_MODEL
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="[drt] %(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+    try:
+        rc = args.func(args)
+    except UserError as e:
+        print(f"drt-reader: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("drt-reader: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:
+        # each package's own errors (drt_core.errors, ingest.errors, store.errors) carry
+        # `user_error = True`: they are meant for people, one line, no traceback
+        if getattr(e, "user_error", False):
+            print(f"drt-reader: error: {e}", file=sys.stderr)
+            return 2
+        raise
+    return int(rc or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
