@@ -1,0 +1,1 @@
+"""ingest: file -> pages -> tokens -> chunks -> library + prefilled states (see pipeline.py)."""

@@ -1,0 +1,644 @@
+"""Inference engine: streaming prefill into a chunk store, generation with retrieval traces.
+
+A document is a token stream processed left to right in memory that does not grow with its length:
+    - every self-attention layer keeps a ring buffer of its last `window` keys/values (KVWindow);
+    - every completed chunk hands its landmark key and K/V memory to a ChunkMemory (store.chunk_store:
+      RAM tier, or memory-mapped files on disk), together with what its landmark retrieved;
+    - retrieval runs once per chunk against all past landmark keys (exact top-k by a matrix product;
+      a faiss inner-product index optionally), and the selection made by chunk c's landmark is
+      carried to chunk c+1 even across calls, so no chunk loses its GCA at a segment boundary
+      (unlike the reference code, spec §6.1);
+    - the query RMSNorm is applied on every path (unlike the reference decode path, spec §6.2).
+
+The stream is processed in runs of positions (`_run`): a run may start and end anywhere in a chunk
+(a prefill block of many chunks, a prompt, one decoded token). Inside a run the computation is
+exactly the batch model's (tests/drt_core/test_engine.py checks logits against DRTForCausalLM).
+
+States persist under a directory (`open_state(dir)`): the chunk memory's files, `carry-<n>.safetensors`
+(the sliding-window caches, the carried selection, the partial chunk's buffers) and meta.json, the
+commit record written last. `prefill` checkpoints every few blocks, so a killed ingest resumes from
+its last checkpoint and ends with the same states as an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from store.chunk_store import ChunkMemory, MemmapChunkMemory, RamChunkMemory, atomic_write_bytes
+
+from .config import DRTConfig
+from .modeling import DRTForCausalLM, KVWindow, retrieval_scores, select_topk
+
+logger = logging.getLogger(__name__)
+
+ENGINE_VERSION = 1  # bump when the state format or the state-changing computation changes
+
+
+# ----------------------------------------------------------------------------------------------
+# state
+
+
+@dataclass
+class Carry:
+    """Everything besides the chunk memory needed to continue a stream."""
+
+    pos: int  # augmented positions consumed (landmarks included)
+    n_tokens: int  # real tokens consumed
+    windows: list[KVWindow]  # one per self-attention layer, in model order
+    sel_idx: torch.Tensor  # [G, k] selection serving the current chunk (made by the last landmark)
+    sel_w: torch.Tensor  # [G, k] its weights (all zero: nothing served)
+    h_buf: torch.Tensor  # [p, D] lower-layer states of the current partial chunk
+    tok_buf: list[int] = field(default_factory=list)  # its real-token ids
+
+    def clone(self) -> "Carry":
+        return Carry(
+            self.pos, self.n_tokens,
+            [KVWindow(w.k.clone(), w.v.clone(), w.pos.clone(), w.next_pos) for w in self.windows],
+            self.sel_idx.clone(), self.sel_w.clone(), self.h_buf.clone(), list(self.tok_buf),
+        )
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        t = {"sel_idx": self.sel_idx, "sel_w": self.sel_w, "h_buf": self.h_buf,
+             "tok_buf": torch.tensor(self.tok_buf, dtype=torch.long)}
+        for i, w in enumerate(self.windows):
+            t[f"w{i}.k"], t[f"w{i}.v"], t[f"w{i}.pos"] = w.k, w.v, w.pos
+        return {k: v.contiguous() for k, v in t.items()}
+
+
+class OverlayMemory(ChunkMemory):
+    """A read-only base memory plus chunks appended in RAM: generation never mutates a stored doc."""
+
+    def __init__(self, base: ChunkMemory):
+        self.base = base
+        self.D, self.N, self.G, self.k = base.D, base.N, base.G, base.k
+        self.top = RamChunkMemory(base.D, base.N, base.G, base.k, np.float32)
+        self.n0 = base.n
+
+    @property
+    def n(self) -> int:
+        return self.n0 + self.top.n
+
+    def append(self, *rows) -> None:
+        self.top.append(*rows)
+
+    def set_selection(self, rows, sel_idx, sel_w) -> None:
+        rows = np.asarray(rows)
+        assert (rows >= self.n0).all(), "generation must not rewrite the stored document"
+        self.top.set_selection(rows - self.n0, sel_idx, sel_w)
+
+    def keys(self) -> np.ndarray:
+        return np.concatenate([self.base.keys(), self.top.keys()]) if self.top.n else self.base.keys()
+
+    def gather(self, idx):
+        idx = np.asarray(idx)
+        lo = idx < self.n0
+        k = np.zeros((*idx.shape, self.N, self.D), np.float32)
+        v = np.zeros_like(k)
+        if lo.any():
+            bk, bv = self.base.gather(idx[lo])
+            k[lo], v[lo] = bk, bv
+        if (~lo).any():
+            tk, tv = self.top.gather(idx[~lo] - self.n0)
+            k[~lo], v[~lo] = tk, tv
+        return k, v
+
+    def selections(self):
+        bi, bw = self.base.selections()
+        ti, tw = self.top.selections()
+        return np.concatenate([bi, ti]), np.concatenate([bw, tw])
+
+
+class DocState:
+    """The stream state of one document under one model: chunk memory + carry (+ a directory)."""
+
+    def __init__(self, engine: "Engine", memory: ChunkMemory, carry: Carry, directory: Path | None):
+        self.engine, self.memory, self.carry, self.directory = engine, memory, carry, directory
+        self.lock = threading.Lock()
+
+    @property
+    def n_tokens(self) -> int:
+        return self.carry.n_tokens
+
+    @property
+    def n_chunks(self) -> int:
+        return self.memory.n
+
+    def fork(self) -> "DocState":
+        return DocState(self.engine, OverlayMemory(self.memory), self.carry.clone(), None)
+
+    def dependency_map(self) -> list[dict]:
+        """For each document chunk c >= 1: the chunks it retrieved (selected by landmark c-1) and
+        their fusion weights, per retrieval group; chunk 0 and 1 retrieve nothing."""
+        si, sw = self.memory.selections()
+        out = []
+        for c in range(1, self.memory.n):
+            idx, w = si[c - 1], sw[c - 1]
+            groups = []
+            for g in range(idx.shape[0]):
+                keep = w[g] > 0
+                groups.append({"retrieved": idx[g][keep].tolist(), "weights": [round(float(x), 5) for x in w[g][keep]]})
+            out.append({"chunk": c, "retrieved": groups[0]["retrieved"], "weights": groups[0]["weights"],
+                        "groups": groups})
+        return out
+
+    def checkpoint(self) -> None:
+        """Commit the state to its directory (no-op in RAM)."""
+        if self.directory is None:
+            return
+        self.engine._save_carry(self)
+
+
+# ----------------------------------------------------------------------------------------------
+# traces and events
+
+
+@dataclass
+class RetrievalTrace:
+    """For every generated chunk: the chunks its tokens retrieved (top-k, per group), their fusion
+    weights, and the relevance scores over all past chunks (what the heatmap draws)."""
+
+    n_doc_chunks: int
+    rows: list[dict] = field(default_factory=list)  # {"gen_chunk", "topk", "weights", "scores", "groups"}
+
+    def to_json(self) -> dict:
+        return {"n_doc_chunks": self.n_doc_chunks, "chunks": self.rows}
+
+
+@dataclass
+class PrefillProgress:
+    done_tokens: int
+    total_tokens: int
+    tokens_per_s: float
+    done_chunks: int = 0
+
+
+@dataclass
+class GenEvent:
+    token_id: int | None
+    text_delta: str
+    done: bool = False
+    answer: str | None = None
+    trace: RetrievalTrace | None = None
+    stop_reason: str | None = None
+
+
+# ----------------------------------------------------------------------------------------------
+# the engine
+
+
+class Engine:
+    def __init__(self, model: DRTForCausalLM, tokenizer=None, device: str | torch.device = "cpu",
+                 memory_dtype=np.float16, fingerprint: str | None = None, use_faiss: bool = False):
+        self.model = model.eval().to(device)
+        self.cfg: DRTConfig = model.config
+        self.config = self.cfg
+        self.tokenizer = tokenizer
+        self.device = torch.device(device)
+        self.memory_dtype = np.dtype(memory_dtype)
+        self.use_faiss = use_faiss
+        self.fingerprint = fingerprint or self._fingerprint_of(model, tokenizer)
+        c = self.cfg
+        if c.uses_chunks:
+            self.attn_layers = [b.attn for b in model.lower] + [b.attn for g in model.groups for b in g]
+        else:
+            self.attn_layers = [b.attn for b in model.layers]
+
+    # -- construction ------------------------------------------------------------------------------
+
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike, device: str = "cpu", **kw) -> "Engine":
+        from .errors import ModelNotFound
+
+        p = Path(path)
+        if not (p / "config.json").exists():
+            raise ModelNotFound(f"no model at {p} (expected config.json and model.safetensors)")
+        model = DRTForCausalLM.from_pretrained(str(p))
+        tok = None
+        if (p / "tokenizer.json").exists():
+            from .tokenizer import load_tokenizer
+
+            tok = load_tokenizer(p)
+        fp = _hash_files([p / "config.json", p / "model.safetensors", p / "tokenizer.json"],
+                         extra=f"engine{ENGINE_VERSION}/{np.dtype(kw.get('memory_dtype', np.float16)).name}")
+        return cls(model, tok, device=device, fingerprint=fp, **kw)
+
+    def _fingerprint_of(self, model, tokenizer) -> str:
+        h = hashlib.sha256()
+        for k, v in sorted(model.state_dict().items()):
+            h.update(k.encode())
+            h.update(v.detach().float().cpu().numpy().tobytes())
+        h.update(json.dumps(_state_config(self.cfg), sort_keys=True).encode())
+        h.update(f"engine{ENGINE_VERSION}/{self.memory_dtype.name}".encode())
+        return h.hexdigest()[:16]
+
+    # -- states ------------------------------------------------------------------------------------
+
+    def _new_carry(self) -> Carry:
+        c, dev = self.cfg, self.device
+        G = c.num_groups if c.uses_chunks else 1
+        k = c.chunk_topk
+        win = c.window if c.arch != "full_attention" else self.full_attention_capacity
+        windows = [KVWindow.empty(1, c.num_heads, win, c.head_dim, dev, torch.float32) for _ in self.attn_layers]
+        return Carry(0, 0, windows, torch.zeros(G, k, dtype=torch.long, device=dev),
+                     torch.zeros(G, k, device=dev), torch.zeros(0, c.hidden_size, device=dev))
+
+    full_attention_capacity = 65536  # positions a full-attention baseline can hold while streaming
+
+    def _memory(self, directory: Path | None) -> ChunkMemory:
+        c = self.cfg
+        G = c.num_groups
+        if directory is None:
+            return RamChunkMemory(c.hidden_size, c.chunk_size - 1, G, c.chunk_topk, np.float32)
+        return MemmapChunkMemory(directory, c.hidden_size, c.chunk_size - 1, G, c.chunk_topk, self.memory_dtype)
+
+    def new_state(self, directory: str | os.PathLike | None = None) -> DocState:
+        """A fresh stream: in RAM (directory None) or in a state directory (created)."""
+        if directory is not None:
+            return self.open_state(directory)
+        return DocState(self, self._memory(None), self._new_carry(), None)
+
+    def open_state(self, directory: str | os.PathLike) -> DocState:
+        """Create or reopen the state stored in `directory` (as of its last commit)."""
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        meta = MemmapChunkMemory.read_meta(d)
+        if meta is not None and meta.get("model_fp") not in (None, self.fingerprint):
+            from .errors import CheckpointMismatch
+
+            raise CheckpointMismatch(f"states in {d} were computed by model {meta.get('model_fp')}, not {self.fingerprint}")
+        mem = self._memory(d)
+        carry = self._new_carry()
+        if meta is not None and meta.get("carry"):
+            from safetensors.torch import load_file
+
+            t = load_file(str(d / meta["carry"]), device=str(self.device))
+            carry.pos, carry.n_tokens = int(meta["pos"]), int(meta["n_tokens"])
+            carry.sel_idx, carry.sel_w, carry.h_buf = t["sel_idx"], t["sel_w"], t["h_buf"]
+            carry.tok_buf = t["tok_buf"].tolist()
+            for i, w in enumerate(carry.windows):
+                w.k, w.v, w.pos, w.next_pos = t[f"w{i}.k"], t[f"w{i}.v"], t[f"w{i}.pos"], carry.pos
+        elif mem.n:
+            mem.truncate(0)
+        return DocState(self, mem, carry, d)
+
+    def _save_carry(self, state: DocState) -> None:
+        from safetensors.torch import save_file
+
+        d, car = state.directory, state.carry
+        name = f"carry-{car.n_tokens}.safetensors"
+        tmp = d / (name + ".tmp")
+        save_file({k: v.cpu() for k, v in car.tensors().items()}, str(tmp))
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, d / name)
+        old = state.memory.meta.get("carry")
+        state.memory.commit({"carry": name, "pos": car.pos, "n_tokens": car.n_tokens, "model_fp": self.fingerprint,
+                             "arch": self.cfg.arch})
+        if old and old != name:
+            try:
+                (d / old).unlink()
+            except FileNotFoundError:
+                pass
+
+    # -- the stream ----------------------------------------------------------------------------------
+
+    def _augment(self, carry: Carry, ids: Sequence[int]) -> tuple[list[int], list[bool]]:
+        """Insert a landmark after every completed chunk, continuing from carry.pos."""
+        c = self.cfg
+        if not c.uses_chunks:
+            return list(ids), [True] * len(ids)
+        S = c.chunk_size
+        out, real = [], []
+        p = carry.pos
+        for t in ids:
+            out.append(int(t)), real.append(True)
+            p += 1
+            if p % S == S - 1:
+                out.append(c.lmk_token_id), real.append(False)
+                p += 1
+        return out, real
+
+    @torch.no_grad()
+    def feed(self, state: DocState, ids: Sequence[int], want_logits: bool = False, record: list | None = None,
+             block_chunks: int = 16) -> torch.Tensor | None:
+        """Append real tokens to the stream. Returns logits [len(ids), V] when asked (float32)."""
+        aug, real = self._augment(state.carry, ids)
+        S = self.cfg.chunk_size if self.cfg.uses_chunks else 64
+        step = block_chunks * S
+        outs = []
+        i = 0
+        while i < len(aug):
+            # runs end on chunk boundaries so long prefills work on whole chunks
+            pos = state.carry.pos
+            n = min(len(aug) - i, step - (pos % S) if pos % S else step)
+            lg = self._run(state, aug[i:i + n], real[i:i + n], want_logits, record)
+            if want_logits:
+                outs.append(lg)
+            i += n
+        state.carry.n_tokens += len(ids)
+        if want_logits:
+            return torch.cat(outs) if outs else torch.zeros(0, self.cfg.vocab_size)
+        return None
+
+    def _run(self, state: DocState, aug: list[int], real: list[bool], want_logits: bool, record: list | None):
+        model, c, car, mem = self.model, self.cfg, state.carry, state.memory
+        dev = self.device
+        pos0 = car.pos
+        T = len(aug)
+        x = model.embed(torch.tensor(aug, device=dev)[None])  # [1, T, D]
+        if not c.uses_chunks:
+            for layer, win in zip(model.layers, car.windows):
+                x = layer(x, pos0, win)
+            car.pos += T
+            return self._logits(x, real) if want_logits else None
+        S, D, H, d, N = c.chunk_size, c.hidden_size, c.num_heads, c.head_dim, c.chunk_size - 1
+        nl = len(model.lower)
+        for layer, win in zip(model.lower, car.windows[:nl]):
+            x = layer(x, pos0, win)
+        # complete chunks: encoder -> landmark keys and memory, appended before the groups run
+        full = torch.cat([car.h_buf, x[0]])  # starts at the current chunk's first slot
+        c0 = (pos0 - len(car.h_buf)) // S  # chunk index of full[0]
+        m = len(full) // S  # chunks completed in this run
+        if m:
+            keys, mk, mv = model.encoder(full[: m * S].view(m, S, D))
+            assert mem.n == c0, f"memory has {mem.n} chunks, stream is at chunk {c0}"
+            G, k = c.num_groups, c.chunk_topk
+            mem.append(keys.float().cpu().numpy(), mk.float().cpu().numpy(), mv.float().cpu().numpy(),
+                       np.zeros((m, G, k), np.int32), np.zeros((m, G, k), np.float32))
+        car.h_buf = full[m * S:].clone()
+        # landmark positions (local indices in this run) and the chunk each position belongs to
+        lmk_local = [t for t in range(T) if (pos0 + t) % S == S - 1]
+        chunk_of = (pos0 + torch.arange(T, device=dev)) // S
+        first_chunk = pos0 // S
+        n_seg = int(chunk_of[-1]) - first_chunk + 1
+        all_keys = torch.from_numpy(mem.keys()).to(dev) if lmk_local else None
+        new_idx, new_w = [], []
+        wi = nl
+        for g, group in enumerate(model.groups):
+            # selections of the chunks touched by this run: the carried one, then the in-run ones
+            seg_idx, seg_w = [car.sel_idx[g]], [car.sel_w[g]]
+            if lmk_local:
+                q = model.lmk_norms[g](x[0, lmk_local])  # [m', D] group input at the landmarks
+                q_chunk = torch.tensor([(pos0 + t) // S for t in lmk_local], device=dev)
+                k_chunk = torch.arange(all_keys.shape[0], device=dev)
+                if c.arch == "fixed_retriever":
+                    raise NotImplementedError("fixed_retriever streaming: see drt_core/fixed_retriever.py")
+                scores = retrieval_scores(q[None], all_keys[None], q_chunk, k_chunk)[0]  # [m', n]
+                idx, w = self._topk(scores, mem)
+                new_idx.append(idx), new_w.append(w)
+                if record is not None:
+                    for j, qc in enumerate(q_chunk.tolist()):
+                        record.append({"group": g, "lmk_chunk": qc, "serves": qc + 1, "idx": idx[j].tolist(),
+                                       "weights": w[j].tolist(), "scores": scores[j, :qc].tolist()})
+                seg_idx += list(idx[: n_seg - 1])
+                seg_w += list(w[: n_seg - 1])
+            gi, gw = torch.stack(seg_idx[:n_seg]), torch.stack(seg_w[:n_seg])  # [n_seg, k]
+            gca_fn = self._stream_gca_fn(mem, gi, gw, pos0, T)
+            for layer in group:
+                x = layer(x, gca_fn, pos0, car.windows[wi])
+                wi += 1
+            if lmk_local:
+                car.sel_idx[g], car.sel_w[g] = new_idx[-1][-1], new_w[-1][-1]
+        if m:
+            rows = np.arange(c0, c0 + m)
+            # rows are chunks whose landmark is in this run (the m completed chunks)
+            si = torch.stack([ni for ni in new_idx], dim=1).cpu().numpy().astype(np.int32)  # [m, G, k]
+            sw = torch.stack([nw for nw in new_w], dim=1).float().cpu().numpy()
+            mem.set_selection(rows, si, sw)
+        car.pos += T
+        return self._logits(x, real) if want_logits else None
+
+    def _topk(self, scores: torch.Tensor, mem: ChunkMemory):
+        """Exact top-k over the past chunks (matrix-product scores); faiss gives the same set."""
+        k = self.cfg.chunk_topk
+        if scores.shape[1] < k:  # pad so that select_topk returns k columns (extra get weight 0)
+            scores = F.pad(scores, (0, k - scores.shape[1]), value=float("-inf"))
+        return select_topk(scores, k, gumbel=False)
+
+    def _stream_gca_fn(self, mem: ChunkMemory, sel_idx: torch.Tensor, sel_w: torch.Tensor, pos0: int, T: int):
+        """GCA for a run of positions touching n_seg chunks; segment s uses selection s."""
+        c = self.cfg
+        S, D, H, d, N = c.chunk_size, c.hidden_size, c.num_heads, c.head_dim, c.chunk_size - 1
+        n_seg, k = sel_idx.shape
+        dev = self.device
+        active = sel_w.sum(-1) > 0
+        if not bool(active.any()):
+            return lambda gca_mod, a: torch.zeros_like(a)
+        gk, gv = mem.gather(sel_idx.cpu().numpy())  # [n_seg, k, N, D]
+        gk = torch.from_numpy(np.asarray(gk, dtype=np.float32)).to(dev).view(n_seg, k, N, H, d).permute(0, 3, 1, 2, 4)
+        gv = torch.from_numpy(np.asarray(gv, dtype=np.float32)).to(dev).view(n_seg, k, N, H, d).permute(0, 3, 1, 2, 4)
+        off = pos0 % S
+
+        def fn(gca_mod, a):
+            rows = a[0]  # [T, D]
+            if n_seg == 1:
+                return gca_mod(rows[None], gk, gv, sel_w.to(a.dtype))
+            padded = F.pad(rows, (0, 0, off, n_seg * S - off - T))
+            out = gca_mod(padded.view(n_seg, S, D), gk, gv, sel_w.to(a.dtype)).reshape(n_seg * S, D)
+            return out[off: off + T][None]
+
+        return fn
+
+    def _logits(self, x: torch.Tensor, real: list[bool]) -> torch.Tensor:
+        keep = torch.tensor(real, device=x.device)
+        return self.model.lm_head(self.model.norm(x[0, keep])).float()
+
+    # -- prefill -----------------------------------------------------------------------------------
+
+    def prefill(self, state: DocState, ids: Sequence[int], *, cancel: threading.Event | None = None,
+                block_chunks: int = 16, checkpoint_every: int = 8) -> Iterator[PrefillProgress]:
+        """Feed `ids` (the WHOLE document's ids) from state.n_tokens on, in blocks of chunks;
+        yields progress after each block and commits every `checkpoint_every` blocks and at the end.
+        Cancelling stops after the current block and commits what was done."""
+        total = len(ids)
+        start = state.n_tokens
+        if start > total:
+            raise ValueError(f"state has {start} tokens, more than the document's {total}")
+        blk = block_chunks * (self.cfg.chunk_size - 1)
+        t0 = time.time()
+        nb = 0
+        i = start
+        while i < total:
+            if cancel is not None and cancel.is_set():
+                break
+            # align blocks to chunk boundaries in real-token space
+            j = min(total, (i // blk + 1) * blk)
+            with state.lock:
+                self.feed(state, ids[i:j], block_chunks=block_chunks)
+            i = j
+            nb += 1
+            if state.directory is not None and nb % checkpoint_every == 0:
+                state.checkpoint()
+            dt = max(time.time() - t0, 1e-9)
+            yield PrefillProgress(i, total, (i - start) / dt, state.n_chunks)
+        state.checkpoint()
+        if i == start:
+            yield PrefillProgress(i, total, 0.0, state.n_chunks)
+
+    # -- scoring (perplexity) ------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def nll(self, ids: Sequence[int], state: DocState | None = None, block_chunks: int = 16) -> np.ndarray:
+        """Per-token negative log-likelihood of ids[1:] given the prefix, streamed in flat memory."""
+        state = state or self.new_state()
+        out = []
+        blk = block_chunks * (self.cfg.chunk_size - 1)
+        prev_last = None
+        for i in range(0, len(ids), blk):
+            piece = list(ids[i:i + blk])
+            lg = self.feed(state, piece, want_logits=True, block_chunks=block_chunks)
+            lp = torch.log_softmax(lg, -1)
+            tgt = torch.tensor(piece, device=lg.device)
+            if prev_last is not None:
+                out.append(-prev_last[tgt[0]].item())
+            if len(piece) > 1:
+                out.extend((-lp[:-1].gather(1, tgt[1:, None])[:, 0]).tolist())
+            prev_last = lp[-1]
+        return np.asarray(out, dtype=np.float64)
+
+    # -- generation ---------------------------------------------------------------------------------
+
+    def prompt_ids(self, state: DocState, question: str | None) -> list[int]:
+        from .prompts import qa_prompt_ids, summary_prompt_ids
+
+        enc = lambda s: self.tokenizer.encode(s, add_special_tokens=False)  # noqa: E731
+        if question is None:
+            return summary_prompt_ids(state.n_tokens, encode=enc, chunk_tokens=self.cfg.chunk_size - 1)
+        return qa_prompt_ids(state.n_tokens, question, encode=enc, chunk_tokens=self.cfg.chunk_size - 1)
+
+    @torch.no_grad()
+    def generate(self, state: DocState, question: str | None = None, *, prompt_ids: Sequence[int] | None = None,
+                 max_new_tokens: int = 64, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
+                 stop_at_newline: bool = True, seed: int | None = None,
+                 cancel: threading.Event | None = None) -> Iterator[GenEvent]:
+        """Ask `question` about the document in `state` (None: ask for a summary), streaming tokens.
+
+        The stored state is not modified (generation runs on a fork). The last event has done=True,
+        the whole answer and the RetrievalTrace of the generated chunks."""
+        from .prompts import clean_answer
+
+        n_doc_chunks = state.n_chunks
+        with state.lock:
+            fork = state.fork()
+        if prompt_ids is None:
+            prompt_ids = self.prompt_ids(fork, question)
+        record: list[dict] = []
+        logits = self.feed(fork, list(prompt_ids), want_logits=True, record=record)[-1]
+        gen_chunk0 = fork.carry.pos // self.cfg.chunk_size if self.cfg.uses_chunks else 0
+        # the selection serving the first answer chunk was made by the landmark before it
+        serving = {gen_chunk0: self._current_selection(fork, record, gen_chunk0)}
+        gen = torch.Generator().manual_seed(seed if seed is not None else 0)
+        out_ids: list[int] = []
+        text = ""
+        reason = "length"
+        eos = self.cfg.eos_token_id
+        for _ in range(max_new_tokens):
+            if cancel is not None and cancel.is_set():
+                reason = "cancelled"
+                break
+            tok = sample(logits, temperature, top_k, top_p, gen)
+            if tok == eos:
+                reason = "eos"
+                break
+            out_ids.append(tok)
+            new_text = self.tokenizer.decode(out_ids) if self.tokenizer else ""
+            delta = new_text[len(text):] if not new_text.endswith("\ufffd") else ""
+            if delta:
+                text += delta
+            if stop_at_newline and "\n" in delta:
+                text = text[: text.index("\n", len(text) - len(delta))] if "\n" in text else text
+                reason = "newline"
+                yield GenEvent(tok, delta.split("\n", 1)[0])
+                break
+            yield GenEvent(tok, delta)
+            rec_before = len(record)
+            logits = self.feed(fork, [tok], want_logits=True, record=record)[-1]
+            if self.cfg.uses_chunks and len(record) > rec_before:
+                cur = fork.carry.pos // self.cfg.chunk_size
+                serving[cur] = self._current_selection(fork, record, cur)
+        trace = RetrievalTrace(n_doc_chunks)
+        used_chunks = sorted(serving)
+        for ch in used_chunks:
+            if serving[ch] is not None:
+                trace.rows.append(serving[ch] | {"gen_chunk": ch})
+        answer = clean_answer(text)
+        yield GenEvent(None, "", done=True, answer=answer, trace=trace, stop_reason=reason)
+
+    def _current_selection(self, fork: DocState, record: list[dict], chunk: int) -> dict | None:
+        """The selection serving `chunk` (made by landmark chunk-1), from the run records, or from
+        the stored memory when that landmark was processed at prefill time (no scores there)."""
+        if not self.cfg.uses_chunks:
+            return None
+        groups = [r for r in record if r["serves"] == chunk]
+        if not groups:
+            si, sw = fork.memory.selections()
+            if chunk - 1 >= len(si) or chunk - 1 < 0:
+                return None
+            keys = torch.from_numpy(fork.memory.keys()[: chunk - 1])
+            groups = [{"group": g, "idx": si[chunk - 1][g].tolist(), "weights": sw[chunk - 1][g].tolist(),
+                       "scores": None} for g in range(si.shape[1])]
+            del keys
+        g0 = min(groups, key=lambda r: r["group"])
+        keep = [i for i, w in enumerate(g0["weights"]) if w > 0]
+        return {"topk": [g0["idx"][i] for i in keep], "weights": [round(g0["weights"][i], 5) for i in keep],
+                "scores": None if g0["scores"] is None else [round(s, 4) for s in g0["scores"]],
+                "groups": [{"topk": r["idx"], "weights": r["weights"]} for r in sorted(groups, key=lambda r: r["group"])]}
+
+    def evidence(self, state: DocState, trace: RetrievalTrace, n_doc_chunks: int | None = None) -> list[tuple[int, float]]:
+        """Document chunks the answer drew on, by total fusion weight over its generated chunks."""
+        n = trace.n_doc_chunks if n_doc_chunks is None else n_doc_chunks
+        acc: dict[int, float] = {}
+        for row in trace.rows:
+            for cid, w in zip(row["topk"], row["weights"]):
+                if cid < n:
+                    acc[cid] = acc.get(cid, 0.0) + w
+        total = sum(acc.values()) or 1.0
+        return sorted(((c, w / total) for c, w in acc.items()), key=lambda t: -t[1])
+
+
+def sample(logits: torch.Tensor, temperature: float, top_k: int, top_p: float, gen: torch.Generator) -> int:
+    """Greedy when temperature <= 0, else temperature / top-k / top-p (nucleus) sampling."""
+    if temperature <= 0:
+        return int(logits.argmax())
+    lg = logits.float() / temperature
+    if top_k and top_k < lg.numel():
+        kth = lg.topk(top_k).values[-1]
+        lg = lg.masked_fill(lg < kth, float("-inf"))
+    probs = torch.softmax(lg, -1)
+    if top_p < 1.0:
+        sp, si = probs.sort(descending=True)
+        cut = sp.cumsum(0) - sp > top_p
+        sp = sp.masked_fill(cut, 0.0)
+        probs = torch.zeros_like(probs).scatter(0, si, sp)
+        probs = probs / probs.sum()
+    return int(torch.multinomial(probs, 1, generator=gen))
+
+
+def _state_config(cfg: DRTConfig) -> dict:
+    d = cfg.to_dict()
+    for k in ("gca_backend", "transformers_version", "_name_or_path", "architectures", "dtype", "torch_dtype"):
+        d.pop(k, None)
+    return d
+
+
+def _hash_files(paths: list[Path], extra: str = "") -> str:
+    h = hashlib.sha256()
+    for p in paths:
+        if p.exists():
+            with open(p, "rb") as f:
+                for blk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(blk)
+    h.update(extra.encode())
+    return h.hexdigest()[:16]

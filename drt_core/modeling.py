@@ -1,0 +1,542 @@
+"""The Differentiable Retrieval Transformer (DRT) and its baselines, top to bottom.
+
+Hu et al., "Efficient Length-Generalizable Attention via Causal Retrieval for Long-Context Language
+Modeling", ICML 2025 (arXiv 2410.01651); ../shared/docs/drt_spec.md §1-§3 is the precise reading.
+
+Layout of a DRT forward pass (B batch, L real tokens, C chunks, S = chunk_size = 64, T = C*S):
+    ids [B, L] --pad to C*63, insert a landmark after every 63 tokens--> [B, T]
+    lower layers: sliding-window causal self-attention with ALiBi over augmented positions
+    chunk encoder: per chunk, bidirectional attention with RoPE over the S slots
+        landmark key  l_c = E[:, c, S-1]                  [B, C, D]
+        chunk memory  K = E W_K, V = E W_V (real slots)    [B, C, S-1, D], shared by all upper layers
+    for each group g: retrieval with q_c = RMSNorm_g(h[:, c, S-1]) against l_e, e < c,
+        top-k (+Gumbel noise in training), fusion weights = softmax of clean scores over the selected;
+        row c serves chunk c+1; then the group's upper layers:
+            a = x + SelfAttn(norm1(x));   y = a + MLP(norm2(a + GCA(a)))   (GCA bypasses the residual)
+    final norm, tied LM head; logits returned for real tokens only [B, L, V].
+
+softmax_one: the reference code zeroes the landmark slot of K/V, which is exactly softmax-off-by-one
+over the 63 real keys (spec §3.3). We keep only the real keys and pass softmax_one to the operator,
+which is the same function without storing the zero slot; softmax_one=False gives vanilla softmax.
+
+Baselines (config.arch): "sliding_window" and "full_attention" run on the raw token stream (no
+landmarks); "fixed_retriever" is this DRT with the retrieval scores replaced by cosine similarities
+of a frozen MiniLM embedding of each chunk's text (RPT-style).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from transformers import PreTrainedModel
+from transformers.utils import ModelOutput
+
+from kernels.gca import gca
+
+from .config import DRTConfig
+
+NEG_INF = float("-inf")
+
+
+# ----------------------------------------------------------------------------------------------
+# building blocks
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        xf = x.float()
+        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (xf * self.weight.float()).to(x.dtype)
+
+
+class MLP(nn.Module):
+    """SwiGLU feed-forward, no bias."""
+
+    def __init__(self, dim: int, hidden: int):
+        super().__init__()
+        self.gate = nn.Linear(dim, hidden, bias=False)
+        self.up = nn.Linear(dim, hidden, bias=False)
+        self.down = nn.Linear(hidden, dim, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(F.silu(self.gate(x)) * self.up(x))
+
+
+def alibi_slopes(num_heads: int) -> torch.Tensor:
+    """2^(-8(i+1)/H) for i = 0..H-1 (the reference's geometric formula, spec §1.3)."""
+    return torch.tensor([2.0 ** (-8.0 * (i + 1) / num_heads) for i in range(num_heads)])
+
+
+def rope_cos_sin(n: int, dim: int, theta: float, device, dtype=torch.float32):
+    inv = 1.0 / (theta ** (torch.arange(0, dim, 2, device=device, dtype=torch.float32) / dim))
+    t = torch.arange(n, device=device, dtype=torch.float32)
+    f = torch.outer(t, inv)  # [n, dim/2]
+    emb = torch.cat([f, f], dim=-1)
+    return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x [..., n, d]; cos/sin [n, d]."""
+    x1, x2 = x.chunk(2, dim=-1)
+    rot = torch.cat([-x2, x1], dim=-1)
+    return x * cos + rot * sin
+
+
+def window_bias(q_pos: torch.Tensor, k_pos: torch.Tensor, slopes: torch.Tensor, window: int | None):
+    """Additive attention bias [H, ..., Tq, Tk]: ALiBi -slope*(i-j) inside the causal window, -inf
+    outside (future keys, keys older than `window`, and padding keys at negative positions).
+
+    q_pos [..., Tq], k_pos [..., Tk] are absolute positions. window=None means unlimited."""
+    dist = q_pos.unsqueeze(-1) - k_pos.unsqueeze(-2)  # [..., Tq, Tk]
+    ok = (dist >= 0) & (k_pos.unsqueeze(-2) >= 0)
+    if window is not None:
+        ok &= dist <= window
+    bias = -slopes.view(-1, *([1] * dist.dim())) * dist.unsqueeze(0).float()
+    return bias.masked_fill(~ok.unsqueeze(0), NEG_INF)
+
+
+@dataclass
+class KVWindow:
+    """Sliding-window KV cache of one self-attention layer: a ring of the last `window` positions.
+
+    k, v: [B, H, window, d]; pos: [window] absolute position held by each slot (-1 = empty)."""
+
+    k: torch.Tensor
+    v: torch.Tensor
+    pos: torch.Tensor
+    next_pos: int = 0
+
+    @classmethod
+    def empty(cls, B: int, H: int, window: int, d: int, device, dtype) -> "KVWindow":
+        z = torch.zeros(B, H, window, d, device=device, dtype=dtype)
+        return cls(z, z.clone(), torch.full((window,), -1, dtype=torch.long, device=device))
+
+    def push(self, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Append new keys [B, H, T, d] (in order); only the last `window` are kept."""
+        W = self.k.shape[2]
+        T = k.shape[2]
+        pos = torch.arange(self.next_pos, self.next_pos + T, device=k.device)
+        if T > W:
+            k, v, pos = k[:, :, -W:], v[:, :, -W:], pos[-W:]
+        slots = pos % W
+        self.k[:, :, slots] = k.to(self.k.dtype)
+        self.v[:, :, slots] = v.to(self.v.dtype)
+        self.pos[slots] = pos
+        self.next_pos += T
+
+
+class SelfAttention(nn.Module):
+    """Causal self-attention. ALiBi + sliding window (DRT, sliding_window) or RoPE + full (full_attention).
+
+    Batch mode (cache=None) runs the window blockwise in O(T * (window + block)); streaming mode
+    (cache given) attends to the ring buffer plus the new positions, so both give the same numbers."""
+
+    def __init__(self, cfg: DRTConfig, rope: bool = False, window: int | None = None):
+        super().__init__()
+        D, H = cfg.hidden_size, cfg.num_heads
+        self.H, self.d = H, D // H
+        self.qkv = nn.Linear(D, 3 * D, bias=False)
+        self.o = nn.Linear(D, D, bias=False)
+        self.rope = rope
+        self.rope_theta = cfg.rope_theta
+        self.window = window
+        self.register_buffer("slopes", alibi_slopes(H), persistent=False)
+
+    def _split(self, x):
+        B, T, _ = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.H, self.d).permute(2, 0, 3, 1, 4)
+        return q, k, v  # each [B, H, T, d]
+
+    def forward(self, x: torch.Tensor, pos0: int = 0, cache: KVWindow | None = None) -> torch.Tensor:
+        B, T, D = x.shape
+        q, k, v = self._split(x)
+        if self.rope:
+            cos, sin = rope_cos_sin(pos0 + T, self.d, self.rope_theta, x.device, q.dtype)
+            q, k = apply_rope(q, cos[pos0:], sin[pos0:]), apply_rope(k, cos[pos0:], sin[pos0:])
+        if cache is not None:
+            o = self._attend_cached(q, k, v, pos0, cache)
+        elif self.rope:  # full causal attention
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            o = self._attend_blocked(q, k, v)
+        return self.o(o.transpose(1, 2).reshape(B, T, D))
+
+    def _attend_blocked(self, q, k, v, block: int = 64):
+        B, H, T, d = q.shape
+        W = self.window
+        nb = -(-T // block)
+        pad_r = nb * block - T
+        if pad_r:
+            q, k, v = (F.pad(t, (0, 0, 0, pad_r)) for t in (q, k, v))
+        span = W + block
+        # keys for block i: positions [i*block - W, i*block + block)
+        kp = F.pad(k, (0, 0, W, 0)).unfold(2, span, block).transpose(-1, -2)  # [B, H, nb, span, d]
+        vp = F.pad(v, (0, 0, W, 0)).unfold(2, span, block).transpose(-1, -2)
+        qb = q.view(B, H, nb, block, d)
+        starts = torch.arange(nb, device=q.device) * block
+        q_pos = starts[:, None] + torch.arange(block, device=q.device)  # [nb, block]
+        k_pos = starts[:, None] - W + torch.arange(span, device=q.device)  # [nb, span]
+        bias = window_bias(q_pos, k_pos, self.slopes.to(q.device), W).to(q.dtype)  # [H, nb, block, span]
+        o = F.scaled_dot_product_attention(qb, kp, vp, attn_mask=bias.unsqueeze(0))
+        return o.reshape(B, H, nb * block, d)[:, :, :T]
+
+    def _attend_cached(self, q, k, v, pos0: int, cache: KVWindow):
+        T = q.shape[2]
+        assert cache.next_pos == pos0, f"cache at position {cache.next_pos}, input at {pos0}"
+        keys = torch.cat([cache.k, k.to(cache.k.dtype)], dim=2)
+        vals = torch.cat([cache.v, v.to(cache.v.dtype)], dim=2)
+        q_pos = torch.arange(pos0, pos0 + T, device=q.device)
+        k_pos = torch.cat([cache.pos, q_pos])
+        if self.rope:
+            ok = (k_pos[None, :] <= q_pos[:, None]) & (k_pos[None, :] >= 0)
+            bias = torch.zeros(ok.shape, device=q.device).masked_fill(~ok, NEG_INF)[None]
+        else:
+            bias = window_bias(q_pos, k_pos, self.slopes.to(q.device), self.window)
+        o = F.scaled_dot_product_attention(q, keys.to(q.dtype), vals.to(q.dtype), attn_mask=bias.to(q.dtype)[None])
+        cache.push(k, v)
+        return o
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block: x += Attn(norm(x)); x += MLP(norm(x))."""
+
+    def __init__(self, cfg: DRTConfig, rope: bool = False, window: int | None = None):
+        super().__init__()
+        self.norm1 = RMSNorm(cfg.hidden_size, cfg.rms_eps)
+        self.attn = SelfAttention(cfg, rope=rope, window=window)
+        self.norm2 = RMSNorm(cfg.hidden_size, cfg.rms_eps)
+        self.mlp = MLP(cfg.hidden_size, cfg.intermediate_size)
+
+    def forward(self, x, pos0: int = 0, cache: KVWindow | None = None):
+        x = x + self.attn(self.norm1(x), pos0, cache)
+        return x + self.mlp(self.norm2(x))
+
+
+class EncoderBlock(nn.Module):
+    """Chunk encoder block: bidirectional attention within one chunk, RoPE over slots 0..S-1."""
+
+    def __init__(self, cfg: DRTConfig):
+        super().__init__()
+        D, H = cfg.hidden_size, cfg.num_heads
+        self.H, self.d = H, D // H
+        self.rope_theta = cfg.rope_theta
+        self.norm1 = RMSNorm(D, 1e-6)
+        self.qkv = nn.Linear(D, 3 * D, bias=False)
+        self.o = nn.Linear(D, D, bias=False)
+        self.norm2 = RMSNorm(D, 1e-6)
+        self.mlp = MLP(D, cfg.intermediate_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # x [N, S, D], N = number of chunks
+        N, S, D = x.shape
+        q, k, v = self.qkv(self.norm1(x)).view(N, S, 3, self.H, self.d).permute(2, 0, 3, 1, 4)
+        cos, sin = rope_cos_sin(S, self.d, self.rope_theta, x.device, q.dtype)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        o = F.scaled_dot_product_attention(q, k, v)
+        x = x + self.o(o.transpose(1, 2).reshape(N, S, D))
+        return x + self.mlp(self.norm2(x))
+
+
+class ChunkEncoder(nn.Module):
+    """Landmark keys and the K/V chunk memory shared by every upper layer (spec §1.3 step 3)."""
+
+    def __init__(self, cfg: DRTConfig):
+        super().__init__()
+        D = cfg.hidden_size
+        self.prenorm = RMSNorm(D, cfg.rms_eps)
+        self.layers = nn.ModuleList([EncoderBlock(cfg) for _ in range(cfg.encoder_layers)])
+        self.norm = RMSNorm(D, 1e-6)
+        self.k_proj = nn.Linear(D, D, bias=False)
+        self.v_proj = nn.Linear(D, D, bias=False)
+
+    def forward(self, h: torch.Tensor):
+        """h: [N, S, D] lower-layer states of N complete chunks (landmark in the last slot).
+
+        Returns landmark keys [N, D] and memory K, V [N, S-1, D] (the real slots only)."""
+        e = self.prenorm(h)
+        for layer in self.layers:
+            e = layer(e)
+        e = self.norm(e)
+        real = e[:, :-1]
+        return e[:, -1], self.k_proj(real), self.v_proj(real)
+
+
+class GCA(nn.Module):
+    """Grouped Cross Attention of one upper layer: per-layer Q/O projections and pre-norm; the
+    retrieved chunks, their memory and weights come from the group (shared by its layers)."""
+
+    def __init__(self, cfg: DRTConfig):
+        super().__init__()
+        D = cfg.hidden_size
+        self.H, self.d = cfg.num_heads, D // cfg.num_heads
+        self.norm = RMSNorm(D, cfg.rms_eps)
+        self.q = nn.Linear(D, D, bias=False)
+        self.o = nn.Linear(D, D, bias=False)
+        self.softmax_one = cfg.softmax_one
+        self.backend = cfg.gca_backend
+
+    def forward(self, x: torch.Tensor, mem_k: torch.Tensor, mem_v: torch.Tensor, w: torch.Tensor):
+        """x: [Z, M, D] query rows (one query chunk, or its first M rows while decoding);
+        mem_k, mem_v: [Z, H, K, N, d] gathered memory; w: [Z, K]. Returns [Z, M, D]."""
+        Z, M, D = x.shape
+        q = self.q(self.norm(x)).view(Z, M, self.H, self.d).transpose(1, 2)  # [Z, H, M, d]
+        o = gca(q, mem_k.to(q.dtype), mem_v.to(q.dtype), w.to(q.dtype), softmax_one=self.softmax_one,
+                backend=self.backend)
+        return self.o(o.transpose(1, 2).reshape(Z, M, D))
+
+
+class UpperBlock(nn.Module):
+    """a = x + SelfAttn(norm1(x));  y = a + MLP(norm2(a + GCA(a)))  -- GCA is not on the residual."""
+
+    def __init__(self, cfg: DRTConfig):
+        super().__init__()
+        self.norm1 = RMSNorm(cfg.hidden_size, cfg.rms_eps)
+        self.attn = SelfAttention(cfg, window=cfg.window)
+        self.gca = GCA(cfg)
+        self.norm2 = RMSNorm(cfg.hidden_size, cfg.rms_eps)
+        self.mlp = MLP(cfg.hidden_size, cfg.intermediate_size)
+
+    def forward(self, x, gca_fn, pos0: int = 0, cache: KVWindow | None = None):
+        """gca_fn(a) -> GCA contribution for every position of a (zeros where nothing is served)."""
+        a = x + self.attn(self.norm1(x), pos0, cache)
+        return a + self.mlp(self.norm2(a + gca_fn(self.gca, a)))
+
+
+# ----------------------------------------------------------------------------------------------
+# retrieval
+
+
+def retrieval_scores(query: torch.Tensor, keys: torch.Tensor, q_chunk: torch.Tensor, k_chunk: torch.Tensor):
+    """Scores [..., Cq, Ck] = <q, l> / sqrt(D), -inf unless key chunk < query chunk (strictly).
+
+    query [B, Cq, D] landmark states (normed), keys [B, Ck, D]; q_chunk [Cq], k_chunk [Ck] global ids."""
+    D = query.shape[-1]
+    s = torch.einsum("bcd,bed->bce", query.float(), keys.float()) / math.sqrt(D)
+    causal = k_chunk[None, :] < q_chunk[:, None]
+    return s.masked_fill(~causal, NEG_INF)
+
+
+def select_topk(scores: torch.Tensor, k: int, gumbel: bool, generator: torch.Generator | None = None):
+    """Top-k chunks per row and their fusion weights.
+
+    Selection uses scores + Gumbel(0,1) noise when `gumbel` (training); the weights are always the
+    softmax of the CLEAN scores over the selected (spec §2). Rows with fewer than k eligible chunks
+    fill the rest with index 0 and weight 0; a row with none gets all-zero weights (no NaN).
+    Returns idx [..., k] (long), w [..., k] (float32, differentiable through scores)."""
+    k = min(k, scores.shape[-1])
+    sel = scores
+    if gumbel:
+        u = torch.rand(scores.shape, device=scores.device, generator=generator).clamp_(1e-20, 1.0)
+        sel = scores - torch.log(-torch.log(u))
+    idx = sel.detach().topk(k, dim=-1).indices
+    picked = scores.gather(-1, idx)
+    valid = torch.isfinite(picked)
+    w = torch.softmax(picked.masked_fill(~valid, -1e30), dim=-1) * valid
+    idx = idx.masked_fill(~valid, 0)
+    return idx, w
+
+
+# ----------------------------------------------------------------------------------------------
+# the model
+
+
+@dataclass
+class DRTOutput(ModelOutput):
+    loss: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+    # per group: dict(idx [B, C, k], weights [B, C, k], scores [B, C, C]); row c serves chunk c+1
+    retrieval: list | None = None
+
+
+class DRTPreTrainedModel(PreTrainedModel):
+    config_class = DRTConfig
+    base_model_prefix = "drt"
+    _no_split_modules = ["Block", "UpperBlock", "EncoderBlock"]
+
+    def _init_weights(self, module):
+        std = self.config.init_std
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=std)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=std)
+            if self.config.pad_token_id is not None:
+                with torch.no_grad():
+                    module.weight[self.config.pad_token_id].zero_()
+        elif isinstance(module, RMSNorm):
+            nn.init.ones_(module.weight)
+
+
+class DRTForCausalLM(DRTPreTrainedModel):
+    """`model(input_ids, labels=None)`: ids WITHOUT landmarks, any length; logits [B, L, V] for the
+    real tokens; loss = mean next-token cross-entropy over real tokens (labels as input_ids, -100
+    ignored). The baselines of config.arch share this class and its checkpoint format."""
+
+    _tied_weights_keys = {"lm_head.weight": "embed.weight"}
+
+    def __init__(self, config: DRTConfig):
+        super().__init__(config)
+        cfg = config
+        D = cfg.hidden_size
+        self.embed = nn.Embedding(cfg.vocab_size, D)
+        if cfg.uses_chunks:
+            self.lower = nn.ModuleList([Block(cfg, window=cfg.window) for _ in range(cfg.lower_layers)])
+            self.encoder = ChunkEncoder(cfg)
+            self.lmk_norms = nn.ModuleList([RMSNorm(D, cfg.rms_eps) for _ in cfg.upper_groups])
+            self.groups = nn.ModuleList(
+                [nn.ModuleList([UpperBlock(cfg) for _ in range(n)]) for n in cfg.upper_groups]
+            )
+        else:
+            depth = cfg.baseline_layers or (cfg.lower_layers + sum(cfg.upper_groups) + 2)
+            full = cfg.arch == "full_attention"
+            self.layers = nn.ModuleList(
+                [Block(cfg, rope=full, window=None if full else cfg.window) for _ in range(depth)]
+            )
+        self.norm = RMSNorm(D, cfg.rms_eps)
+        self.lm_head = nn.Linear(D, cfg.vocab_size, bias=False)
+        self._fixed_retriever = None
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.embed
+
+    def set_input_embeddings(self, value):
+        self.embed = value
+
+    def get_output_embeddings(self):
+        return self.lm_head
+
+    # -- layout helpers ---------------------------------------------------------------------------
+
+    def augment(self, input_ids: torch.Tensor):
+        """Pad [B, L] to C*63 and insert a landmark after every 63 tokens -> [B, C*64] and C."""
+        cfg = self.config
+        B, L = input_ids.shape
+        S1 = cfg.chunk_tokens
+        C = max(1, -(-L // S1))
+        ids = F.pad(input_ids, (0, C * S1 - L), value=cfg.pad_token_id)
+        ids = ids.masked_fill(ids < 0, cfg.pad_token_id).view(B, C, S1)
+        lmk = torch.full((B, C, 1), cfg.lmk_token_id, dtype=ids.dtype, device=ids.device)
+        return torch.cat([ids, lmk], dim=2).view(B, C * cfg.chunk_size), C
+
+    # -- forward ------------------------------------------------------------------------------------
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        labels: torch.Tensor | None = None,
+        label_weights: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,  # accepted for HF compatibility; ids are unpadded
+        output_retrieval: bool = False,
+        chunk_embeddings: torch.Tensor | None = None,
+        **kwargs,
+    ) -> DRTOutput:
+        B, L = input_ids.shape
+        if self.config.uses_chunks:
+            h, retrieval = self._forward_drt(input_ids, output_retrieval, chunk_embeddings)
+        else:
+            h, retrieval = self._forward_plain(input_ids), None
+        logits = self.lm_head(self.norm(h))
+        loss = None
+        if labels is not None:
+            loss = lm_loss(logits, labels, label_weights)
+        return DRTOutput(loss=loss, logits=logits, retrieval=retrieval)
+
+    def _forward_plain(self, input_ids):
+        x = self.embed(input_ids.clamp_min(0))
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+    def _forward_drt(self, input_ids, output_retrieval: bool, chunk_embeddings=None):
+        cfg = self.config
+        B, L = input_ids.shape
+        S, D, H, d = cfg.chunk_size, cfg.hidden_size, cfg.num_heads, cfg.head_dim
+        aug, C = self.augment(input_ids)
+        T = C * S
+        x = self.embed(aug)
+        for layer in self.lower:
+            x = layer(x)
+        lmk_keys, mem_k, mem_v = self.encoder(x.view(B * C, S, D))
+        lmk_keys = lmk_keys.view(B, C, D)
+        N = S - 1
+        # [B, C, N, H, d] -> per chunk, heads first
+        mem_k = mem_k.view(B, C, N, H, d).permute(0, 1, 3, 2, 4)
+        mem_v = mem_v.view(B, C, N, H, d).permute(0, 1, 3, 2, 4)
+        chunk_ids = torch.arange(C, device=x.device)
+        retrieval = []
+        for g, group in enumerate(self.groups):
+            if cfg.arch == "fixed_retriever":
+                scores = self._fixed_scores(input_ids, C, chunk_embeddings)
+            else:
+                q_lmk = self.lmk_norms[g](x.view(B, C, S, D)[:, :, S - 1])
+                scores = retrieval_scores(q_lmk, lmk_keys, chunk_ids, chunk_ids)
+            idx, w = select_topk(scores, cfg.chunk_topk, gumbel=self.training and cfg.arch == "drt")
+            if cfg.arch == "fixed_retriever":
+                w = w.detach()
+            if output_retrieval:
+                retrieval.append({"idx": idx, "weights": w.detach(), "scores": scores.detach()})
+            gca_fn = self._batch_gca_fn(idx, w, mem_k, mem_v, B, C)
+            for layer in group:
+                x = layer(x, gca_fn)
+        # drop landmark slots and padding
+        x = x.view(B, C, S, D)[:, :, : S - 1].reshape(B, C * (S - 1), D)[:, :L]
+        return x, (retrieval if output_retrieval else None)
+
+    def _batch_gca_fn(self, idx, w, mem_k, mem_v, B, C):
+        """GCA closure for the whole sequence: chunk c >= 1 uses row c-1's selection; chunk 0 gets 0."""
+        cfg = self.config
+        S, D = cfg.chunk_size, cfg.hidden_size
+        if C < 2:
+            return lambda gca_mod, a: torch.zeros_like(a)
+        k = idx.shape[-1]
+        sel = idx[:, :-1]  # [B, C-1, k] rows 0..C-2 serve chunks 1..C-1
+        flat = (sel + torch.arange(B, device=idx.device).view(B, 1, 1) * C).reshape(-1)
+        Hh, N, d = mem_k.shape[2], mem_k.shape[3], mem_k.shape[4]
+        gk = mem_k.reshape(B * C, Hh, N, d)[flat].view(B * (C - 1), k, Hh, N, d).transpose(1, 2)
+        gv = mem_v.reshape(B * C, Hh, N, d)[flat].view(B * (C - 1), k, Hh, N, d).transpose(1, 2)
+        gw = w[:, :-1].reshape(B * (C - 1), k)
+
+        def fn(gca_mod, a):
+            av = a.view(B, C, S, D)
+            out = gca_mod(av[:, 1:].reshape(B * (C - 1), S, D), gk, gv, gw).view(B, C - 1, S, D)
+            return torch.cat([torch.zeros_like(av[:, :1]), out], dim=1).view(B, C * S, D)
+
+        return fn
+
+    # -- fixed retriever (RPT-style baseline) -------------------------------------------------------
+
+    def _fixed_scores(self, input_ids, C, chunk_embeddings=None):
+        """Cosine similarity of frozen MiniLM embeddings of each chunk's text, / temperature, causal."""
+        cfg = self.config
+        if chunk_embeddings is None:
+            from .fixed_retriever import embed_chunks
+
+            chunk_embeddings = embed_chunks(input_ids, cfg)  # [B, C, E], L2-normalised
+        e = chunk_embeddings.to(input_ids.device).float()
+        s = torch.einsum("bce,bfe->bcf", e, e) / cfg.retriever_temperature
+        ids = torch.arange(C, device=input_ids.device)
+        return s.masked_fill(~(ids[None, :] < ids[:, None]), NEG_INF)
+
+
+def lm_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | None = None):
+    """Mean next-token cross-entropy: position i predicts labels[i+1]; -100 ignored.
+
+    With `weights` [B, L] (aligned with labels), a weighted mean: sum(w*ce)/sum(w) over targets."""
+    V = logits.shape[-1]
+    lg = logits[:, :-1].reshape(-1, V).float()
+    tg = labels[:, 1:].reshape(-1)
+    ce = F.cross_entropy(lg, tg.clamp_min(0), reduction="none")
+    mask = (tg != -100).float()
+    if weights is not None:
+        mask = mask * weights[:, 1:].reshape(-1).float()
+    return (ce * mask).sum() / mask.sum().clamp_min(1e-9)

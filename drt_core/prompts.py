@@ -1,0 +1,140 @@
+"""The ONE prompt format, shared by fine-tuning (drt_core.tasks) and the app (ask / summarize).
+
+DESIGN.md: "One function builds the question/answer prompt for both fine-tuning and the app, so the
+shipped model is asked questions in the form it was taught." Everything that turns a question into
+tokens goes through this module; nothing else formats prompts.
+
+Text format
+-----------
+::
+
+    <context ...>                       the document (or the NIAH haystack with needles)
+    <|pad|> x n                         0..62 pad tokens, see layout_prompt
+    "\\n\\nQuestion: {question}\\nAnswer:" qa_suffix(question)
+    " {answer}\\n"                       answer_text(answer) + STOP_TEXT (what the model generates)
+
+and for summaries ``summary_suffix() = "\\n\\nSummary:"`` followed by ``" {summary}\\n"``.
+
+Geometry (spec §5.3, §10.9)
+---------------------------
+The model closes every 63 real tokens with a landmark (spec §1.2): chunk c holds the real positions
+[63c, 63c + 63) and its landmark comes after position 63c + 62. The landmark of chunk c chooses
+the chunks that the tokens of chunk c + 1 retrieve from.
+
+`layout_prompt` left-pads the prompt so that its LAST token (the ":" of "Answer:") lands on the
+FIRST slot of a chunk, i.e. at a position ``p`` (counted from the start of the whole sequence,
+context + pads + prompt) with ``p % 63 == 0``. Then
+
+* the landmark just before ``p`` (closing chunk p/63 - 1) has seen the whole question except the
+  final ":", so the retrieval that serves the answer chunk is informed by the question;
+* the answer tokens ``p + 1, p + 2, ...`` are in the same chunk as ``p`` and use that retrieval;
+* equivalently, context + pads + prompt has length ``≡ 1 (mod 63)`` (the spec's summarisation
+  layout: "left-padded so that its length ≡ 1 (mod chunk)").
+
+This is the reference's NIAH layout (" is" at index L - 63, the first slot of the last chunk), with
+our text format. Pad tokens (id 0) are ordinary inputs for the model (embedded as the pad row) and
+carry no loss (label -100).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from .tokenizer import EOT_ID, PAD_ID
+
+CHUNK_TOKENS = 63  # real tokens per chunk (spec §1.1 S)
+STOP_TEXT = "\n"  # an answer ends with a newline (or <|endoftext|>); generation stops at either
+STOP_IDS_EXTRA = (EOT_ID,)
+
+QUESTION_PREFIX = "\n\nQuestion: "
+ANSWER_PREFIX = "\nAnswer:"
+SUMMARY_SUFFIX = "\n\nSummary:"
+
+
+def qa_suffix(question: str) -> str:
+    """Text appended after the context to ask `question`: "\\n\\nQuestion: {q}\\nAnswer:".
+
+    The question is stripped of surrounding whitespace and internal newlines are turned into
+    spaces, so the prompt always ends with exactly "\\nAnswer:".
+    """
+    q = " ".join(str(question).split())
+    if not q:
+        raise ValueError("empty question")
+    return f"{QUESTION_PREFIX}{q}{ANSWER_PREFIX}"
+
+
+def summary_suffix() -> str:
+    """Text appended after the context to ask for a summary: "\\n\\nSummary:"."""
+    return SUMMARY_SUFFIX
+
+
+def answer_text(answer: str) -> str:
+    """How an answer follows the prompt: one space, then the answer (" 48213")."""
+    return " " + str(answer).strip()
+
+
+def n_layout_pads(n_context_tokens: int, n_prompt_tokens: int, chunk_tokens: int = CHUNK_TOKENS) -> int:
+    """Pads (0..chunk_tokens-1) to put between context and prompt so that the last prompt token
+    sits at a position p with p % chunk_tokens == 0."""
+    if n_prompt_tokens < 1:
+        raise ValueError("the prompt needs at least one token")
+    if n_context_tokens < 0:
+        raise ValueError("negative context length")
+    last = n_context_tokens + n_prompt_tokens - 1
+    return (-last) % chunk_tokens
+
+
+def layout_prompt(
+    n_context_tokens: int,
+    prompt_ids: Sequence[int],
+    pad_id: int = PAD_ID,
+    chunk_tokens: int = CHUNK_TOKENS,
+) -> list[int]:
+    """``[pad_id] * n + prompt_ids`` with n in [0, chunk_tokens) chosen so that, appended after
+    `n_context_tokens` context tokens, the LAST prompt token is at position p, p % chunk_tokens == 0
+    (the first slot of a chunk; see the module docstring). The answer starts at p + 1."""
+    ids = [int(i) for i in prompt_ids]
+    return [int(pad_id)] * n_layout_pads(n_context_tokens, len(ids), chunk_tokens) + ids
+
+
+def prompt_end_position(n_context_tokens: int, laid_out: Sequence[int]) -> int:
+    """Position (in the whole sequence) of the last prompt token of a laid-out prompt."""
+    return n_context_tokens + len(laid_out) - 1
+
+
+def _default_encode() -> Callable[[str], list[int]]:
+    from .tokenizer import encode
+
+    return encode
+
+
+def qa_prompt_ids(
+    n_context_tokens: int,
+    question: str,
+    encode: Callable[[str], list[int]] | None = None,
+    chunk_tokens: int = CHUNK_TOKENS,
+) -> list[int]:
+    """Ids to append after a context of `n_context_tokens` tokens to ask `question` (pads included).
+    The app appends these, then generates; tasks.py builds training examples the same way."""
+    enc = encode or _default_encode()
+    return layout_prompt(n_context_tokens, enc(qa_suffix(question)), chunk_tokens=chunk_tokens)
+
+
+def summary_prompt_ids(
+    n_context_tokens: int,
+    encode: Callable[[str], list[int]] | None = None,
+    chunk_tokens: int = CHUNK_TOKENS,
+) -> list[int]:
+    """Ids to append after a context to ask for its summary (pads included)."""
+    enc = encode or _default_encode()
+    return layout_prompt(n_context_tokens, enc(summary_suffix()), chunk_tokens=chunk_tokens)
+
+
+def is_stop(token_text: str, token_id: int | None = None) -> bool:
+    """Whether generation should stop at this token: <|endoftext|> or a newline."""
+    return (token_id is not None and token_id in STOP_IDS_EXTRA) or STOP_TEXT in token_text
+
+
+def clean_answer(generated: str) -> str:
+    """The answer part of generated text: up to the first newline, stripped."""
+    return generated.split(STOP_TEXT, 1)[0].strip()

@@ -1,0 +1,639 @@
+"""Seeded needle-in-a-haystack (NIAH) builders over real haystack tokens (spec §5.3).
+
+Tasks (the spec's semantics, our text):
+
+* ``single``   one passkey hidden in the haystack; the question asks for it.
+* ``multikey`` 1 real key/value pair plus ``n_distractors`` (default 5) pairs with other keys;
+  the question names the real key.
+* ``2hop``     chains v0 -> v1 -> v2 plus ``n_distractors`` (default 1) distractor chains
+  v3 -> v4 -> v5; each hop is its own needle, shuffled and spread over the haystack; the question
+  gives v0 and the answer is "v1, v2".
+
+Values are random digit strings (5-7 digits, first digit non-zero, all distinct in an example), so
+answers are checkable from text (`score_answer`). Needles and questions come from FAMILIES of
+phrasings (8 each); the first 6 of each family are the training phrasings and the last 2 are held
+out (``phrasings="train" | "heldout" | "all"``), so evaluation can ask in unseen words.
+
+Layout of one example of ``length`` tokens (any length; the model pads to chunks internally)::
+
+    haystack with needles | pads | Q1 | A1 \\n | pads | Q2 | A2 \\n | ... | right pads
+
+Every question is laid out by `prompts.layout_prompt`: its last token (the ":" of "Answer:") sits at
+a position p with p % 63 == 0, so the landmark that chooses the answer chunk's retrievals has read
+the question (spec §5.3 / §10.9, our `prompts` module docstring). The same function lays out the
+app's questions, so the model is asked the way it was taught. A needle (" The passkey is 84613.")
+is inserted after a sentence end and before a word where one is within 256 tokens (else between two
+words), and never in the last 2 * 63 haystack tokens before the first question (as in the reference).
+
+Labels follow the HF convention: ``labels[i]`` is the token at position i (the model shifts),
+-100 at pads. ``weights[i]`` weights the loss of predicting ``labels[i]``: 0 at pads,
+``answer_weight`` on answer tokens and the newline that ends them, 1 elsewhere (the spec trains on
+the whole sequence; the weight lets training stress the answers).
+
+Every builder takes a seed or a `random.Random`; nothing touches the global RNGs (the reference's
+defect, spec §9.11). Same (haystack, length, seed, options) -> same example, token for token.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from .prompts import CHUNK_TOKENS, STOP_TEXT, answer_text, layout_prompt, qa_suffix
+from .tokenizer import EOT_ID, PAD_ID
+
+TASK_NAMES = ("single", "multikey", "2hop")
+
+
+class TooShort(ValueError):
+    """The requested length cannot hold the haystack margin, the needles and the questions."""
+
+N_TRAIN_PHRASINGS = 6  # first 6 of each family are for training, the rest are held out
+IGNORE = -100
+
+# ------------------------------------------------------------------------------------------------
+# phrasing families (8 each: [:6] train, [6:] held out)
+# ------------------------------------------------------------------------------------------------
+
+SINGLE_NEEDLES = (
+    "The passkey is {value}.",
+    "Remember this: the passkey is {value}.",
+    "The secret passkey is {value}. Keep it safe.",
+    "Note that the passkey is {value}.",
+    "Here is the passkey: {value}.",
+    "Write this down, the passkey is {value}.",
+    # held out
+    "Important: the passkey to remember is {value}.",
+    "For the record, the pass key reads {value}.",
+)
+SINGLE_QUESTIONS = (
+    "What is the passkey?",
+    "What is the passkey mentioned in the text?",
+    "Which passkey was given in the text?",
+    "Recall the passkey. What is it?",
+    "What number is the secret passkey?",
+    "Tell me the passkey.",
+    # held out
+    "What passkey should be remembered?",
+    "Which number did the text give as the pass key?",
+)
+MULTIKEY_NEEDLES = (
+    "One of the special magic numbers for {key} is {value}.",
+    "The magic number for {key} is {value}.",
+    "Remember: {key} has the number {value}.",
+    "The code assigned to {key} is {value}.",
+    "The special number of {key} is {value}.",
+    "For {key}, the magic number is {value}.",
+    # held out
+    "Keep in mind that {key} goes with the number {value}.",
+    "The number belonging to {key} is {value}.",
+)
+MULTIKEY_QUESTIONS = (
+    "What is the special magic number for {key}?",
+    "What is the magic number for {key}?",
+    "Which number does {key} have?",
+    "What code is assigned to {key}?",
+    "What is the special number of {key}?",
+    "For {key}, what is the magic number?",
+    # held out
+    "Which number goes with {key}?",
+    "What number belongs to {key}?",
+)
+TWOHOP_NEEDLES = (
+    "The path goes from {a} to {b}.",
+    "{a} leads to {b}.",
+    "From {a}, the next stop is {b}.",
+    "Code {a} points to code {b}.",
+    "After {a} comes {b}.",
+    "The successor of {a} is {b}.",
+    # held out
+    "{a} is linked to {b}.",
+    "Step: {a} then {b}.",
+)
+TWOHOP_QUESTIONS = (
+    "What are the next two stops on the path from {start}?",
+    "Starting from {start}, which two codes follow?",
+    "Follow the path from {start} for two steps. Which codes do you reach?",
+    "What comes after {start}, and after that?",
+    "From {start}, what are the next two codes in the chain?",
+    "Which two codes come after {start}, in order?",
+    # held out
+    "Trace two hops from {start}. What are they?",
+    "Name the two codes that follow {start}.",
+)
+
+TEMPLATES = {
+    "single": (SINGLE_NEEDLES, SINGLE_QUESTIONS),
+    "multikey": (MULTIKEY_NEEDLES, MULTIKEY_QUESTIONS),
+    "2hop": (TWOHOP_NEEDLES, TWOHOP_QUESTIONS),
+}
+
+KEY_ADJECTIVES = (
+    "amber", "silver", "crimson", "quiet", "golden", "hollow", "frozen", "velvet", "copper", "misty",
+    "scarlet", "ivory", "lunar", "rustic", "hidden", "bright", "northern", "ancient", "wild", "pale",
+)
+KEY_NOUNS = (
+    "falcon", "harbor", "lantern", "meadow", "castle", "river", "compass", "orchard", "violin", "glacier",
+    "beacon", "forest", "anchor", "comet", "garden", "bridge", "tower", "island", "mirror", "canyon",
+)
+
+
+def phrasing_templates(task: str, phrasings: str = "train") -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(needle templates, question templates) of a task for "train", "heldout" or "all"."""
+    if task not in TEMPLATES:
+        raise ValueError(f"unknown task {task!r}; expected one of {TASK_NAMES}")
+    needles, questions = TEMPLATES[task]
+    if phrasings == "train":
+        return needles[:N_TRAIN_PHRASINGS], questions[:N_TRAIN_PHRASINGS]
+    if phrasings == "heldout":
+        return needles[N_TRAIN_PHRASINGS:], questions[N_TRAIN_PHRASINGS:]
+    if phrasings == "all":
+        return needles, questions
+    raise ValueError(f"phrasings must be 'train', 'heldout' or 'all', got {phrasings!r}")
+
+
+# ------------------------------------------------------------------------------------------------
+# the example
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class NIAHExample:
+    """One NIAH sequence. Positions are indices into `ids` (0-based, real tokens, no landmarks)."""
+
+    task: str
+    ids: np.ndarray  # int64 [length]
+    labels: np.ndarray  # int64 [length]; ids with -100 at pads (HF convention: the model shifts)
+    weights: np.ndarray  # float32 [length]; loss weight of labels[i]
+    answers: list[str]  # text answers, e.g. "48213" or "48213, 99120"
+    answer_spans: list[tuple[int, int]]  # [start, end) of each answer's tokens (no leading prompt, no stop)
+    questions: list[str]
+    prompt_ends: list[int]  # position of each prompt's last token (":"); p % 63 == 0
+    needle_spans: list[tuple[int, int]]  # [start, end) of every needle (real and distractor)
+    needles: list[str]  # needle texts, in the order of needle_spans
+    n_context: int  # haystack + needles: tokens before the first question's pads
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def answer(self) -> str:
+        return self.answers[0]
+
+    @property
+    def answer_span(self) -> tuple[int, int]:
+        return self.answer_spans[0]
+
+    @property
+    def question(self) -> str:
+        return self.questions[0]
+
+    def prompt_ids(self, k: int = 0) -> np.ndarray:
+        """The ids up to and including question k's last prompt token: what to feed before
+        generating answer k."""
+        return self.ids[: self.prompt_ends[k] + 1]
+
+    def to_torch(self):
+        import torch
+
+        return (torch.from_numpy(self.ids), torch.from_numpy(self.labels), torch.from_numpy(self.weights))
+
+
+def score_answer(generated: str, answer: str) -> bool:
+    """Whether generated text answers correctly: the numbers before the first newline must start
+    with the expected numbers, in order ("48213" or "48213, 99120"). Leading blank lines are skipped."""
+    expected = re.findall(r"\d+", answer)
+    lines = [ln for ln in str(generated).split(STOP_TEXT) if ln.strip()]
+    got = re.findall(r"\d+", lines[0]) if lines else []
+    return bool(expected) and got[: len(expected)] == expected
+
+
+# ------------------------------------------------------------------------------------------------
+# helpers
+# ------------------------------------------------------------------------------------------------
+
+
+def _rng(seed_or_rng) -> random.Random:
+    if isinstance(seed_or_rng, random.Random):
+        return seed_or_rng
+    if seed_or_rng is None:
+        raise ValueError("pass a seed or a random.Random (the global RNG is never used)")
+    return random.Random(seed_or_rng)
+
+
+def _resolve_tok(tokenizer_path) -> str:
+    from .tokenizer import _resolve
+
+    return str(_resolve(tokenizer_path))
+
+
+@lru_cache(maxsize=4)
+def _boundary_ids(tok_path: str) -> tuple[frozenset[int], frozenset[int]]:
+    """(ids whose text ends a sentence, ids whose text starts with whitespace). A needle (" The
+    passkey is 84613.") reads naturally between the two: "... end. The passkey is 84613. Next ..."."""
+    from .tokenizer import backend
+
+    tok = backend(tok_path)
+    ends = (".", "!", "?", '."', ".\u201d", "!\u201d", "?\u201d", ".)", ".'", "!'", "?'")
+    end_ids, space_ids = set(), set()
+    for i in range(tok.get_vocab_size()):
+        t = tok.decode([i], skip_special_tokens=False)
+        if t.endswith(ends):
+            end_ids.add(i)
+        if t[:1].isspace():
+            space_ids.add(i)
+    end_ids.add(EOT_ID)
+    space_ids.add(EOT_ID)
+    return frozenset(end_ids), frozenset(space_ids)
+
+
+def _encode(tok_path: str):
+    from .tokenizer import encode
+
+    return lambda text: encode(text, tok_path)
+
+
+def _values(rng: random.Random, n: int, digits: tuple[int, int]) -> list[str]:
+    lo, hi = digits
+    if not 1 <= lo <= hi:
+        raise ValueError(f"bad digits range {digits}")
+    out: list[str] = []
+    seen = set()
+    while len(out) < n:
+        d = rng.randint(lo, hi)
+        v = str(rng.randint(10 ** (d - 1), 10**d - 1))
+        if v not in seen:
+            seen.add(v)
+            out.append(v)
+    return out
+
+
+def _keys(rng: random.Random, n: int) -> list[str]:
+    pool = [f"{a}-{b}" for a in KEY_ADJECTIVES for b in KEY_NOUNS]
+    if n > len(pool):
+        raise ValueError(f"at most {len(pool)} keys")
+    return rng.sample(pool, n)
+
+
+def _haystack_window(haystack, n: int, rng: random.Random) -> np.ndarray:
+    """n consecutive haystack tokens from a random start (the haystack is tiled, EOT-joined, if short)."""
+    hay = np.asarray(haystack)
+    if hay.ndim != 1 or hay.size == 0:
+        raise ValueError("haystack must be a non-empty 1-D token array")
+    if n <= 0:
+        return np.zeros(0, dtype=np.int64)
+    if hay.size >= n:
+        s = rng.randrange(0, hay.size - n + 1)
+        return np.asarray(hay[s : s + n], dtype=np.int64)
+    reps = -(-n // (hay.size + 1)) + 1
+    tiled = np.concatenate([np.append(np.asarray(hay, dtype=np.int64), EOT_ID)] * reps)
+    s = rng.randrange(0, hay.size + 1)
+    return tiled[s : s + n].copy()
+
+
+def _snap(pos: int, hay: np.ndarray, boundary, lo: int, hi: int, radius: int = 256) -> int:
+    """Nearest insertion point in [lo, hi] after a sentence end and before a space (else before a
+    space, i.e. between words; else `pos`)."""
+    end_ids, space_ids = boundary
+    n = hay.size
+
+    def ok_space(q):
+        return q >= n or int(hay[q]) in space_ids
+
+    for test in (lambda q: (q == 0 or int(hay[q - 1]) in end_ids) and ok_space(q), ok_space):
+        for d in range(radius + 1):
+            for q in (pos + d, pos - d):
+                if lo <= q <= hi and test(q):
+                    return q
+    return pos
+
+
+# ------------------------------------------------------------------------------------------------
+# facts per task: needle texts + (question, answer) pairs
+# ------------------------------------------------------------------------------------------------
+
+
+def _facts_single(rng, n_pairs, n_distractors, digits, ntpl, qtpl):
+    if n_pairs != 1:
+        raise ValueError("single: one passkey per sequence (use multikey for several questions)")
+    (v,) = _values(rng, 1, digits)
+    needles = [rng.choice(ntpl).format(value=v)]
+    return needles, [0], [(rng.choice(qtpl), v)]
+
+
+def _facts_multikey(rng, n_pairs, n_distractors, digits, ntpl, qtpl):
+    n_distractors = 5 if n_distractors is None else n_distractors
+    n = n_pairs + n_distractors
+    keys, vals = _keys(rng, n), _values(rng, n, digits)
+    needles = [rng.choice(ntpl).format(key=k, value=v) for k, v in zip(keys, vals)]
+    qas = [(rng.choice(qtpl).format(key=keys[i]), vals[i]) for i in range(n_pairs)]
+    return needles, list(range(n_pairs)), qas
+
+
+def _facts_2hop(rng, n_pairs, n_distractors, digits, ntpl, qtpl):
+    n_distractors = 1 if n_distractors is None else n_distractors
+    n_chains = n_pairs + n_distractors
+    vals = _values(rng, 3 * n_chains, digits)
+    chains = [vals[3 * c : 3 * c + 3] for c in range(n_chains)]
+    needles, real = [], []
+    for c, (a, b, d) in enumerate(chains):
+        for x, y in ((a, b), (b, d)):
+            if c < n_pairs:
+                real.append(len(needles))
+            needles.append(rng.choice(ntpl).format(a=x, b=y))
+    qas = [(rng.choice(qtpl).format(start=chains[c][0]), f"{chains[c][1]}, {chains[c][2]}") for c in range(n_pairs)]
+    return needles, real, qas
+
+
+FACTS = {"single": _facts_single, "multikey": _facts_multikey, "2hop": _facts_2hop}
+
+
+# ------------------------------------------------------------------------------------------------
+# the builder
+# ------------------------------------------------------------------------------------------------
+
+
+def build(
+    task: str,
+    haystack,
+    length: int,
+    seed,
+    *,
+    depth: float | None = None,
+    phrasings: str = "train",
+    n_pairs: int = 1,
+    n_distractors: int | None = None,
+    answer_weight: float = 5.0,
+    digits: tuple[int, int] = (5, 7),
+    tokenizer_path=None,
+    chunk_tokens: int = CHUNK_TOKENS,
+) -> NIAHExample:
+    """One NIAH example of exactly `length` tokens (see the module docstring).
+
+    haystack: 1-D token ids (list, np array or np.memmap, e.g. ``data/books/val.bin``); a random
+        window of it is used (tiled if shorter than needed).
+    seed: an int/str seed or a `random.Random` (consumed), never the global RNG.
+    depth: where the (first) real needle goes, as a fraction of the haystack in [0, 1]; None draws
+        it uniformly. The other needles (distractors, the second hop) go at random depths.
+    n_pairs: questions in the sequence (multikey: that many real keys, 2hop: that many chains);
+        all needles are in the haystack, the questions follow one after another at the end.
+    """
+    if task not in FACTS:
+        raise ValueError(f"unknown task {task!r}; expected one of {TASK_NAMES}")
+    if depth is not None and not 0.0 <= float(depth) <= 1.0:
+        raise ValueError(f"depth must be in [0, 1], got {depth}")
+    if n_pairs < 1:
+        raise ValueError("n_pairs must be >= 1")
+    rng = _rng(seed)
+    tok_path = _resolve_tok(tokenizer_path)
+    enc = _encode(tok_path)
+    ntpl, qtpl = phrasing_templates(task, phrasings)
+    needle_texts, real_idx, qas = FACTS[task](rng, n_pairs, n_distractors, digits, ntpl, qtpl)
+
+    needle_ids = [enc(" " + t) for t in needle_texts]
+    stop_ids = enc(STOP_TEXT)
+    tails = [(enc(qa_suffix(q)), enc(answer_text(a)), stop_ids) for q, a in qas]
+    n_needles = sum(len(x) for x in needle_ids)
+
+    def tail_len(n_ctx: int) -> int:
+        pos = n_ctx
+        for p_ids, a_ids, s_ids in tails:
+            pos += len(layout_prompt(pos, p_ids, chunk_tokens=chunk_tokens)) + len(a_ids) + len(s_ids)
+        return pos - n_ctx
+
+    # largest haystack such that haystack + needles + laid-out questions fit in `length`
+    tail_min = sum(len(p) + len(a) + len(s) for p, a, s in tails)
+    min_hay = 2 * chunk_tokens + 1
+
+    def fits(h: int) -> bool:
+        return h + n_needles + tail_len(h + n_needles) <= length
+
+    hay_len = max(0, length - n_needles - tail_min - (chunk_tokens - 1) * len(tails))
+    while hay_len > 0 and not fits(hay_len):
+        hay_len -= 1
+    while fits(hay_len + 1):
+        hay_len += 1
+    if hay_len < min_hay or not fits(hay_len):
+        raise TooShort(
+            f"length {length} too short for task {task} with {n_pairs} question(s) "
+            f"(needs about {length - hay_len + min_hay})"
+        )
+
+    hay = _haystack_window(haystack, hay_len, rng)
+    boundary = _boundary_ids(tok_path)
+    max_pos = hay_len - 2 * chunk_tokens  # needles end >= 2 chunks before the questions
+    positions = []
+    for i in range(len(needle_texts)):
+        if i == real_idx[0] and depth is not None:
+            target = int(round(float(depth) * max_pos))
+        else:
+            target = rng.randint(0, max_pos)
+        positions.append(_snap(target, hay, boundary, 0, max_pos))
+    order = sorted(range(len(needle_texts)), key=lambda i: (positions[i], i))
+
+    parts: list[np.ndarray] = []
+    needle_spans: list[tuple[int, int] | None] = [None] * len(needle_texts)
+    cur, out_len = 0, 0
+    for i in order:
+        p = positions[i]
+        parts.append(hay[cur:p])
+        out_len += p - cur
+        cur = p
+        nid = np.asarray(needle_ids[i], dtype=np.int64)
+        needle_spans[i] = (out_len, out_len + nid.size)
+        parts.append(nid)
+        out_len += nid.size
+    parts.append(hay[cur:])
+    out_len += hay_len - cur
+    n_context = out_len
+
+    w_parts = [np.ones(n_context, dtype=np.float32)]
+    answer_spans, prompt_ends = [], []
+    for p_ids, a_ids, s_ids in tails:
+        laid = layout_prompt(out_len, p_ids, chunk_tokens=chunk_tokens)
+        n_pad = len(laid) - len(p_ids)
+        prompt_ends.append(out_len + len(laid) - 1)
+        parts.append(np.asarray(laid, dtype=np.int64))
+        w_parts.append(np.concatenate([np.zeros(n_pad, np.float32), np.ones(len(p_ids), np.float32)]))
+        out_len += len(laid)
+        answer_spans.append((out_len, out_len + len(a_ids)))
+        parts.append(np.asarray(a_ids + s_ids, dtype=np.int64))
+        w_parts.append(np.full(len(a_ids) + len(s_ids), answer_weight, np.float32))
+        out_len += len(a_ids) + len(s_ids)
+    n_right = length - out_len
+    assert 0 <= n_right, (length, out_len)
+    parts.append(np.full(n_right, PAD_ID, dtype=np.int64))
+    w_parts.append(np.zeros(n_right, np.float32))
+
+    ids = np.concatenate(parts)
+    weights = np.concatenate(w_parts)
+    labels = ids.copy()
+    labels[weights == 0] = IGNORE
+    assert ids.size == length and weights.size == length
+    return NIAHExample(
+        task=task,
+        ids=ids,
+        labels=labels,
+        weights=weights,
+        answers=[a for _, a in qas],
+        answer_spans=answer_spans,
+        questions=[q for q, _ in qas],
+        prompt_ends=prompt_ends,
+        needle_spans=[s for s in needle_spans if s is not None],
+        needles=list(needle_texts),
+        n_context=n_context,
+        meta={
+            "depth": depth,
+            "phrasings": phrasings,
+            "real_needles": list(real_idx),
+            "n_right_pad": n_right,
+            "chunk_tokens": chunk_tokens,
+        },
+    )
+
+
+def single(haystack, length: int, seed, **kw) -> NIAHExample:
+    """One passkey (spec "single")."""
+    return build("single", haystack, length, seed, **kw)
+
+
+def multikey(haystack, length: int, seed, **kw) -> NIAHExample:
+    """1 real (or n_pairs) key/value pair(s) among n_distractors (default 5) others (spec "multi")."""
+    return build("multikey", haystack, length, seed, **kw)
+
+
+def two_hop(haystack, length: int, seed, **kw) -> NIAHExample:
+    """Chain v0 -> v1 -> v2 plus a distractor chain; answer "v1, v2" (spec "multihop")."""
+    return build("2hop", haystack, length, seed, **kw)
+
+
+BUILDERS = {"single": single, "multikey": multikey, "2hop": two_hop}
+
+
+def _tokenizer_path(tokenizer):
+    """None, a path, or an HF tokenizer loaded from a directory -> a tokenizer directory (or None)."""
+    if tokenizer is None or isinstance(tokenizer, (str, Path)):
+        return tokenizer
+    p = getattr(tokenizer, "name_or_path", None)
+    return p or None
+
+
+def build_training_example(
+    task: str,
+    haystack,
+    tokenizer=None,
+    rng=None,
+    *,
+    pairs: int = 1,
+    answer_weight: float = 5.0,
+    phrasings: str = "train",
+    length: int | None = None,
+    depth: float | None = None,
+) -> dict:
+    """A training example as a dict for drt_core.train: {"ids", "labels", "weights" (np arrays of
+    `length` = len(haystack) by default), "answers", "answer_spans", "prompt_ends", "pairs", "task"}.
+
+    `pairs` is a maximum: "single" always has 1 question (several passkeys would make "the
+    passkey" ambiguous), and for the others it is lowered until the questions fit in `length`.
+    `tokenizer`: None (the shipped one), a directory, or an HF tokenizer loaded from a directory.
+    """
+    rng = _rng(rng)
+    n = len(haystack) if length is None else int(length)
+    n_pairs = 1 if task == "single" else max(1, int(pairs))
+    tok_path = _tokenizer_path(tokenizer)
+    while True:
+        state = rng.getstate()
+        try:
+            ex = build(task, haystack, n, rng, n_pairs=n_pairs, answer_weight=answer_weight,
+                       phrasings=phrasings, depth=depth, tokenizer_path=tok_path)
+            break
+        except TooShort:
+            if n_pairs == 1:
+                raise
+            rng.setstate(state)
+            n_pairs -= 1
+    return {
+        "task": task,
+        "ids": ex.ids,
+        "labels": ex.labels,
+        "weights": ex.weights,
+        "answers": ex.answers,
+        "answer_spans": ex.answer_spans,
+        "prompt_ends": ex.prompt_ends,
+        "pairs": n_pairs,
+        "example": ex,
+    }
+
+
+# ------------------------------------------------------------------------------------------------
+# a seeded sampler of NIAH batches for fine-tuning
+# ------------------------------------------------------------------------------------------------
+
+
+class NIAHSampler:
+    """Seeded NIAH training batches over a haystack token file (e.g. ``data/books/train.bin``).
+
+    ``batch(step, batch_size, rank=0, world_size=1)`` -> dict of LongTensor ``input_ids`` [B, L],
+    LongTensor ``labels`` [B, L] (unshifted, -100 at pads) and FloatTensor ``weights`` [B, L].
+    Row r's example depends only on (seed, step, rank, r). The task of each row is drawn by
+    `task_weights`; multikey/2hop rows carry 1..max_pairs questions (single always 1).
+    """
+
+    def __init__(
+        self,
+        haystack,
+        length: int,
+        seed: int = 0,
+        tasks: Sequence[str] = TASK_NAMES,
+        task_weights: Sequence[float] | None = None,
+        phrasings: str = "train",
+        max_pairs: int = 2,
+        answer_weight: float = 5.0,
+        tokenizer_path=None,
+    ):
+        if isinstance(haystack, (str, Path)):
+            haystack = np.memmap(haystack, dtype=np.uint16, mode="r")
+        self.haystack = haystack
+        self.length = int(length)
+        self.seed = int(seed)
+        self.tasks = list(tasks)
+        for t in self.tasks:
+            if t not in FACTS:
+                raise ValueError(f"unknown task {t!r}")
+        self.task_weights = list(task_weights) if task_weights is not None else [1.0] * len(self.tasks)
+        self.phrasings = phrasings
+        self.max_pairs = int(max_pairs)
+        self.answer_weight = float(answer_weight)
+        self.tokenizer_path = tokenizer_path
+
+    def example(self, step: int, row: int, rank: int = 0) -> NIAHExample:
+        rng = random.Random(f"niah:{self.seed}:{step}:{rank}:{row}")
+        task = rng.choices(self.tasks, weights=self.task_weights, k=1)[0]
+        n_pairs = 1 if task == "single" else rng.randint(1, self.max_pairs)
+        return build(
+            task,
+            self.haystack,
+            self.length,
+            rng,
+            phrasings=self.phrasings,
+            n_pairs=n_pairs,
+            answer_weight=self.answer_weight,
+            tokenizer_path=self.tokenizer_path,
+        )
+
+    def batch(self, step: int, batch_size: int, rank: int = 0, world_size: int = 1) -> dict:
+        import torch
+
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} outside world_size {world_size}")
+        exs = [self.example(step, r, rank) for r in range(batch_size)]
+        return {
+            "input_ids": torch.from_numpy(np.stack([e.ids for e in exs])),
+            "labels": torch.from_numpy(np.stack([e.labels for e in exs])),
+            "weights": torch.from_numpy(np.stack([e.weights for e in exs])),
+            "examples": exs,
+        }

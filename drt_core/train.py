@@ -1,0 +1,369 @@
+"""Training: `drt-reader train --preset tiny --data DIR --out DIR` (DRT and the baselines).
+
+AdamW; linear warm-up then cosine decay to a minimum learning rate that is honoured (unlike the
+reference code, spec §5.2); gradient clipping; bf16 autocast where the hardware has it; periodic
+validation loss on fixed held-out windows; atomic checkpoints (write, fsync, rename) with exact
+resume (the batch of step s is a pure function of (seed, s), so resuming replays the same data);
+a stop on a non-finite loss; one log line per step. Data parallel through torchrun: gloo on CPU,
+NCCL on GPU, FSDP2 (`--fsdp`) for the large presets. Each rank takes its slice of the same global
+batch, so N processes follow the loss curve of one process on the global batch.
+
+Fine-tuning for retrieval (`--task single|multikey|2hop --init CKPT`) mixes synthetic NIAH examples
+over real haystacks (drt_core.tasks) into the LM stream, answer tokens weighted by `--answer-weight`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import resource
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainConfig:
+    preset: str = "tiny"
+    arch: str = "drt"
+    data: str = "data"
+    out: str = "runs/tiny"
+    init: str | None = None  # start from these weights (fine-tuning)
+    model_overrides: dict = field(default_factory=dict)
+    seq_len: int = 4032  # tokens per sample (64 chunks of 63)
+    batch_size: int = 4  # per process
+    steps: int = 2500
+    lr: float = 2e-3
+    min_lr: float = 2e-4
+    warmup: int = 50
+    weight_decay: float = 0.01
+    betas: tuple = (0.9, 0.95)
+    grad_clip: float = 1.0
+    book_weight: float = 0.7  # mixing weight of books vs mathematics (stacks)
+    eval_every: int = 100
+    eval_batches: int = 4
+    ckpt_every: int = 50
+    seed: int = 1234
+    bf16: str = "auto"  # auto | on | off
+    fsdp: bool = False
+    # retrieval fine-tuning
+    task: str | None = None  # single | multikey | 2hop
+    task_frac: float = 1.0  # fraction of each batch made of task examples
+    answer_weight: float = 5.0
+    task_pairs: int = 4  # needle/question pairs per training sequence
+    task_len_min: int = 504  # haystack grows from this length...
+    task_len_ramp: int = 1000  # ...to seq_len over this many steps
+    log_file: str | None = None
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    """Linear warm-up to lr, then cosine decay to min_lr at the last step (min_lr is reached)."""
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    t = (step - cfg.warmup) / max(1, cfg.steps - 1 - cfg.warmup)
+    t = min(max(t, 0.0), 1.0)
+    return cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1.0 + math.cos(math.pi * t))
+
+
+def use_bf16(cfg: TrainConfig, device: torch.device) -> bool:
+    if cfg.bf16 == "on":
+        return True
+    if cfg.bf16 == "off":
+        return False
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    try:  # CPUs with AVX512-BF16 / AMX run bf16 matmuls natively
+        flags = open("/proc/cpuinfo").read()
+        return "avx512_bf16" in flags or "amx_bf16" in flags
+    except OSError:
+        return False
+
+
+def rss_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+
+
+def atomic_save(obj, path: Path) -> None:
+    """torch.save to a temporary name, fsync, rename: a crash never leaves a torn checkpoint."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        torch.save(obj, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dfd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+class Batches:
+    """Batch of step s for rank r: slice r of the global batch of (seed, s). Pure function of s."""
+
+    def __init__(self, cfg: TrainConfig, world: int, rank: int, tokenizer=None):
+        from .data import WindowSampler
+
+        self.cfg, self.world, self.rank = cfg, world, rank
+        d = Path(cfg.data)
+        self.train = WindowSampler(self._mix(d, "train"), cfg.seq_len - 1, cfg.seed)
+        self.val = WindowSampler(self._mix(d, "val"), cfg.seq_len - 1, cfg.seed + 1)
+        self.tokenizer = tokenizer
+
+    def _mix(self, d: Path, split: str):
+        parts = []
+        for name, wt in (("books", self.cfg.book_weight), ("stacks", 1.0 - self.cfg.book_weight)):
+            p = d / name / f"{split}.bin"
+            if wt > 0 and p.exists():
+                parts.append((str(p), wt))
+        if not parts:
+            raise FileNotFoundError(f"no token files under {d}/{{books,stacks}}/{split}.bin; run `drt-reader data`")
+        return parts
+
+    def get(self, step: int):
+        cfg = self.cfg
+        G = cfg.batch_size * self.world
+        sl = slice(self.rank * cfg.batch_size, (self.rank + 1) * cfg.batch_size)
+        if cfg.task:
+            ids, labels, weights = self._task_batch(step, G)
+            return ids[sl], labels[sl], weights[sl]
+        ids = self.train.batch(step, G)[sl]
+        return ids, ids, None
+
+    def _task_batch(self, step: int, G: int):
+        import random
+
+        from .tasks import build_training_example
+
+        cfg = self.cfg
+        n_task = round(G * cfg.task_frac)
+        frac = min(1.0, step / max(1, cfg.task_len_ramp))
+        length = int(cfg.task_len_min + frac * (cfg.seq_len - cfg.task_len_min))
+        hay = self.train.batch(step, G)
+        rows, labs, wts = [], [], []
+        for i in range(G):
+            if i < n_task:
+                rng = random.Random(cfg.seed * 1_000_003 + step * 1009 + i)
+                ex = build_training_example(
+                    cfg.task, hay[i].tolist()[:length], self.tokenizer, rng,
+                    pairs=cfg.task_pairs, answer_weight=cfg.answer_weight,
+                )
+                ids = torch.tensor(ex["ids"][: cfg.seq_len])
+                lab = torch.tensor(ex["labels"][: cfg.seq_len])
+                wt = torch.tensor(ex["weights"][: cfg.seq_len], dtype=torch.float32)
+            else:
+                ids = hay[i][:length]
+                lab, wt = ids.clone(), torch.ones(len(ids))
+            rows.append(ids), labs.append(lab), wts.append(wt)
+        L = max(len(r) for r in rows)
+        pad = lambda t, v: torch.cat([t, torch.full((L - len(t),), v, dtype=t.dtype)])  # noqa: E731
+        return (torch.stack([pad(r, 0) for r in rows]), torch.stack([pad(r, -100) for r in labs]),
+                torch.stack([pad(r, 0.0) for r in wts]))
+
+
+def build_model(cfg: TrainConfig):
+    from .config import DRTConfig
+    from .modeling import DRTForCausalLM
+
+    if cfg.init:
+        model = DRTForCausalLM.from_pretrained(cfg.init)
+        for k, v in cfg.model_overrides.items():
+            setattr(model.config, k, v)
+        return model
+    mc = DRTConfig.from_preset(cfg.preset, arch=cfg.arch, **cfg.model_overrides)
+    return DRTForCausalLM(mc)
+
+
+def train(cfg: TrainConfig) -> dict:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if torch.cuda.is_available() else torch.device("cpu")
+    if world > 1:
+        import torch.distributed as dist
+
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    out = Path(cfg.out)
+    torch.manual_seed(cfg.seed)
+    model = build_model(cfg).to(device)
+    tokenizer = None
+    if cfg.task:
+        from .tokenizer import load_tokenizer
+
+        tokenizer = load_tokenizer()
+    batches = Batches(cfg, world, rank, tokenizer)
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=cfg.lr, betas=tuple(cfg.betas),
+    )
+    start, history = 0, []
+    ck = out / "state.pt"
+    if ck.exists():
+        st = torch.load(ck, map_location=device, weights_only=False)
+        model.load_state_dict(st["model"])
+        opt.load_state_dict(st["opt"])
+        start, history = st["step"], st["history"]
+        torch.set_rng_state(st["rng"])
+        if rank == 0:
+            logger.info("resumed from %s at step %d", ck, start)
+    dmodel = model
+    if world > 1:
+        if cfg.fsdp:
+            from torch.distributed.fsdp import fully_shard
+
+            for blk in list(getattr(model, "lower", [])) + [b for g in getattr(model, "groups", []) for b in g]:
+                fully_shard(blk)
+            dmodel = fully_shard(model)
+        else:
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            dmodel = DDP(model)
+    bf16 = use_bf16(cfg, device)
+    log = open(cfg.log_file, "a") if (cfg.log_file and rank == 0) else None
+
+    def emit(rec: dict):
+        if rank != 0:
+            return
+        line = " | ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in rec.items())
+        print(line, flush=True)
+        if log:
+            log.write(json.dumps(rec) + "\n")
+            log.flush()
+
+    def save(step: int):
+        if rank != 0:
+            return
+        atomic_save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "history": history,
+                     "rng": torch.get_rng_state(), "config": asdict(cfg)}, ck)
+        model.save_pretrained(out / "model")
+
+    model.train()
+    t_last = time.time()
+    for step in range(start, cfg.steps):
+        lr = lr_at(step, cfg)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        ids, labels, weights = batches.get(step)
+        ids, labels = ids.to(device), labels.to(device)
+        weights = weights.to(device) if weights is not None else None
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+            loss = dmodel(ids, labels=labels, label_weights=weights).loss
+        if not torch.isfinite(loss):
+            emit({"step": step, "error": f"non-finite loss {loss.item()}; stopped (last checkpoint kept)"})
+            raise FloatingPointError(f"non-finite loss at step {step}")
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        if not torch.isfinite(gnorm):
+            emit({"step": step, "error": "non-finite gradient norm; stopped"})
+            raise FloatingPointError(f"non-finite grad norm at step {step}")
+        opt.step()
+        now = time.time()
+        ntok = ids.numel() * world
+        rec = {"step": step + 1, "loss": float(loss.item()), "lr": lr, "tok/s": ntok / (now - t_last),
+               "mem_gb": rss_gb(), "gnorm": float(gnorm)}
+        t_last = now
+        if cfg.eval_every and (step + 1) % cfg.eval_every == 0:
+            rec["val_loss"] = evaluate(model, batches, cfg, device, bf16)
+            t_last = time.time()
+        history.append({k: rec[k] for k in ("step", "loss", "lr") if k in rec} | ({"val_loss": rec["val_loss"]} if "val_loss" in rec else {}))
+        emit(rec)
+        if (step + 1) % cfg.ckpt_every == 0 or step + 1 == cfg.steps:
+            save(step + 1)
+    if world > 1:
+        import torch.distributed as dist
+
+        dist.destroy_process_group()
+    return {"steps": cfg.steps, "history": history, "out": str(out)}
+
+
+@torch.no_grad()
+def evaluate(model, batches: Batches, cfg: TrainConfig, device, bf16: bool) -> float:
+    model.eval()
+    tot = 0.0
+    for i in range(cfg.eval_batches):
+        ids = batches.val.batch(i, cfg.batch_size).to(device)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+            tot += float(model(ids, labels=ids).loss)
+    model.train()
+    return tot / cfg.eval_batches
+
+
+# ----------------------------------------------------------------------------------------------
+# command line
+
+
+def register(sub) -> None:
+    p = sub.add_parser("train", help="train DRT or a baseline (resumes from OUT/state.pt)")
+    add_args(p)
+    p.set_defaults(func=run)
+
+
+def add_args(p: argparse.ArgumentParser) -> None:
+    d = TrainConfig()
+    p.add_argument("--preset", default=d.preset, help="tiny | small | paper")
+    p.add_argument("--arch", default=d.arch, help="drt | sliding_window | full_attention | fixed_retriever")
+    p.add_argument("--data", default=d.data, help="directory written by `drt-reader data`")
+    p.add_argument("--out", default=d.out, help="run directory (state.pt, model/, log)")
+    p.add_argument("--init", default=None, help="start from this checkpoint (fine-tuning)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="model config override, e.g. --set upper_groups=[1,1] (JSON values)")
+    for name in ("seq_len", "batch_size", "steps", "warmup", "eval_every", "eval_batches", "ckpt_every", "seed",
+                 "task_pairs", "task_len_min", "task_len_ramp"):
+        p.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name), help=f"default {getattr(d, name)}")
+    for name in ("lr", "min_lr", "weight_decay", "grad_clip", "book_weight", "task_frac", "answer_weight"):
+        p.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(d, name), help=f"default {getattr(d, name)}")
+    p.add_argument("--bf16", default="auto", choices=["auto", "on", "off"], help="bf16 autocast")
+    p.add_argument("--fsdp", action="store_true", help="FSDP2 instead of DDP under torchrun (large presets)")
+    p.add_argument("--task", default=None, choices=["single", "multikey", "2hop"], help="retrieval fine-tuning task")
+    p.add_argument("--json", action="store_true", help="print one JSON object at the end")
+
+
+def config_from_args(args) -> TrainConfig:
+    cfg = TrainConfig()
+    for k in asdict(cfg):
+        if hasattr(args, k) and getattr(args, k) is not None:
+            setattr(cfg, k, getattr(args, k))
+    for kv in args.set:
+        k, _, v = kv.partition("=")
+        try:
+            cfg.model_overrides[k] = json.loads(v)
+        except json.JSONDecodeError:
+            cfg.model_overrides[k] = v
+    cfg.log_file = str(Path(cfg.out) / "log.jsonl")
+    return cfg
+
+
+def run(args) -> int:
+    cfg = config_from_args(args)
+    Path(cfg.out).mkdir(parents=True, exist_ok=True)
+    res = train(cfg)
+    if args.json:
+        print(json.dumps({"out": res["out"], "steps": res["steps"], "final": res["history"][-1] if res["history"] else None}))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point for torchrun: `torchrun --nproc-per-node 2 -m drt_core.train --preset tiny ...`."""
+    p = argparse.ArgumentParser(prog="drt_core.train")
+    add_args(p)
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO)
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,319 @@
+"""Commands `ingest`, `list`, `ask`, `summarize`, `trace`, `rm` (DESIGN.md Contract 2).
+
+Each takes `--json` to print one JSON object. DOC_ID may be any unique prefix of the document's
+sha256. `args.home` and `args.model` come from app.py's global options. Heavy imports (the engine,
+torch) happen inside the handlers, so `drt-reader --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("ingest", help="add a document (PDF, EPUB, text, Markdown, TeX) and prefill it")
+    p.add_argument("path", help="the file; its content decides the type")
+    p.add_argument("--title", default=None, help="title to show (default: from the file)")
+    p.add_argument(
+        "--password", default=None, help="password of an encrypted PDF (or env DRT_PDF_PASSWORD)"
+    )
+    _json(p)
+    p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser("list", help="the documents in the library")
+    _json(p)
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("ask", help="ask a question about a document")
+    p.add_argument("doc_id", metavar="DOC_ID", help="document id (a unique prefix is enough)")
+    p.add_argument("question", metavar="QUESTION", help="the question")
+    p.add_argument("--max-new-tokens", type=int, default=64, help="longest answer in tokens (default 64)")
+    _json(p)
+    p.set_defaults(func=cmd_ask)
+
+    p = sub.add_parser("summarize", help="summarize a document (extractive by default)")
+    p.add_argument("doc_id", metavar="DOC_ID", help="document id (a unique prefix is enough)")
+    p.add_argument(
+        "--mode",
+        choices=("extractive", "abstractive"),
+        default="extractive",
+        help="extractive: the passages the document retrieves most; abstractive: generated "
+        "(default extractive)",
+    )
+    p.add_argument(
+        "--max-new-tokens", type=int, default=128, help="longest abstractive summary (default 128)"
+    )
+    _json(p)
+    p.set_defaults(func=cmd_summarize)
+
+    p = sub.add_parser("trace", help="the document's dependency map (what each chunk retrieved)")
+    p.add_argument("doc_id", metavar="DOC_ID", help="document id (a unique prefix is enough)")
+    _json(p)
+    p.set_defaults(func=cmd_trace)
+
+    p = sub.add_parser("rm", help="remove a document and its prefilled states")
+    p.add_argument("doc_id", metavar="DOC_ID", help="document id (a unique prefix is enough)")
+    _json(p)
+    p.set_defaults(func=cmd_rm)
+
+
+def _json(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _emit(args: argparse.Namespace, obj: dict, text: str | None = None) -> None:
+    if getattr(args, "json", False):
+        print(json.dumps(obj, ensure_ascii=False, default=str))
+    else:
+        print(text if text is not None else json.dumps(obj, indent=2, ensure_ascii=False, default=str))
+
+
+@contextmanager
+def _library(args: argparse.Namespace) -> Iterator:
+    from store.library import Library
+
+    lib = Library(args.home)
+    try:
+        yield lib
+    finally:
+        lib.close()
+
+
+def _engine(args: argparse.Namespace):
+    from . import pipeline
+
+    return pipeline.load_engine(args.model)
+
+
+def _pages(pages: list[int]) -> str:
+    return f"p. {pages[0]}" if len(pages) == 1 else f"pp. {pages[0]}-{pages[-1]}"
+
+
+# ---------------------------------------------------------------------------------------------
+# ingest
+# ---------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def _cancel_on_sigint(cancel: threading.Event) -> Iterator[None]:
+    """First Ctrl-C: stop prefill at the next batch (kept, resumable). Second: abort at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):  # noqa: ARG001
+        if cancel.is_set():
+            raise KeyboardInterrupt
+        cancel.set()
+        print("\ndrt-reader: stopping after the current batch (Ctrl-C again to abort)", file=sys.stderr)
+
+    old = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+class _ProgressPrinter:
+    """One updating line on stderr (only when stderr is a terminal, or with -v)."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.last = 0.0
+        self.stage = ""
+        self.message = ""
+        self.open = False
+
+    def __call__(self, p) -> None:
+        if not self.enabled:
+            return
+        t = time.monotonic()
+        news = (p.stage, p.message) != (self.stage, self.message)
+        if not news and t - self.last < 0.5 and p.done < p.total:
+            return
+        self.last, self.stage, self.message = t, p.stage, p.message
+        pct = f"{100 * p.done / p.total:5.1f}%" if p.total else ""
+        extra = ""
+        if p.tokens_per_s:
+            extra += f" {p.tokens_per_s:,.0f} tok/s"
+        if p.eta_s is not None:
+            extra += f" ETA {p.eta_s:,.0f} s"
+        print(f"\r[{p.stage:8s}] {pct} {p.message}{extra}\033[K", end="", file=sys.stderr, flush=True)
+        self.open = p.stage != "done"
+        if not self.open:
+            print(file=sys.stderr)
+
+    def close(self) -> None:
+        """Clear an unfinished progress line, so an error message starts on a clean line."""
+        if self.enabled and self.open:
+            print("\r\033[K", end="", file=sys.stderr, flush=True)
+            self.open = False
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from . import pipeline
+
+    cancel = threading.Event()
+    printer = _ProgressPrinter(sys.stderr.isatty() or bool(getattr(args, "verbose", False)))
+    password = args.password or os.environ.get("DRT_PDF_PASSWORD") or None
+    with _library(args) as lib, _cancel_on_sigint(cancel):
+        try:
+            res = pipeline.ingest(
+                args.path,
+                library=lib,
+                engine=lambda: pipeline.load_engine(args.model),
+                title=args.title,
+                password=password,
+                progress=printer,
+                cancel=cancel,
+            )
+        finally:
+            printer.close()
+    for w in res.warnings:
+        print(f"drt-reader: warning: {w}", file=sys.stderr)
+    if res.status != "done":
+        print(
+            f"drt-reader: prefill stopped at {res.tokens_prefilled:,} of {res.tokens:,} tokens; "
+            "run the same command again to resume",
+            file=sys.stderr,
+        )
+    obj = res.to_json()
+    text = (
+        f"{res.doc_id[:12]}  {res.title}\n"
+        f"  {res.pages} pages, {res.tokens:,} tokens, {res.chunks:,} chunks, {res.seconds:.1f} s"
+        f"{'' if res.created else ' (already in the library)'}"
+    )
+    _emit(args, obj, text)
+    return 0 if res.status == "done" else 130
+
+
+# ---------------------------------------------------------------------------------------------
+# list / rm
+# ---------------------------------------------------------------------------------------------
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    with _library(args) as lib:
+        docs = lib.documents()
+    out = []
+    for d in docs:
+        out.append(
+            {
+                "doc_id": d["id"],
+                "title": d["title"],
+                "tokens": d["n_tokens"],
+                "pages": d["n_pages"],
+                "chunks": d["n_chunks"],
+                "kind": d["kind"],
+                "source_name": d["source_name"],
+                "bytes": d["n_bytes"],
+                "created_at": d["created_at"],
+                "warnings": d["warnings"],
+                "prefill": [
+                    {
+                        "model_fp": s["model_fp"],
+                        "status": s["status"],
+                        "tokens_done": s["n_tokens_done"],
+                        "tokens_total": s["n_tokens_total"],
+                    }
+                    for s in d["prefill"]
+                ],
+            }
+        )
+    lines = []
+    for d in out:
+        st = ", ".join(f"{s['status']} {s['tokens_done']:,}/{s['tokens_total']:,}" for s in d["prefill"])
+        st = st or "not prefilled"
+        title = d["title"][:50]
+        lines.append(f"{d['doc_id'][:12]}  {title:50s}  {d['pages']:5d} pp  {d['tokens']:9,d} tok  {st}")
+    _emit(args, {"documents": out}, "\n".join(lines) if lines else "the library is empty")
+    return 0
+
+
+def cmd_rm(args: argparse.Namespace) -> int:
+    with _library(args) as lib:
+        doc_id = lib.resolve(args.doc_id)
+        title = lib.document(doc_id)["title"]
+        lib.delete_document(doc_id)  # the commit point: the states below are unreachable from now on
+    shutil.rmtree(Path(args.home) / "states" / doc_id, ignore_errors=True)
+    _emit(args, {"doc_id": doc_id, "removed": True}, f"removed {doc_id[:12]}  {title}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# ask / summarize / trace
+# ---------------------------------------------------------------------------------------------
+
+
+def _evidence_text(evidence: list[dict]) -> str:
+    lines = []
+    for e in evidence:
+        snippet = " ".join(e["text"].split())
+        snippet = snippet if len(snippet) <= 160 else snippet[:157] + "..."
+        lines.append(f"  [chunk {e['chunk']}, {_pages(e['pages'])}, weight {e['weight']:.3f}] {snippet}")
+    return "\n".join(lines)
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    from .ask import ask
+
+    streaming = not args.json
+
+    def on_delta(s: str) -> None:
+        print(s, end="", flush=True)
+
+    with _library(args) as lib:
+        doc_id = lib.resolve(args.doc_id)
+        engine = _engine(args)
+        out = ask(
+            lib,
+            engine,
+            doc_id,
+            args.question,
+            max_new_tokens=args.max_new_tokens,
+            on_delta=on_delta if streaming else None,
+        )
+    if streaming:
+        print()
+        print("\nEvidence (what the model retrieved):\n" + (_evidence_text(out["evidence"]) or "  (none)"))
+    else:
+        _emit(args, out)
+    return 0
+
+
+def cmd_summarize(args: argparse.Namespace) -> int:
+    from .summary import summarize
+
+    with _library(args) as lib:
+        doc_id = lib.resolve(args.doc_id)
+        engine = _engine(args)
+        out = summarize(lib, engine, doc_id, mode=args.mode, max_new_tokens=args.max_new_tokens)
+    text = out["summary"] + "\n\nEvidence:\n" + (_evidence_text(out["evidence"]) or "  (none)")
+    _emit(args, out, text)
+    return 0
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    from .summary import dependency_map
+
+    with _library(args) as lib:
+        doc_id = lib.resolve(args.doc_id)
+        engine = _engine(args)
+        dep = dependency_map(lib, engine, doc_id)
+    obj = {"doc_id": doc_id, "model_fp": str(engine.fingerprint), "chunks": dep}
+    lines = [f"{doc_id[:12]}: {len(dep)} chunks"]
+    for row in dep:
+        pairs = ", ".join(f"{j} ({w:.2f})" for j, w in zip(row["retrieved"], row["weights"]))
+        lines.append(f"  chunk {row['chunk']}: {pairs or '-'}")
+    _emit(args, obj, "\n".join(lines))
+    return 0

@@ -1,0 +1,370 @@
+"""The ONE ingest pipeline: parse -> tokenize -> store -> prefill, for the CLI and the web UI.
+
+    result = ingest(path, library=lib, engine=engine, progress=print, cancel=event)
+
+- progress: called with `Progress(stage, done, total, tokens_per_s, eta_s, message)`; stages are
+  "hash", "parse", "tokenize", "store", "prefill", "done".
+- cancel: a `threading.Event`. Before the document is stored, cancelling raises `Cancelled` and
+  leaves the library as it was. During prefill the engine stops at the next chunk batch; what it
+  checkpointed is kept, the document is "partial", and running `ingest` again resumes it.
+- errors: every bad input raises an `IngestError` (one line, `user_error = True`) before anything is
+  written. The document, its pages, chunks and token ids are written in ONE transaction, only after
+  parsing and tokenizing succeeded. Prefill state is separate: a row per (document, model
+  fingerprint) whose counters follow the engine's checkpoints (`state.n_tokens`).
+- resume: the same file (same sha256) is the same document; ingesting it again skips parse and
+  tokenize (the token ids are stored) and continues prefill from the last checkpoint.
+
+The engine (drt_core.engine) is only touched through `Engine.from_pretrained`, `.tokenizer`,
+`.fingerprint`, `.open_state(dir)`, `.prefill(state, ids, cancel=)` and `state.n_tokens` /
+`state.dependency_map()`.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from store.library import Library
+
+from .errors import Cancelled, EngineUnavailable, IngestError
+from .parse import ParseLimits, parse_file
+from .tokenize import CHUNK_TOKENS, make_encoder, tokenize_document, tokenizer_fingerprint
+
+logger = logging.getLogger(__name__)
+
+STAGES = ("hash", "parse", "tokenize", "store", "prefill", "done")
+DB_UPDATE_EVERY_S = 1.0  # prefill counters in sqlite are refreshed at most this often
+
+
+@dataclass
+class Progress:
+    stage: str
+    done: int
+    total: int
+    tokens_per_s: float | None = None
+    eta_s: float | None = None
+    message: str = ""
+
+
+@dataclass
+class IngestResult:
+    doc_id: str
+    title: str
+    pages: int
+    tokens: int
+    chunks: int
+    seconds: float
+    status: str  # "done" | "partial" (prefill cancelled or not run) | "stored" (prefill=False)
+    created: bool  # this call wrote the document rows (False: it was already in the library)
+    tokens_prefilled: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        """The `drt-reader ingest --json` object (DESIGN.md Contract 2)."""
+        return {
+            "doc_id": self.doc_id,
+            "title": self.title,
+            "pages": self.pages,
+            "tokens": self.tokens,
+            "chunks": self.chunks,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+ProgressFn = Callable[[Progress], None]
+EngineLike = Any  # drt_core.engine.Engine, or anything with the same surface (tests: a fake)
+
+
+# ---------------------------------------------------------------------------------------------
+# engine
+# ---------------------------------------------------------------------------------------------
+
+
+def default_device() -> str:
+    return os.environ.get("DRT_DEVICE", "cpu")
+
+
+@functools.lru_cache(maxsize=2)
+def load_engine(model: str, device: str | None = None) -> EngineLike:
+    """`Engine.from_pretrained(model)`, cached per (model, device); EngineUnavailable if it cannot."""
+    try:
+        from drt_core.engine import Engine
+    except ModuleNotFoundError as e:
+        if e.name and e.name.split(".")[0] == "drt_core":
+            raise EngineUnavailable(
+                "the inference engine (drt_core.engine) is not part of this build yet"
+            ) from e
+        raise
+    try:
+        return Engine.from_pretrained(model, device=device or default_device())
+    except (FileNotFoundError, NotADirectoryError, OSError) as e:
+        raise EngineUnavailable(f"cannot load the model {model}: {e}") from e
+
+
+def _resolve_engine(engine: EngineLike | Callable[[], EngineLike] | None) -> EngineLike | None:
+    if engine is None or hasattr(engine, "prefill"):
+        return engine
+    return engine()  # a factory: the model is loaded only once the file has parsed
+
+
+def state_dir(home: str | Path, doc_id: str, model_fp: str) -> Path:
+    """$DRT_HOME/states/<doc_id>/<model_fp>/ (DESIGN.md, store layout)."""
+    return Path(home) / "states" / doc_id / model_fp
+
+
+# ---------------------------------------------------------------------------------------------
+# ingest
+# ---------------------------------------------------------------------------------------------
+
+
+def sha256_file(path: str | Path, cancel: threading.Event | None = None) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            if cancel is not None and cancel.is_set():
+                raise Cancelled("ingest was cancelled")
+            h.update(block)
+    return h.hexdigest()
+
+
+def ingest(
+    path: str | Path,
+    *,
+    library: Library,
+    engine: EngineLike | Callable[[], EngineLike] | None,
+    title: str | None = None,
+    password: str | None = None,
+    progress: ProgressFn | None = None,
+    cancel: threading.Event | None = None,
+    limits: ParseLimits | None = None,
+    prefill: bool = True,
+) -> IngestResult:
+    """Add a file to the library and prefill it (see the module docstring).
+
+    Args:
+        path: PDF, EPUB, text, Markdown or TeX (the content decides).
+        library: the store.
+        engine: an Engine, or a zero-argument factory (called only after the file parsed), or
+            None with prefill=False (then the project tokenizer is used).
+        title: overrides the title found in the file (metadata, \\title, first heading, file name).
+        password: for encrypted PDFs.
+        progress, cancel: see the module docstring.
+        limits: parse limits (time, memory, sizes).
+        prefill: False stores the document without running the model.
+    """
+    t0 = time.monotonic()
+    emit = progress or (lambda p: None)
+    p = Path(path)
+    if not p.is_file():
+        raise IngestError(f"no such file: {p}" if not p.exists() else f"not a file: {p}")
+    size = p.stat().st_size
+    emit(Progress("hash", 0, size, message=f"reading {p.name}"))
+    doc_id = sha256_file(p, cancel)
+    emit(Progress("hash", size, size, message=f"document {doc_id[:12]}"))
+    eng = None
+    created = False
+    warnings: list[str] = []
+    if library.has_document(doc_id):
+        emit(Progress("store", 1, 1, message="already in the library: resuming"))
+        if title and title != library.document(doc_id)["title"]:
+            library.set_title(doc_id, title)
+    else:
+        emit(Progress("parse", 0, 1, message=f"parsing {p.name}"))
+        parsed = parse_file(p, password=password, limits=limits, cancel=cancel)
+        warnings = list(parsed.warnings)
+        emit(Progress("parse", 1, 1, message=f"{len(parsed.pages)} pages, {len(parsed.text):,} characters"))
+        eng = _resolve_engine(engine)
+        tok = getattr(eng, "tokenizer", None) if eng is not None else None
+        encode = make_encoder(tok)
+        tok_fp = tokenizer_fingerprint(tok)
+        n_chars = len(parsed.text)
+        tokenized = tokenize_document(
+            parsed,
+            encode,
+            tokenizer_fp=tok_fp,
+            progress=lambda d, t: emit(Progress("tokenize", d, t, message="tokenizing")),
+            cancel=cancel,
+        )
+        if cancel is not None and cancel.is_set():
+            raise Cancelled("ingest was cancelled before anything was stored")
+        emit(Progress("store", 0, 1, message=f"storing {len(tokenized.chunks)} chunks"))
+        doc_row = {
+            "id": doc_id,
+            "title": (title or parsed.title or p.stem).strip() or p.stem,
+            "kind": parsed.kind,
+            "source_name": p.name,
+            "n_bytes": size,
+            "n_pages": len(parsed.pages),
+            "n_chars": n_chars,
+            "n_tokens": len(tokenized.ids),
+            "n_chunks": len(tokenized.chunks),
+            "chunk_tokens": CHUNK_TOKENS,
+            "tokenizer_fp": tok_fp,
+            "warnings": warnings,
+        }
+        pages = [
+            {
+                "number": pg.number,
+                "label": pg.label,
+                "char_start": pg.char_start,
+                "char_end": pg.char_end,
+                "text": pg.text,
+            }
+            for pg in parsed.pages
+        ]
+        chunks = [
+            {
+                "idx": c.index,
+                "tok_start": c.tok_start,
+                "tok_end": c.tok_end,
+                "char_start": c.char_start,
+                "char_end": c.char_end,
+                "page_first": c.page_first,
+                "page_last": c.page_last,
+                "text": c.text,
+            }
+            for c in tokenized.chunks
+        ]
+        created = library.add_document(doc_row, pages, chunks, tokenized.ids)
+        emit(Progress("store", 1, 1, message="stored"))
+    doc = library.document(doc_id)
+    status, n_done = "stored", 0
+    if prefill:
+        eng = eng if eng is not None else _resolve_engine(engine)
+        if eng is None:
+            raise EngineUnavailable("no engine to prefill with")
+        row = prefill_document(library, eng, doc_id, progress=emit, cancel=cancel)
+        status, n_done = ("done" if row["status"] == "done" else "partial"), row["n_tokens_done"]
+    result = IngestResult(
+        doc_id=doc_id,
+        title=doc["title"],
+        pages=doc["n_pages"],
+        tokens=doc["n_tokens"],
+        chunks=doc["n_chunks"],
+        seconds=time.monotonic() - t0,
+        status=status,
+        created=created,
+        tokens_prefilled=n_done,
+        warnings=warnings or doc["warnings"],
+    )
+    emit(Progress("done", 1, 1, message=status))
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# prefill (resumable)
+# ---------------------------------------------------------------------------------------------
+
+
+def prefill_document(
+    library: Library,
+    engine: EngineLike,
+    doc_id: str,
+    *,
+    progress: ProgressFn | None = None,
+    cancel: threading.Event | None = None,
+) -> dict:
+    """Prefill a stored document with `engine`, from its last checkpoint; return the state row."""
+    emit = progress or (lambda p: None)
+    doc = library.document(doc_id)
+    fp = str(engine.fingerprint)
+    tok_fp = tokenizer_fingerprint(getattr(engine, "tokenizer", None))
+    if doc["tokenizer_fp"] not in (tok_fp, "unknown"):
+        raise IngestError(
+            f"document {doc_id[:12]} was tokenized with another tokenizer than this model's; "
+            f"remove it (drt-reader rm {doc_id[:12]}) and ingest it again"
+        )
+    ids = library.token_ids(doc_id)
+    total = len(ids)
+    sdir = state_dir(library.home, doc_id, fp)
+    sdir.mkdir(parents=True, exist_ok=True)
+    state = engine.open_state(sdir)
+
+    def save(status: str, error: str | None = None) -> dict:
+        n = min(int(state.n_tokens), total)
+        n_chunks = doc["n_chunks"] if n >= total else n // CHUNK_TOKENS
+        library.set_prefill_state(
+            doc_id, fp, status=status, n_tokens_done=n, n_chunks_done=n_chunks,
+            n_tokens_total=total, state_dir=str(sdir), last_error=error,
+        )  # fmt: skip
+        return library.prefill_state(doc_id, fp) or {}
+
+    row = library.prefill_state(doc_id, fp)
+    if int(state.n_tokens) >= total:
+        recorded = row is not None and row["status"] == "done"
+        if not recorded or library.latest_trace(doc_id, fp, "dependency_map") is None:
+            return _complete(library, doc_id, fp, total, doc["n_chunks"], sdir, state)
+        emit(Progress("prefill", total, total, message="already prefilled"))
+        return row
+    save("partial" if state.n_tokens else "pending")
+    start_tokens = int(state.n_tokens)
+    emit(Progress("prefill", start_tokens, total, message="resuming" if start_tokens else "prefilling"))
+    last_db = time.monotonic()
+    after_cancel = 0
+    try:
+        for ev in engine.prefill(state, ids, cancel=cancel):
+            tps = float(ev.tokens_per_s) if getattr(ev, "tokens_per_s", None) else None
+            eta = (ev.total_tokens - ev.done_tokens) / tps if tps else None
+            emit(Progress("prefill", int(ev.done_tokens), int(ev.total_tokens), tps, eta, "prefilling"))
+            if time.monotonic() - last_db >= DB_UPDATE_EVERY_S:
+                save("partial")
+                last_db = time.monotonic()
+            if cancel is not None and cancel.is_set():
+                after_cancel += 1
+                if after_cancel > 2:  # the engine did not stop at its next batch: stop listening
+                    break
+    except BaseException as e:
+        msg = " ".join(str(e).split())[:500] or type(e).__name__
+        try:
+            save("partial", f"{type(e).__name__}: {msg}")
+        except Exception:  # the original error matters more than the bookkeeping
+            logger.exception("could not record the prefill error")
+        if isinstance(e, MemoryError):
+            raise IngestError(
+                "prefill ran out of memory; what was checkpointed is kept, run ingest again"
+            ) from e
+        raise
+    if int(state.n_tokens) >= total:
+        return _complete(library, doc_id, fp, total, doc["n_chunks"], sdir, state)
+    row = save("partial")
+    emit(Progress("prefill", row["n_tokens_done"], total, message="cancelled: run ingest again to resume"))
+    return row
+
+
+def _complete(
+    library: Library, doc_id: str, fp: str, total: int, n_chunks: int, sdir: Path, state: Any
+) -> dict:
+    """Mark the prefill done and record the dependency map, in one transaction."""
+    dep = state.dependency_map()
+    library.complete_prefill(
+        doc_id, fp, n_tokens_total=total, n_chunks=n_chunks, state_dir=str(sdir), dependency_map=dep
+    )
+    return library.prefill_state(doc_id, fp) or {}
+
+
+def ready_state(library: Library, engine: EngineLike, doc_id: str) -> Any:
+    """The engine state of a fully prefilled document, or NotPrefilled with what to do."""
+    from .errors import NotPrefilled
+
+    fp = str(engine.fingerprint)
+    row = library.prefill_state(doc_id, fp)
+    if row is None or row["status"] != "done":
+        done = f" ({row['n_tokens_done']:,} of {row['n_tokens_total']:,} tokens)" if row else ""
+        raise NotPrefilled(
+            f"document {doc_id[:12]} is not prefilled by this model yet{done}; "
+            f"run `drt-reader ingest` on its file to finish"
+        )
+    state = engine.open_state(state_dir(library.home, doc_id, fp))
+    if int(state.n_tokens) < int(row["n_tokens_total"]):
+        raise NotPrefilled(
+            f"the prefilled state of document {doc_id[:12]} is missing or incomplete on disk; "
+            "run `drt-reader ingest` on its file again"
+        )
+    return state

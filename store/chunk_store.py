@@ -1,0 +1,226 @@
+"""Chunk memory: the per-chunk states the DRT engine keeps for retrieval, in RAM or on disk.
+
+For every chunk c of a document the engine stores
+    key[c]      [D]      the landmark key (what retrieval scores against), float32
+    mem_k[c]    [N, D]   the chunk's K memory (N = real slots, 63), float16 on disk
+    mem_v[c]    [N, D]   the chunk's V memory
+    sel_idx[c]  [G, k]   the chunks that chunk c's landmark selected (serving chunk c+1), int32
+    sel_w[c]    [G, k]   their fusion weights, float32
+so the document's dependency map is stored beside its memory.
+
+Two tiers share one interface (`ChunkMemory`): `RamChunkMemory` (numpy arrays that grow) and
+`MemmapChunkMemory` (one memory-mapped file per array under a directory, grown in blocks). Disk
+writes are committed by `commit(n, extra)`: the memmaps are flushed and fsynced, then meta.json
+(n_committed and the caller's metadata) is written to a temporary name, fsynced and renamed. Rows
+past the committed count are ignored on reopen, so a crash mid-append loses only uncommitted rows.
+Landmark keys are also kept in RAM (D floats per chunk) so scoring never touches the disk; K/V rows
+are read from the page cache only for the k chunks selected. `faiss_index()` builds an exact
+inner-product index over the keys for very long documents (same top-k as the matrix product).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+FORMAT_VERSION = 1
+
+
+class ChunkMemory:
+    """Interface: append rows, read keys, gather K/V rows. `n` is the number of rows."""
+
+    D: int
+    N: int
+    G: int
+    k: int
+    n: int
+
+    def append(self, key, mem_k, mem_v, sel_idx, sel_w) -> None:  # each with a leading [m] axis
+        raise NotImplementedError
+
+    def keys(self) -> np.ndarray:  # [n, D] float32
+        raise NotImplementedError
+
+    def gather(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # [..., N, D] each
+        raise NotImplementedError
+
+    def selections(self) -> tuple[np.ndarray, np.ndarray]:  # [n, G, k] idx, weights
+        raise NotImplementedError
+
+    def truncate(self, n: int) -> None:
+        raise NotImplementedError
+
+    def faiss_index(self):
+        """An exact inner-product faiss index over the landmark keys (IndexFlatIP)."""
+        import faiss
+
+        index = faiss.IndexFlatIP(self.D)
+        if self.n:
+            index.add(np.ascontiguousarray(self.keys(), dtype=np.float32))
+        return index
+
+
+class RamChunkMemory(ChunkMemory):
+    def __init__(self, D: int, N: int, G: int, k: int, dtype=np.float32):
+        self.D, self.N, self.G, self.k = D, N, G, k
+        self.dtype = np.dtype(dtype)
+        self.n = 0
+        self._cap = 0
+        self._alloc(64)
+
+    def _alloc(self, cap: int) -> None:
+        def grow(old, shape, dt):
+            new = np.zeros((cap, *shape), dtype=dt)
+            if old is not None:
+                new[: self.n] = old[: self.n]
+            return new
+
+        self._key = grow(getattr(self, "_key", None), (self.D,), np.float32)
+        self._k = grow(getattr(self, "_k", None), (self.N, self.D), self.dtype)
+        self._v = grow(getattr(self, "_v", None), (self.N, self.D), self.dtype)
+        self._si = grow(getattr(self, "_si", None), (self.G, self.k), np.int32)
+        self._sw = grow(getattr(self, "_sw", None), (self.G, self.k), np.float32)
+        self._cap = cap
+
+    def append(self, key, mem_k, mem_v, sel_idx, sel_w) -> None:
+        m = len(key)
+        if self.n + m > self._cap:
+            self._alloc(max(2 * self._cap, self.n + m))
+        s = slice(self.n, self.n + m)
+        self._key[s], self._k[s], self._v[s] = key, mem_k, mem_v
+        self._si[s], self._sw[s] = sel_idx, sel_w
+        self.n += m
+
+    def set_selection(self, rows: np.ndarray, sel_idx, sel_w) -> None:
+        self._si[rows], self._sw[rows] = sel_idx, sel_w
+
+    def keys(self) -> np.ndarray:
+        return self._key[: self.n]
+
+    def gather(self, idx):
+        return self._k[idx], self._v[idx]
+
+    def selections(self):
+        return self._si[: self.n], self._sw[: self.n]
+
+    def truncate(self, n: int) -> None:
+        self.n = min(self.n, n)
+
+
+class MemmapChunkMemory(ChunkMemory):
+    """Disk tier: directory with key.f32, k.bin, v.bin, sel_idx.i32, sel_w.f32 and meta.json."""
+
+    BLOCK = 1024  # chunks added per file growth
+
+    def __init__(self, directory: str | os.PathLike, D: int, N: int, G: int, k: int, dtype=np.float16):
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.D, self.N, self.G, self.k = D, N, G, k
+        self.dtype = np.dtype(dtype)
+        meta = self.read_meta(self.dir)
+        if meta is not None:
+            shape = (meta["D"], meta["N"], meta["G"], meta["k"], meta["dtype"])
+            if shape != (D, N, G, k, self.dtype.name):
+                raise ValueError(f"chunk memory at {self.dir} has shape {shape}, expected {(D, N, G, k, self.dtype.name)}")
+        self.n = int(meta["n"]) if meta else 0
+        self.meta = meta or {}
+        self._cap = 0
+        self._open(max(self.BLOCK, -(-self.n // self.BLOCK) * self.BLOCK))
+        self._key_ram = np.array(self._key[: self.n], dtype=np.float32)
+
+    # files -------------------------------------------------------------------------------------
+    def _spec(self):
+        return [("key.f32", (self.D,), np.float32), ("k.bin", (self.N, self.D), self.dtype),
+                ("v.bin", (self.N, self.D), self.dtype), ("sel_idx.i32", (self.G, self.k), np.int32),
+                ("sel_w.f32", (self.G, self.k), np.float32)]
+
+    def _open(self, cap: int) -> None:
+        maps = []
+        for name, shape, dt in self._spec():
+            path = self.dir / name
+            nbytes = cap * int(np.prod(shape)) * np.dtype(dt).itemsize
+            with open(path, "ab") as f:
+                if f.tell() < nbytes:
+                    f.truncate(nbytes)
+            maps.append(np.memmap(path, dtype=dt, mode="r+", shape=(cap, *shape)))
+        self._key, self._k, self._v, self._si, self._sw = maps
+        self._cap = cap
+
+    @staticmethod
+    def read_meta(directory: Path) -> dict | None:
+        p = Path(directory) / "meta.json"
+        if not p.exists():
+            return None
+        return json.loads(p.read_text())
+
+    # interface ---------------------------------------------------------------------------------
+    def append(self, key, mem_k, mem_v, sel_idx, sel_w) -> None:
+        m = len(key)
+        if self.n + m > self._cap:
+            self.flush()
+            self._open(-(-(self.n + m) // self.BLOCK) * self.BLOCK + self.BLOCK)
+        s = slice(self.n, self.n + m)
+        self._key[s], self._k[s] = key, mem_k.astype(self.dtype, copy=False)
+        self._v[s] = mem_v.astype(self.dtype, copy=False)
+        self._si[s], self._sw[s] = sel_idx, sel_w
+        self._key_ram = np.concatenate([self._key_ram, np.asarray(key, dtype=np.float32)])
+        self.n += m
+
+    def set_selection(self, rows: np.ndarray, sel_idx, sel_w) -> None:
+        self._si[rows], self._sw[rows] = sel_idx, sel_w
+
+    def keys(self) -> np.ndarray:
+        return self._key_ram[: self.n]
+
+    def gather(self, idx):
+        idx = np.asarray(idx)
+        return np.asarray(self._k[idx]), np.asarray(self._v[idx])
+
+    def selections(self):
+        return np.asarray(self._si[: self.n]), np.asarray(self._sw[: self.n])
+
+    def truncate(self, n: int) -> None:
+        self.n = min(self.n, n)
+        self._key_ram = self._key_ram[: self.n]
+
+    def flush(self) -> None:
+        for m in (self._key, self._k, self._v, self._si, self._sw):
+            m.flush()
+
+    def commit(self, extra: dict | None = None) -> None:
+        """Make the first `n` rows durable: flush + fsync the data files, then atomically
+        replace meta.json (the commit record)."""
+        self.flush()
+        for name, _, _ in self._spec():
+            fd = os.open(self.dir / name, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        meta = dict(self.meta)
+        meta.update(extra or {})
+        meta.update(format=FORMAT_VERSION, n=self.n, D=self.D, N=self.N, G=self.G, k=self.k, dtype=self.dtype.name)
+        atomic_write_bytes(self.dir / "meta.json", json.dumps(meta, indent=1).encode())
+        self.meta = meta
+
+    def disk_bytes(self) -> int:
+        return sum((self.dir / n).stat().st_size for n, _, _ in self._spec())
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write to a temporary name, fsync, rename, fsync the directory."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dfd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)

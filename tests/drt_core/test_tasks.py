@@ -1,0 +1,200 @@
+"""Prompts and NIAH tasks: seeded, reproducible, the documented geometry, phrasing split."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from drt_core import prompts as P
+from drt_core import tasks as K
+from drt_core import tokenizer as T
+
+
+@pytest.fixture(scope="module")
+def hay(tmp_path_factory):
+    from pathlib import Path
+
+    assets = Path(__file__).resolve().parents[1] / "assets"
+    ids = T.encode((assets / "frankenstein_excerpt.txt").read_text(encoding="utf-8"))
+    return np.asarray(ids, dtype=np.uint16)
+
+
+# ---------------------------------------------------------------- prompts
+
+
+def test_qa_suffix_format():
+    assert P.qa_suffix("What is it?") == "\n\nQuestion: What is it?\nAnswer:"
+    assert P.qa_suffix("  multi\nline   q ") == "\n\nQuestion: multi line q\nAnswer:"
+    assert P.summary_suffix() == "\n\nSummary:"
+    assert P.answer_text("48213") == " 48213"
+    with pytest.raises(ValueError):
+        P.qa_suffix("   ")
+
+
+def test_layout_prompt_geometry():
+    for n_ctx in list(range(0, 130)) + [1000, 4095, 65536]:
+        for n_prompt in (1, 2, 13, 62, 63, 64, 130):
+            prompt = list(range(10, 10 + n_prompt))
+            laid = P.layout_prompt(n_ctx, prompt)
+            n_pad = len(laid) - n_prompt
+            assert 0 <= n_pad < 63
+            assert laid[:n_pad] == [T.PAD_ID] * n_pad and laid[n_pad:] == prompt
+            p = P.prompt_end_position(n_ctx, laid)
+            assert p % 63 == 0  # last prompt token on the first slot of a chunk
+            assert (n_ctx + len(laid)) % 63 == 1
+    assert P.layout_prompt(0, [5], chunk_tokens=10) == [5]
+    assert len(P.layout_prompt(3, [5, 6], chunk_tokens=10)) == 8  # 3 + 6 pads + 2 -> last at 10
+    with pytest.raises(ValueError):
+        P.layout_prompt(5, [])
+
+
+def test_qa_prompt_ids_ends_with_answer_colon():
+    ids = P.qa_prompt_ids(100, "Who wrote it?")
+    assert (100 + len(ids) - 1) % 63 == 0
+    assert T.decode([i for i in ids if i != T.PAD_ID]) == P.qa_suffix("Who wrote it?")
+    assert T.decode(ids[-1:]) == ":"
+    assert T.decode([i for i in P.summary_prompt_ids(7) if i != T.PAD_ID]) == "\n\nSummary:"
+    assert P.clean_answer(" 48213\nmore") == "48213"
+
+
+# ---------------------------------------------------------------- tasks
+
+
+@pytest.mark.parametrize("task", K.TASK_NAMES)
+def test_seeded_and_reproducible(task, hay):
+    g_state, np_state = random.getstate(), np.random.get_state()
+    a = K.build(task, hay, 1500, 11)
+    b = K.build(task, hay, 1500, random.Random(11))
+    c = K.build(task, hay, 1500, 12)
+    assert random.getstate() == g_state  # the global RNGs are never touched
+    assert all((x == y).all() for x, y in zip(np_state[1:2], np.random.get_state()[1:2]))
+    assert (a.ids == b.ids).all() and (a.labels == b.labels).all() and (a.weights == b.weights).all()
+    assert a.answers == b.answers and a.needle_spans == b.needle_spans
+    assert not (a.ids == c.ids).all() and a.answers != c.answers
+
+
+@pytest.mark.parametrize("task", K.TASK_NAMES)
+@pytest.mark.parametrize("length", [600, 1000, 1237, 4097])
+def test_geometry_and_labels(task, length, hay):
+    n_pairs = 1 if task == "single" else 2
+    e = K.build(task, hay, length, length, n_pairs=n_pairs)
+    assert e.ids.shape == e.labels.shape == e.weights.shape == (length,)
+    assert e.ids.dtype == np.int64 and e.weights.dtype == np.float32
+    assert len(e.answers) == len(e.answer_spans) == len(e.prompt_ends) == n_pairs
+    for q, ans, (s, t), p in zip(e.questions, e.answers, e.answer_spans, e.prompt_ends):
+        assert p % 63 == 0  # the ":" of "Answer:" on the first slot of a chunk
+        assert s == p + 1  # the answer starts right after it, in the same chunk
+        prompt = T.encode(P.qa_suffix(q))
+        assert e.ids[p - len(prompt) + 1 : p + 1].tolist() == prompt
+        assert T.decode(e.ids[s:t]) == P.answer_text(ans)
+        assert T.decode(e.ids[t : t + 1]) == "\n"
+        assert (e.weights[s : t + 1] == 5.0).all()
+        assert all(c.isdigit() or c in ", " for c in ans)
+    # needles lie in the context, at least 2 chunks before the first question
+    for (s, t), text in zip(e.needle_spans, e.needles):
+        assert T.decode(e.ids[s:t]) == " " + text
+        assert t <= e.n_context - 2 * 63
+    # labels: ids except pads; pads carry no weight
+    pad = e.weights == 0
+    assert (e.labels[pad] == -100).all() and (e.labels[~pad] == e.ids[~pad]).all()
+    assert (e.ids[pad] == T.PAD_ID).all()
+    assert (e.ids[: e.n_context] != T.PAD_ID).all()
+    assert e.meta["n_right_pad"] < 63 * n_pairs + 70
+
+
+def test_needle_depth(hay):
+    for depth in (0.0, 0.25, 0.5, 0.9, 1.0):
+        e = K.single(hay, 3000, 5, depth=depth)
+        (s, _), = e.needle_spans
+        max_pos = e.n_context - len(T.encode(" " + e.needles[0])) - 2 * 63
+        assert abs(s - depth * max_pos) <= 260  # snapped to a nearby sentence end
+    with pytest.raises(ValueError):
+        K.single(hay, 3000, 5, depth=1.5)
+
+
+def test_task_semantics(hay):
+    m = K.multikey(hay, 2000, 3)
+    assert len(m.needles) == 6 and len(set(m.needles)) == 6
+    key = next(k for k in (f"{a}-{b}" for a in K.KEY_ADJECTIVES for b in K.KEY_NOUNS) if k in m.question)
+    real = [n for n in m.needles if key in n]
+    assert len(real) == 1 and m.answer in real[0]
+    h = K.two_hop(hay, 2000, 3)
+    v1, v2 = h.answer.split(", ")
+    import re
+
+    (start,) = re.findall(r"\d+", h.question)
+    text = " ".join(h.needles)
+    assert len(h.needles) == 4  # two chains of two hops
+    assert any(start in n and v1 in n for n in h.needles) and any(v1 in n and v2 in n for n in h.needles)
+    assert text.count(start) == 1
+    s = K.single(hay, 2000, 3)
+    assert len(s.needles) == 1 and s.answer in s.needles[0]
+    assert 5 <= len(s.answer) <= 7 and s.answer[0] != "0"
+    with pytest.raises(ValueError):
+        K.single(hay, 2000, 3, n_pairs=2)
+    with pytest.raises(ValueError):
+        K.single(hay, 150, 3)  # too short to hold a needle and a question
+
+
+def test_heldout_phrasings_disjoint(hay):
+    for task in K.TASK_NAMES:
+        tn, tq = K.phrasing_templates(task, "train")
+        hn, hq = K.phrasing_templates(task, "heldout")
+        assert len(tn) >= 6 and len(hn) >= 2 and len(tq) >= 6 and len(hq) >= 2
+        assert not set(tn) & set(hn) and not set(tq) & set(hq)
+        for seed in range(6):
+            e = K.build(task, hay, 1200, seed, phrasings="heldout")
+            trained = {q for q in tq}
+            assert not any(_matches(t, e.question) for t in trained)
+            assert any(_matches(t, e.question) for t in hq)
+            assert any(_matches(t, e.needles[0]) for t in hn)
+
+
+def _matches(template: str, text: str) -> bool:
+    import re
+
+    pat = re.escape(template)
+    for f in ("value", "key", "a", "b", "start"):
+        pat = pat.replace(re.escape("{" + f + "}"), r"[\w-]+")
+    return re.fullmatch(pat, text) is not None
+
+
+def test_short_haystack_is_tiled(hay):
+    e = K.single(hay[:200], 1500, 1)
+    assert e.ids.shape == (1500,)
+
+
+def test_score_answer():
+    assert K.score_answer(" 48213\nblah", "48213")
+    assert K.score_answer("\n48213", "48213")
+    assert not K.score_answer(" 48214", "48213")
+    assert K.score_answer(" 111, 222 and more", "111, 222")
+    assert not K.score_answer(" 222, 111", "111, 222")
+    assert not K.score_answer("", "111")
+
+
+def test_niah_sampler(hay):
+    s = K.NIAHSampler(hay, 800, seed=3, max_pairs=2)
+    a = s.batch(5, 3)
+    b = K.NIAHSampler(hay, 800, seed=3, max_pairs=2).batch(5, 3)
+    assert a["input_ids"].shape == (3, 800) and a["weights"].shape == (3, 800)
+    assert (a["input_ids"] == b["input_ids"]).all()
+    assert not (a["input_ids"] == s.batch(5, 3, rank=1, world_size=2)["input_ids"]).all()
+    assert not (a["input_ids"] == s.batch(6, 3)["input_ids"]).all()
+
+
+def test_build_training_example_for_train_loop(hay):
+    tok = T.load_tokenizer()
+    hs = hay[:504].tolist()
+    a = K.build_training_example("multikey", hs, tok, random.Random(4), pairs=4, answer_weight=3.0)
+    b = K.build_training_example("multikey", hs, None, random.Random(4), pairs=4, answer_weight=3.0)
+    assert (a["ids"] == b["ids"]).all() and len(a["ids"]) == 504
+    assert 1 <= a["pairs"] <= 4 and len(a["answers"]) == a["pairs"]
+    assert all(p % 63 == 0 for p in a["prompt_ends"])
+    assert a["weights"].max() == 3.0
+    s = K.build_training_example("single", hay[:1000].tolist(), tok, random.Random(4), pairs=4)
+    assert s["pairs"] == 1
+    with pytest.raises(K.TooShort):
+        K.build_training_example("2hop", hay[:150].tolist(), tok, random.Random(4), pairs=4)

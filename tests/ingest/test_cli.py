@@ -1,0 +1,129 @@
+"""Contract 2 commands through `app.main([...])` (fake engine): exact JSON keys, one-line errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.ingest.conftest import one_json, snapshot
+
+
+def _ingest(cli, path, *extra) -> dict:
+    rc, out, err = cli("ingest", str(path), "--json", *extra)
+    assert rc == 0, err
+    return one_json(out)
+
+
+def test_ingest_list_ask_summarize_trace_rm(cli, assets, drt_home):
+    res = _ingest(cli, assets / "emma-pp2-21.pdf")
+    assert set(res) == {"doc_id", "title", "pages", "tokens", "chunks", "seconds"}
+    assert res["title"] == "Emma" and res["pages"] == 20 and len(res["doc_id"]) == 64
+    prefix = res["doc_id"][:8]
+
+    rc, out, _ = cli("list", "--json")
+    docs = one_json(out)["documents"]
+    assert rc == 0 and [d["doc_id"] for d in docs] == [res["doc_id"]]
+    assert {"doc_id", "title", "tokens"} <= set(docs[0]) and docs[0]["prefill"][0]["status"] == "done"
+
+    question = "Who is handsome, clever, and rich?"
+    rc, out, err = cli("ask", prefix, question, "--json", "--max-new-tokens", "16")
+    assert rc == 0, err
+    ans = one_json(out)
+    assert set(ans) == {"answer", "evidence", "trace"}
+    assert ans["answer"] and ans["evidence"]
+    for e in ans["evidence"]:
+        assert set(e) == {"chunk", "pages", "weight", "text"}
+        assert e["pages"] and all(1 <= p <= 20 for p in e["pages"]) and e["text"]
+    assert ans["trace"]["chunks"][0]["topk"]
+
+    rc, out, _ = cli("summarize", prefix, "--json")
+    summ = one_json(out)
+    assert rc == 0 and set(summ) == {"summary", "evidence", "trace"}
+    assert summ["summary"].startswith("Extractive summary") and summ["trace"]["mode"] == "extractive"
+    chunks = [e["chunk"] for e in summ["evidence"]]
+    assert chunks == sorted(chunks)  # document order
+
+    rc, out, _ = cli("summarize", prefix, "--mode", "abstractive", "--json")
+    assert rc == 0 and set(one_json(out)) == {"summary", "evidence", "trace"}
+
+    rc, out, _ = cli("trace", prefix, "--json")
+    tr = one_json(out)
+    assert rc == 0 and tr["doc_id"] == res["doc_id"] and len(tr["chunks"]) == res["chunks"]
+    assert set(tr["chunks"][3]) == {"chunk", "retrieved", "weights"}
+
+    rc, out, _ = cli("ask", prefix, "What happened?")  # text mode streams, then lists evidence
+    assert rc == 0 and "Evidence" in out
+
+    rc, out, _ = cli("rm", prefix, "--json")
+    assert rc == 0 and one_json(out) == {"doc_id": res["doc_id"], "removed": True}
+    assert not (drt_home / "states" / res["doc_id"]).exists()
+    rc, out, _ = cli("list", "--json")
+    assert one_json(out) == {"documents": []}
+
+
+def test_same_file_twice_same_id(cli, assets, tmp_path):
+    a = _ingest(cli, assets / "stacks-brauer.tex")
+    copy = tmp_path / "renamed.md"
+    copy.write_bytes((assets / "stacks-brauer.tex").read_bytes())
+    b = _ingest(cli, copy)
+    assert a["doc_id"] == b["doc_id"] and a["tokens"] == b["tokens"]
+    assert b["title"] == "Brauer groups"
+
+
+def test_encrypted_with_password(cli, assets):
+    res = _ingest(cli, assets / "005-libreoffice-writer-password.pdf", "--password", "openpassword")
+    assert res["pages"] == 1
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["ingest", "005-libreoffice-writer-password.pdf"], "encrypted"),
+        (["ingest", "005-libreoffice-writer-password.pdf", "--password", "nope"], "password does not open"),
+        (["ingest", "017-unreadable-meta-data__unreadablemetadata.pdf"], "damaged"),
+        (["ingest", "random-bytes.pdf"], "neither a PDF"),
+        (["ingest", "empty.txt"], "empty"),
+        (["ingest", "no-such-file.pdf"], "no such file"),
+        (["ask", "ffffffff", "anything?"], "no document"),
+        (["ask", "zz", "anything?"], "hexadecimal"),
+        (["summarize", "ffff"], "no document"),
+        (["trace", "ffff"], "no document"),
+        (["rm", "ffff"], "no document"),
+    ],
+)
+def test_bad_input_one_line_error_nonzero_exit_library_unchanged(cli, assets, drt_home, argv, message):
+    _ingest(cli, assets / "015-arabic__habibi.pdf")
+    before = snapshot(drt_home)
+    argv = [str(assets / a) if a.endswith((".pdf", ".txt")) else a for a in argv]
+    rc, out, err = cli(*argv, "--json")
+    assert rc == 2
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("drt-reader: error: ") and message in lines[0]
+    assert snapshot(drt_home) == before
+
+
+def test_ask_before_prefill_is_done(cli, assets, drt_home, fake_engine):
+    from store.library import Library
+
+    res = _ingest(cli, assets / "015-arabic__habibi.pdf")
+    lib = Library(drt_home)
+    try:
+        row = lib.prefill_state(res["doc_id"], fake_engine.fingerprint)
+        lib.set_prefill_state(
+            res["doc_id"], fake_engine.fingerprint, status="partial", n_tokens_done=0, n_chunks_done=0,
+            n_tokens_total=row["n_tokens_total"], state_dir=row["state_dir"],
+        )  # fmt: skip
+    finally:
+        lib.close()
+    rc, _, err = cli("ask", res["doc_id"][:10], "What?", "--json")
+    assert rc == 2 and "not prefilled" in err and len(err.strip().splitlines()) == 1
+
+
+def test_text_outputs(cli, assets):
+    rc, out, _ = cli("list")
+    assert rc == 0 and "empty" in out
+    path = assets / "026-latex-multicolumn__multicolumn.pdf"
+    rc, out, _ = cli("ingest", str(path), "--title", "Two columns")
+    assert rc == 0 and "Two columns" in out and "3 pages" in out
+    rc, out, _ = cli("list")
+    assert "Two columns" in out and "done" in out

@@ -1,0 +1,266 @@
+"""ingest.parse on real files (tests/assets, see its README) and on built-in-test edge cases."""
+
+from __future__ import annotations
+
+import shutil
+import zipfile
+
+import pytest
+
+from ingest.errors import (
+    DamagedFile,
+    EmptyDocument,
+    IngestError,
+    ParseOutOfMemory,
+    ParseTimeout,
+    PasswordRequired,
+    UnsupportedFile,
+    WrongPassword,
+)
+from ingest.parse import PAGE_SEPARATOR, ParseLimits, clean_text, parse_file, sniff, split_pages, text_kind
+
+
+def _spans_consistent(doc) -> None:
+    assert doc.text == PAGE_SEPARATOR.join(p.text for p in doc.pages)
+    for i, p in enumerate(doc.pages):
+        assert p.number == i + 1
+        assert doc.text[p.char_start : p.char_end] == p.text
+    assert "\x00" not in doc.text
+
+
+def test_sniff_is_by_content():
+    assert sniff(b"%PDF-1.7\n...") == "pdf"
+    assert sniff(b"\xef\xbb\xbfjunk %PDF-1.4") == "pdf"  # leading junk is allowed by readers
+    assert sniff(b"") == "empty"
+    def local_header(name: bytes) -> bytes:
+        return b"PK\x03\x04" + bytes(22) + len(name).to_bytes(2, "little") + bytes(2) + name
+
+    assert sniff(local_header(b"mimetype") + b"application/epub+zip") == "epub"
+    assert sniff(local_header(b"word/x.xml") + b"<xml/>") == "zip"
+    assert sniff(b"hello") == "other"
+
+
+def test_text_kind():
+    assert text_kind("\\documentclass{article}\n\\begin{document}x\\end{document}") == "tex"
+    assert text_kind("\\input{preamble}\n\\begin{document}\n\\section{A}\n\\label{s}\n") == "tex"
+    assert text_kind("\\begin{lemma} x \\end{lemma}", "notes.tex") == "tex"
+    assert text_kind("# Title\n\n- a\n- b\n", "x.md") == "markdown"
+    assert text_kind("# Title\n\n- a\n- b\n\n## more\n", "x.txt") == "markdown"
+    assert text_kind("Just prose, with a \\begin{ somewhere.", "x.txt") == "text"
+
+
+def test_clean_text_strips_nul_and_lone_surrogates():
+    assert clean_text("a\x00b\ud800c\udfffd\r\ne\rf") == "abcd\ne\nf"
+
+
+def test_split_pages_at_paragraphs():
+    text = "\n\n".join(f"Paragraph {i}. " + "word " * 100 for i in range(40))
+    pages = split_pages(text, 3000)
+    assert 5 <= len(pages) <= 12
+    assert all(p.startswith("Paragraph") for p in pages)
+    assert sum(len(p) for p in pages) + 2 * (len(pages) - 1) == len(text)
+
+
+def test_book_pdf(assets):
+    doc = parse_file(assets / "emma-pp2-21.pdf")
+    assert doc.kind == "pdf" and doc.title == "Emma"
+    assert len(doc.pages) == 20
+    _spans_consistent(doc)
+    assert "Emma Woodhouse, handsome, clever, and rich" in doc.pages[0].text
+    assert [p.label for p in doc.pages[:3]] == ["1", "2", "3"]  # no printed labels: the number
+    assert doc.warnings == []
+    assert "  " not in doc.pages[1].text.replace("\n  ", "\n")  # sort=True padding is tidied
+
+
+def test_page_labels_roman_then_arabic(assets):
+    doc = parse_file(assets / "geotopo-pp1-10.pdf")
+    assert [p.label for p in doc.pages] == ["i", "ii", "iii", "1", "2", "3", "4", "5", "6", "7"]
+    assert doc.title == "Geometrie und Topologie"
+    assert "Topologische Räume" in doc.text
+    _spans_consistent(doc)
+
+
+def test_encrypted_pdf(assets):
+    path = assets / "005-libreoffice-writer-password.pdf"
+    with pytest.raises(PasswordRequired, match="encrypted"):
+        parse_file(path)
+    with pytest.raises(WrongPassword):
+        parse_file(path, password="not-it")
+    doc = parse_file(path, password="openpassword")
+    assert "Lorem ipsum" in doc.text
+
+
+def test_malformed_pdf_is_a_clear_error(assets):
+    with pytest.raises(DamagedFile, match="damaged") as e:
+        parse_file(assets / "017-unreadable-meta-data__unreadablemetadata.pdf")
+    assert "\n" not in str(e.value)
+
+
+def test_arabic_pdf(assets):
+    doc = parse_file(assets / "015-arabic__habibi.pdf")
+    assert "حَبيبي" in doc.text and "habibi" in doc.text
+
+
+def test_multicolumn_reading_order(assets):
+    """sort=True alone joins the two columns line by line; the left column must come first."""
+    text = parse_file(assets / "026-latex-multicolumn__multicolumn.pdf").pages[0].text
+    left_end = text.index("Nulla malesuada porttitor diam")
+    right_start = text.index("pellentesque ante. Phasellus adipiscing semper elit.")
+    assert text.index("Abstract") < left_end < right_start
+    for line in text.splitlines():  # no line mixes the two columns
+        assert not ("Curabitur consectetuer" in line and "luctus et ultrices" in line)
+
+
+def test_tex_keeps_labels_and_refs(assets):
+    doc = parse_file(assets / "stacks-brauer.tex")
+    assert doc.kind == "tex" and doc.title == "Brauer groups"
+    assert "\\label{section-introduction}" in doc.text
+    assert "\\ref{" in doc.text
+    assert len(doc.pages) > 3 and any("no pages" in w for w in doc.warnings)
+    _spans_consistent(doc)
+
+
+def test_content_not_name_decides(assets, tmp_path):
+    pdf_as_txt = tmp_path / "looks-like.txt"
+    shutil.copy(assets / "015-arabic__habibi.pdf", pdf_as_txt)
+    assert parse_file(pdf_as_txt).kind == "pdf"
+    tex_as_txt = tmp_path / "chapter.txt"
+    shutil.copy(assets / "stacks-brauer.tex", tex_as_txt)
+    assert parse_file(tex_as_txt).kind == "tex"
+    with pytest.raises(UnsupportedFile, match="neither a PDF"):
+        parse_file(assets / "random-bytes.pdf")
+
+
+def test_empty_file(assets, tmp_path):
+    with pytest.raises(EmptyDocument, match="empty"):
+        parse_file(assets / "empty.txt")
+    blank = tmp_path / "blank.md"
+    blank.write_text("  \n\n \t\n")
+    with pytest.raises(EmptyDocument):
+        parse_file(blank)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(IngestError, match="no such file"):
+        parse_file(tmp_path / "nope.pdf")
+
+
+def test_text_encodings_and_nul(tmp_path):
+    latin = tmp_path / "latin1.txt"
+    line = "Ça va très bien, merci. Über die Brücke gehen wir nicht.\n"
+    latin.write_bytes((line * 30).encode("cp1252"))
+    doc = parse_file(latin)
+    assert doc.kind == "text" and "Über die Brücke" in doc.text
+    u16 = tmp_path / "u16.txt"
+    u16.write_bytes(("Hello world, UTF-16 without a byte order mark.\n" * 30).encode("utf-16-le"))
+    assert "UTF-16 without" in parse_file(u16).text
+    stray = tmp_path / "stray-nul.txt"
+    stray.write_bytes(b"One stray\x00 NUL in plain text.\n" + b"Ordinary line of text here.\n" * 50)
+    assert "stray NUL" in parse_file(stray).text
+    binary = tmp_path / "binary.txt"
+    binary.write_bytes(b"\x00\x01\x02\x03binary\x00\x00" * 500)
+    with pytest.raises(UnsupportedFile):
+        parse_file(binary)
+
+
+def _pdf(path, pages: list[str | None]) -> None:
+    import pymupdf
+
+    doc = pymupdf.open()
+    for text in pages:
+        page = doc.new_page()
+        if text is None:  # an image only, like a scanned page
+            pix = pymupdf.Pixmap(pymupdf.csRGB, pymupdf.IRect(0, 0, 32, 32), False)
+            pix.clear_with(128)
+            page.insert_image(pymupdf.Rect(50, 50, 300, 300), pixmap=pix)
+        elif text:
+            page.insert_text((72, 72), text)
+    doc.save(path)
+
+
+def test_pages_without_text_are_reported(tmp_path):
+    path = tmp_path / "mixed.pdf"
+    _pdf(path, ["First page has text.", None, "", "Fourth page too."])
+    doc = parse_file(path)
+    assert len(doc.pages) == 4
+    assert doc.empty_pages == [2, 3]
+    assert any("no text" in w and "2-3" in w for w in doc.warnings)
+
+
+def test_no_text_at_all_is_an_error(tmp_path):
+    path = tmp_path / "scanned.pdf"
+    _pdf(path, [None, None])
+    with pytest.raises(EmptyDocument, match="no extractable text"):
+        parse_file(path)
+
+
+def test_truncated_pdf_is_repaired_and_says_so(assets, tmp_path):
+    data = (assets / "emma-pp2-21.pdf").read_bytes()
+    cut = tmp_path / "truncated.pdf"
+    cut.write_bytes(data[: len(data) * 2 // 3])
+    doc = parse_file(cut)
+    assert len(doc.pages) == 20 and "Emma Woodhouse" in doc.text
+    assert any("repaired" in w for w in doc.warnings)
+    assert any("lost to the damage" in w for w in doc.warnings)  # the pages whose objects were cut off
+
+
+def test_epub_is_laid_out_into_pages(tmp_path):
+    path = tmp_path / "book.epub"
+    chapter = "".join(f"<p>Paragraph {i} of the tiny test book, long enough to wrap.</p>" for i in range(120))
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr(zipfile.ZipInfo("mimetype"), "application/epub+zip")  # stored, first
+        z.writestr(
+            "META-INF/container.xml",
+            '<?xml version="1.0"?><container version="1.0" '
+            'xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles>'
+            '<rootfile full-path="content.opf" media-type="application/oebps-package+xml"/>'
+            "</rootfiles></container>",
+        )
+        z.writestr(
+            "content.opf",
+            '<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0" '
+            'unique-identifier="id">'
+            '<metadata xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>Tiny Test Book</dc:title>'
+            '<dc:identifier id="id">x</dc:identifier><dc:language>en</dc:language></metadata>'
+            '<manifest><item id="c1" href="c1.xhtml" media-type="application/xhtml+xml"/></manifest>'
+            '<spine><itemref idref="c1"/></spine></package>',
+        )
+        z.writestr(
+            "c1.xhtml",
+            '<?xml version="1.0"?><html xmlns="http://www.w3.org/1999/xhtml"><head><title>C1</title></head>'
+            f"<body><h1>Chapter One</h1>{chapter}</body></html>",
+        )
+    doc = parse_file(path.rename(tmp_path / "book.bin"))  # the name says nothing
+    assert doc.kind == "epub" and doc.title == "Tiny Test Book"
+    assert len(doc.pages) > 2
+    assert "Chapter One" in doc.pages[0].text and "Paragraph 119" in doc.text
+    _spans_consistent(doc)
+
+
+def test_timeout_kills_the_worker(assets):
+    with pytest.raises(ParseTimeout, match="longer than") as e:
+        parse_file(assets / "emma-pp2-21.pdf", limits=ParseLimits(timeout_s=0.01))
+    assert "\n" not in str(e.value)
+
+
+def test_memory_limit_is_a_clear_error(assets):
+    with pytest.raises(ParseOutOfMemory, match="out of memory"):
+        parse_file(assets / "geotopo-pp1-10.pdf", limits=ParseLimits(memory_mb=1))
+
+
+def test_worker_deaths_are_one_line_errors():
+    """A signal from MuPDF's C code (or the OOM killer) must become a clear error, never a traceback."""
+    from ingest.errors import ParseCrashed
+    from ingest.parse import _result
+
+    limits = ParseLimits()
+    with pytest.raises(ParseCrashed, match="SIGSEGV"):
+        _result(-11, b"", b"Fatal Python error: Segmentation fault\n", "x.pdf", limits)
+    with pytest.raises(ParseOutOfMemory):
+        abort = b"terminate called after throwing an instance of 'std::bad_alloc'\n"
+        _result(-6, b"", abort, "x.pdf", limits)
+    with pytest.raises(ParseTimeout):
+        _result(-9, b"", b"", "x.pdf", limits)
+    with pytest.raises(ParseCrashed, match="exit status 1") as e:
+        _result(1, b"not json", b"Traceback (most recent call last):\nValueError: boom\n", "x.pdf", limits)
+    assert "\n" not in str(e.value)
