@@ -57,15 +57,18 @@ def evidence_rows(library: Library, doc_id: str, evidence: Any, limit: int = MAX
 def generate(
     engine: EngineLike,
     state: Any,
-    prompt_text: str,
+    question: str | None,
     *,
     max_new_tokens: int,
     on_delta: Callable[[str], None] | None = None,
     cancel: threading.Event | None = None,
 ) -> tuple[str, Any]:
-    """Run engine.generate to the end; return (answer, trace). Text deltas go to `on_delta`."""
+    """Run engine.generate to the end; return (answer, trace). Text deltas go to `on_delta`.
+
+    `question` is the user's question (None asks for a summary): the engine lays out the prompt
+    with drt_core.prompts, the same function that built the fine-tuning examples."""
     answer, trace, parts = None, None, []
-    for ev in engine.generate(state, prompt_text, max_new_tokens=max_new_tokens, temperature=0.0):
+    for ev in engine.generate(state, question, max_new_tokens=max_new_tokens, temperature=0.0):
         delta = getattr(ev, "text_delta", "") or ""
         if delta:
             parts.append(delta)
@@ -94,8 +97,6 @@ def ask(
 ) -> dict:
     """Answer `question` about a prefilled document; record it; return the Contract 2 object
     {"answer", "evidence", "trace"}."""
-    from drt_core.prompts import qa_suffix
-
     question = " ".join(str(question).split())
     if not question:
         raise IngestError("the question is empty")
@@ -104,7 +105,7 @@ def ask(
     state = ready_state(library, engine, doc_id)
     t0 = time.monotonic()
     answer, trace = generate(
-        engine, state, qa_suffix(question), max_new_tokens=max_new_tokens, on_delta=on_delta, cancel=cancel
+        engine, state, question, max_new_tokens=max_new_tokens, on_delta=on_delta, cancel=cancel
     )
     tj = trace_json(trace)
     evidence = evidence_rows(library, doc_id, engine.evidence(state, trace) if trace is not None else [])

@@ -145,9 +145,7 @@ def summarize(
         losses = state.chunk_losses() if hasattr(state, "chunk_losses") else None
         out = extractive(library, doc_id, dep_map, losses=losses, k=k)
     else:
-        from drt_core.prompts import summary_suffix
-
-        text, trace = generate(engine, state, summary_suffix(), max_new_tokens=max_new_tokens)
+        text, trace = generate(engine, state, None, max_new_tokens=max_new_tokens)
         evidence = evidence_rows(library, doc_id, engine.evidence(state, trace) if trace is not None else [])
         tj = trace_json(trace)
         tj = {"mode": "abstractive", **tj}

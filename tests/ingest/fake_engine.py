@@ -179,8 +179,9 @@ class FakeEngine:
     # -- generation ---------------------------------------------------------------------------
 
     def generate(
-        self, state: FakeState, prompt_text: str, max_new_tokens: int = 64, temperature: float = 0.0, **kw
+        self, state: FakeState, question: str | None, max_new_tokens: int = 64, temperature: float = 0.0, **kw
     ):
+        prompt_text = question if question is not None else "Summary:"
         prompt_ids = self.tokenizer.encode(prompt_text, add_special_tokens=False).ids
         bags = self._bags(state._ids)
         topk, weights = self._retrieve(set(prompt_ids), bags, range(len(bags)), k=3)
