@@ -395,8 +395,10 @@ class Engine:
                 k_chunk = torch.arange(all_keys.shape[0], device=dev)
                 if c.arch == "fixed_retriever":
                     raise NotImplementedError("fixed_retriever streaming: see drt_core/fixed_retriever.py")
-                scores = retrieval_scores(q[None], all_keys[None], q_chunk, k_chunk)[0]  # [m', n]
-                idx, w = self._topk(scores, mem)
+                # with use_faiss the dense scores are only computed when a trace records them
+                scores = (retrieval_scores(q[None], all_keys[None], q_chunk, k_chunk)[0]  # [m', n]
+                          if not self.use_faiss or record is not None else None)
+                idx, w = self._topk(scores, mem, q, q_chunk)
                 new_idx.append(idx), new_w.append(w)
                 if record is not None:
                     for j, qc in enumerate(q_chunk.tolist()):
@@ -420,12 +422,58 @@ class Engine:
         car.pos += T
         return self._logits(x, real) if want_logits else None
 
-    def _topk(self, scores: torch.Tensor, mem: ChunkMemory):
-        """Exact top-k over the past chunks (matrix-product scores); faiss gives the same set."""
+    def _topk(self, scores: torch.Tensor | None, mem: ChunkMemory, q: torch.Tensor | None = None,
+              q_chunk: torch.Tensor | None = None):
+        """Top-k past chunks per landmark and their fusion weights: idx [m', k] long, w [m', k].
+
+        Exact path: `scores` [m', n] from retrieval_scores (<q, l>/sqrt(D), -inf unless e < c).
+        use_faiss: the candidates come from an exact inner-product faiss index (IndexFlatIP) over the
+        keys stored so far, kept per memory and grown incrementally. Every stored key e < n, and a
+        landmark of chunk c may only see e < c, so at most n - c (<= the landmarks of this run) of
+        the index's hits are ineligible: asking for k + (n - min c) + a small margin and masking
+        e >= c leaves the exact top-k. The picked scores are recomputed like retrieval_scores, so
+        idx equals the matrix product's and the weights agree to float rounding."""
         k = self.cfg.chunk_topk
+        if self.use_faiss and q is not None:
+            return self._topk_faiss(q, q_chunk, mem)
         if scores.shape[1] < k:  # pad so that select_topk returns k columns (extra get weight 0)
             scores = F.pad(scores, (0, k - scores.shape[1]), value=float("-inf"))
         return select_topk(scores, k, gumbel=False)
+
+    _FAISS_MARGIN = 8  # extra hits fetched so near-ties at the k-th place resolve on the exact scores
+
+    def _topk_faiss(self, q: torch.Tensor, q_chunk: torch.Tensor, mem: ChunkMemory):
+        import math
+        import weakref
+
+        k, dev = self.cfg.chunk_topk, q.device
+        m = q.shape[0]
+        cache = self.__dict__.setdefault("_faiss_indexes", weakref.WeakKeyDictionary())
+        index = cache.get(mem)
+        n = mem.n
+        if index is None or index.ntotal > n:  # new memory, or truncated: rebuild
+            index = mem.faiss_index()
+            cache[mem] = index
+        elif index.ntotal < n:
+            index.add(np.ascontiguousarray(mem.keys()[index.ntotal:n], dtype=np.float32))
+        kk = min(n, k + n - int(q_chunk.min()) + self._FAISS_MARGIN) if n else 0
+        if kk == 0:
+            return torch.zeros(m, k, dtype=torch.long, device=dev), torch.zeros(m, k, device=dev)
+        qf = np.ascontiguousarray(q.detach().float().cpu().numpy())
+        _, cand = index.search(qf, kk)  # [m, kk] ids, -1 where fewer than kk exist
+        cand_t = torch.from_numpy(cand.astype(np.int64)).to(dev)
+        ok = (cand_t >= 0) & (cand_t < q_chunk[:, None])  # strict causal mask e < c
+        safe = cand_t.clamp_min(0)
+        keys = torch.from_numpy(np.asarray(mem.keys()[safe.cpu().numpy()], dtype=np.float32)).to(dev)  # [m, kk, D]
+        s = torch.einsum("cd,ced->ce", q.float(), keys) / math.sqrt(q.shape[-1])
+        s = s.masked_fill(~ok, float("-inf"))
+        if kk < k:
+            s = F.pad(s, (0, k - kk), value=float("-inf"))
+            safe = F.pad(safe, (0, k - kk))
+        loc, w = select_topk(s, k, gumbel=False)
+        valid = torch.isfinite(s.gather(1, loc))
+        idx = safe.gather(1, loc).masked_fill(~valid, 0)  # select_topk's convention: 0 where unused
+        return idx, w
 
     def _stream_gca_fn(self, mem: ChunkMemory, sel_idx: torch.Tensor, sel_w: torch.Tensor, pos0: int, T: int):
         """GCA for a run of positions touching n_seg chunks; segment s uses selection s."""

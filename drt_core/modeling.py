@@ -374,6 +374,11 @@ class DRTPreTrainedModel(PreTrainedModel):
                     module.weight[self.config.pad_token_id].zero_()
         elif isinstance(module, RMSNorm):
             nn.init.ones_(module.weight)
+        elif isinstance(module, SelfAttention):
+            # non-persistent buffer: from_pretrained materialises it with torch.empty_like and relies
+            # on _init_weights to fill it, so without this line loaded models had garbage ALiBi slopes
+            with torch.no_grad():
+                module.slopes.copy_(alibi_slopes(module.H))
 
 
 class DRTForCausalLM(DRTPreTrainedModel):

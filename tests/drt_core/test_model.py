@@ -1,0 +1,419 @@
+"""DRTForCausalLM and its baselines on tiny CPU shapes (drt_spec.md §1-§3, §7, §10).
+
+Causality (every architecture), the retrieval rules (strictly earlier chunks, row c serves chunk c+1,
+Gumbel noise only when training), the GCA residual bypass, gradients through the fusion weights,
+any input length, the loss, checkpoints and the configuration presets.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from drt_core import DRTConfig, DRTForCausalLM
+from drt_core import modeling
+
+V = 300
+TINY = dict(
+    vocab_size=V, hidden_size=64, num_heads=2, intermediate_size=128, lower_layers=1, encoder_layers=1,
+    upper_groups=[1], window=128, chunk_topk=2,
+)
+ARCHS = ("drt", "sliding_window", "full_attention", "fixed_retriever")
+S1 = 63  # real tokens per chunk
+
+
+def make(arch: str = "drt", **kw) -> DRTForCausalLM:
+    torch.manual_seed(0)
+    return DRTForCausalLM(DRTConfig.from_preset("tiny", arch=arch, **{**TINY, **kw})).eval()
+
+
+def rand_ids(B: int, L: int, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(3, V, (B, L), generator=g)
+
+
+def fake_chunk_embeddings(ids: torch.Tensor, dim: int = 16) -> torch.Tensor:
+    """Stand-in for MiniLM: unit bag-of-tokens vector per chunk of 63, a function of that chunk only."""
+    B, L = ids.shape
+    C = max(1, -(-L // S1))
+    proj = torch.randn(V, dim, generator=torch.Generator().manual_seed(7))
+    e = torch.stack([proj[ids[:, c * S1 : (c + 1) * S1]].sum(1) for c in range(C)], dim=1)
+    return F.normalize(e + 1e-3, dim=-1)  # [B, C, dim]
+
+
+def logits_of(model: DRTForCausalLM, ids: torch.Tensor, **kw) -> torch.Tensor:
+    if model.config.arch == "fixed_retriever" and "chunk_embeddings" not in kw:
+        kw["chunk_embeddings"] = fake_chunk_embeddings(ids)
+    with torch.no_grad():
+        return model(ids, **kw).logits
+
+
+def assert_causal(model: DRTForCausalLM, ids: torch.Tensor, positions) -> None:
+    base = logits_of(model, ids)
+    for t in positions:
+        ids2 = ids.clone()
+        ids2[:, t] = (ids[:, t] - 3 + 1 + t % 7) % (V - 3) + 3
+        new = logits_of(model, ids2)
+        torch.testing.assert_close(new[:, :t], base[:, :t], rtol=0, atol=1e-6, msg=f"logits before t={t} changed")
+        assert not torch.allclose(new[:, t:], base[:, t:]), f"changing token {t} changed nothing after it"
+
+
+def assert_causal_mask(scores: torch.Tensor) -> None:
+    """scores [..., C, C]: -inf exactly where key chunk e >= query chunk c."""
+    C = scores.shape[-1]
+    future = torch.ones(C, C, dtype=torch.bool).triu()
+    assert torch.isneginf(scores[..., future]).all() and torch.isfinite(scores[..., ~future]).all()
+
+
+# ----------------------------------------------------------------------------------------------
+# causality
+
+
+# positions on both sides of the chunk boundaries 63, 126, 189, 252 (retrieval serves chunks >= 2)
+EDGES = [0, 61, 62, 63, 64, 125, 126, 127, 188, 189, 251, 252, 290]
+
+
+@pytest.mark.parametrize(
+    "arch,groups", [("drt", [1]), ("drt", [1, 1]), ("sliding_window", [1]), ("full_attention", [1]),
+                    ("fixed_retriever", [1]), ("fixed_retriever", [1, 1])],
+    ids=lambda v: str(v).replace(" ", ""),
+)
+def test_causal_all_archs(arch, groups):
+    """Changing token t changes no logit before t (eval: retrieval active, no noise)."""
+    model = make(arch, upper_groups=groups)
+    ids = rand_ids(2, 5 * S1 - 20)
+    extra = torch.randint(0, ids.shape[1], (4,), generator=torch.Generator().manual_seed(1)).tolist()
+    assert_causal(model, ids, EDGES + extra)
+
+
+def test_causal_fixed_retriever_real_minilm():
+    """The RPT baseline with the frozen MiniLM embedder itself (no precomputed embeddings)."""
+    from drt_core.fixed_retriever import embed_chunks
+    from drt_core.tokenizer import encode
+
+    text = (__import__("pathlib").Path(__file__).parents[1] / "assets" / "frankenstein_excerpt.txt").read_text()
+    model = make("fixed_retriever", vocab_size=8192)
+    ids = torch.tensor([encode(text[:6000])[: 4 * S1 + 10]])
+    e = embed_chunks(ids, model.config)
+    assert e.shape == (1, 5, 384)
+    torch.testing.assert_close(e.norm(dim=-1), torch.ones(1, 5))
+    with torch.no_grad():
+        base = model(ids, output_retrieval=True)
+        torch.testing.assert_close(model(ids, chunk_embeddings=e).logits, base.logits, rtol=0, atol=0)
+    # cosine scores / temperature, strictly causal
+    s = base.retrieval[0]["scores"][0]
+    torch.testing.assert_close(s[3, :3], (e[0, 3] @ e[0, :3].T) / model.config.retriever_temperature)
+    assert_causal_mask(s)
+    for t in (70, 200):
+        ids2 = ids.clone()
+        ids2[0, t] = 1000 + t
+        with torch.no_grad():
+            new = model(ids2).logits
+        torch.testing.assert_close(new[:, :t], base.logits[:, :t], rtol=0, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------------------------
+# retrieval
+
+
+@pytest.mark.parametrize("arch,groups", [("drt", [1]), ("drt", [1, 1]), ("fixed_retriever", [1])])
+@pytest.mark.parametrize("train", [False, True], ids=["eval", "train"])
+def test_retrieval_selects_only_earlier_chunks(arch, groups, train):
+    """Row c (the landmark of chunk c, serving chunk c+1) gives weight only to chunks e < c."""
+    model = make(arch, upper_groups=groups, chunk_topk=3)
+    model.train(train)
+    C = 8
+    ids = rand_ids(2, C * S1)
+    out = model(ids, output_retrieval=True, chunk_embeddings=fake_chunk_embeddings(ids))
+    assert len(out.retrieval) == len(groups)
+    for r in out.retrieval:
+        idx, w, s = r["idx"], r["weights"], r["scores"]
+        assert idx.shape == w.shape == (2, C, 3) and s.shape == (2, C, C)
+        rows = torch.arange(C).view(1, C, 1).expand_as(idx)
+        assert (idx[w > 0] < rows[w > 0]).all()
+        assert (w >= 0).all()
+        # every row with c >= 1 candidates puts all its weight on min(c, k) of them
+        torch.testing.assert_close(w.sum(-1)[:, 1:], torch.ones(2, C - 1))
+        assert ((w > 0).sum(-1) == torch.arange(C).clamp(max=3)).all()
+        assert_causal_mask(s)
+
+
+def test_first_chunks_get_no_gca_and_chunk2_reads_chunk0(monkeypatch):
+    """Chunk 0 is never served; chunk 1 gets zero weight (row 0 has no candidate); chunk 2 reads
+    chunk 0 with weight 1 (row 1's only candidate)."""
+    outputs = []
+    real = modeling.DRTForCausalLM._batch_gca_fn
+
+    def spy(self, *a, **kw):
+        fn = real(self, *a, **kw)
+
+        def wrapped(gca_mod, x):
+            o = fn(gca_mod, x)
+            outputs.append(o.detach())
+            return o
+
+        return wrapped
+
+    monkeypatch.setattr(modeling.DRTForCausalLM, "_batch_gca_fn", spy)
+    model = make("drt", chunk_topk=2)
+    ids = rand_ids(2, 4 * S1)
+    with torch.no_grad():
+        out = model(ids, output_retrieval=True)
+    idx, w = out.retrieval[0]["idx"], out.retrieval[0]["weights"]
+    assert (w[:, 0] == 0).all()
+    assert (idx[:, 1, 0] == 0).all() and (w[:, 1, 0] == 1).all() and (w[:, 1, 1:] == 0).all()
+    (o,) = outputs
+    o = o.view(2, 4, 64, -1)
+    assert (o[:, 0] == 0).all() and (o[:, 1] == 0).all()
+    assert (o[:, 2].abs().sum(-1) > 0).all() and (o[:, 3].abs().sum(-1) > 0).all()
+
+
+def test_gumbel_noise_only_in_training():
+    model = make("drt", chunk_topk=2)
+    ids = rand_ids(1, 12 * S1)
+
+    def run(seed):
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            out = model(ids, output_retrieval=True)
+        return out.retrieval[0]["idx"], out.logits
+
+    ref_idx, ref_logits = run(0)
+    for seed in (1, 2):
+        idx, logits = run(seed)
+        assert torch.equal(idx, ref_idx) and torch.equal(logits, ref_logits)
+    model.train()
+    a, b = run(0), run(0)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    picks = {tuple(run(seed)[0].flatten().tolist()) for seed in range(6)}
+    assert len(picks) > 1, "training-mode selection does not depend on the seed"
+    # the fusion weights are the softmax of the CLEAN scores over the selected chunks
+    torch.manual_seed(3)
+    r = model(ids, output_retrieval=True).retrieval[0]
+    picked = r["scores"].gather(-1, r["idx"])[0, 5:]
+    torch.testing.assert_close(r["weights"][0, 5:], torch.softmax(picked, -1))
+
+
+# ----------------------------------------------------------------------------------------------
+# residual wiring and gradients
+
+
+def test_upper_block_gca_bypasses_residual():
+    """y = a + MLP(norm2(a + GCA(a))): GCA enters the FFN input only (spec §3.2)."""
+    cfg = DRTConfig.from_preset("tiny", **TINY)
+    blk = modeling.UpperBlock(cfg)
+    x = torch.randn(1, 128, 64)
+    gca_out = torch.randn(1, 128, 64)
+    seen = []
+    blk.mlp.register_forward_hook(lambda mod, inp, out: seen.append((inp[0], out)))
+    y = blk(x, lambda mod, a: gca_out)
+    a = x + blk.attn(blk.norm1(x))
+    (mlp_in, mlp_out), = seen
+    torch.testing.assert_close(mlp_in, blk.norm2(a + gca_out))
+    torch.testing.assert_close(y, a + mlp_out)
+
+
+def test_model_gca_reaches_logits_only_through_ffn(monkeypatch):
+    """With the upper FFNs silenced, scaling the GCA output changes nothing; with them, it does.
+    A model that put GCA on the residual stream would fail the first assertion."""
+    model = make("drt", upper_groups=[1, 1])
+    ids = rand_ids(1, 5 * S1)
+    real_fwd = modeling.GCA.forward
+    monkeypatch.setattr(modeling.GCA, "forward", lambda self, *a: 100.0 * real_fwd(self, *a))
+    loud = logits_of(model, ids)
+    monkeypatch.setattr(modeling.GCA, "forward", real_fwd)
+    assert not torch.allclose(loud, logits_of(model, ids))
+
+    class Zero(torch.nn.Module):
+        def forward(self, x):
+            return torch.zeros_like(x)
+
+    for group in model.groups:
+        for blk in group:
+            blk.mlp = Zero()
+    quiet = logits_of(model, ids)
+    monkeypatch.setattr(modeling.GCA, "forward", lambda self, *a: 100.0 * real_fwd(self, *a))
+    torch.testing.assert_close(logits_of(model, ids), quiet, rtol=0, atol=0)
+
+
+def _nonzero_finite(grads: dict, names) -> None:
+    for n in names:
+        g = grads.get(n)
+        assert g is not None, f"{n}: no gradient"
+        assert torch.isfinite(g).all(), f"{n}: non-finite gradient"
+        assert g.abs().sum() > 0, f"{n}: zero gradient"
+
+
+@pytest.mark.parametrize("groups", [[1], [1, 1]])
+def test_gradients_flow_through_fusion_weights(monkeypatch, groups):
+    """d(f(w))/dθ is non-zero and finite for the query norms, the encoder (its landmark output), the
+    lower layers and the embedding: the retriever learns only through w (spec §2)."""
+    captured = []
+    real = modeling.select_topk
+    monkeypatch.setattr(modeling, "select_topk", lambda *a, **kw: captured.append(real(*a, **kw)) or captured[-1])
+    model = make("drt", upper_groups=groups, chunk_topk=2).train()
+    torch.manual_seed(0)
+    model(rand_ids(2, 6 * S1))
+    assert len(captured) == len(groups)
+    probe = sum((w * torch.randn(w.shape, generator=torch.Generator().manual_seed(i))).sum()
+                for i, (_, w) in enumerate(captured))
+    params = dict(model.named_parameters())
+    grads = dict(zip(params, torch.autograd.grad(probe, list(params.values()), allow_unused=True)))
+    names = [f"lmk_norms.{g}.weight" for g in range(len(groups))]
+    names += ["encoder.prenorm.weight", "encoder.norm.weight", "encoder.layers.0.qkv.weight",
+              "encoder.layers.0.mlp.down.weight", "lower.0.attn.qkv.weight", "lower.0.mlp.up.weight", "embed.weight"]
+    if len(groups) == 1:
+        _nonzero_finite(grads, names)
+        # the memory projections do not take part in the scores
+        assert grads["encoder.k_proj.weight"] is None and grads["encoder.v_proj.weight"] is None
+    else:
+        # group 1's query is the landmark state after group 0, which read the chunk memory (2-hop)
+        names += ["groups.0.0.attn.qkv.weight", "groups.0.0.gca.q.weight", "encoder.k_proj.weight",
+                  "encoder.v_proj.weight"]
+        _nonzero_finite(grads, names)
+
+
+def test_loss_gradients_with_memory_detached(monkeypatch):
+    """Training loss with the K/V chunk memory cut off: the encoder and the query norm still learn
+    (through w alone); the memory projections get nothing. All gradients finite, incl. chunk 1's
+    empty row (no NaN from a softmax over nothing)."""
+    real = modeling.DRTForCausalLM._batch_gca_fn
+    monkeypatch.setattr(modeling.DRTForCausalLM, "_batch_gca_fn",
+                        lambda self, idx, w, mk, mv, B, C: real(self, idx, w, mk.detach(), mv.detach(), B, C))
+    model = make("drt", chunk_topk=2).train()
+    ids = rand_ids(2, 5 * S1)
+    model(ids, labels=ids).loss.backward()
+    grads = {n: p.grad for n, p in model.named_parameters()}
+    _nonzero_finite(grads, ["lmk_norms.0.weight", "encoder.prenorm.weight", "encoder.layers.0.qkv.weight",
+                            "encoder.layers.0.mlp.gate.weight", "lower.0.attn.qkv.weight"])
+    assert grads["encoder.k_proj.weight"] is None and grads["encoder.v_proj.weight"] is None
+    assert all(torch.isfinite(g).all() for g in grads.values() if g is not None)
+
+
+# ----------------------------------------------------------------------------------------------
+# lengths and loss
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("L", [1, 62, 63, 64, 127])
+def test_any_length(arch, L):
+    model = make(arch).train()
+    ids = rand_ids(2, L)
+    out = model(ids, labels=ids, chunk_embeddings=fake_chunk_embeddings(ids))
+    assert out.logits.shape == (2, L, V)
+    assert torch.isfinite(out.logits).all()
+    if L > 1:
+        assert torch.isfinite(out.loss)
+        out.loss.backward()
+
+
+@pytest.mark.parametrize("arch", ["drt", "sliding_window"])
+def test_loss_is_mean_ce_over_real_tokens(arch):
+    model = make(arch)
+    ids = rand_ids(2, 3 * S1 + 5)
+    labels = ids.clone()
+    labels[0, 10:40] = -100
+    labels[1, -3:] = -100
+    with torch.no_grad():
+        out = model(ids, labels=labels)
+    logp = out.logits[:, :-1].log_softmax(-1)
+    tgt = labels[:, 1:]
+    keep = tgt != -100
+    ce = -logp.gather(-1, tgt.clamp_min(0).unsqueeze(-1)).squeeze(-1)
+    torch.testing.assert_close(out.loss, ce[keep].mean())
+    # weighted mean with label_weights aligned to labels
+    wts = torch.rand(ids.shape, generator=torch.Generator().manual_seed(2)) * 4
+    with torch.no_grad():
+        wl = model(ids, labels=labels, label_weights=wts).loss
+    ww = wts[:, 1:] * keep
+    torch.testing.assert_close(wl, (ce * ww).sum() / ww.sum())
+
+
+# ----------------------------------------------------------------------------------------------
+# checkpoints and configuration
+
+
+@pytest.mark.parametrize("arch,groups", [("drt", [1, 1]), ("sliding_window", [1])])
+def test_save_load_roundtrip(tmp_path, arch, groups):
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    model = make(arch, upper_groups=groups)
+    ids = rand_ids(1, 3 * S1)
+    model.save_pretrained(tmp_path)
+    assert (tmp_path / "model.safetensors").exists()
+    for loaded in (DRTForCausalLM.from_pretrained(tmp_path), AutoModelForCausalLM.from_pretrained(tmp_path)):
+        assert type(loaded) is DRTForCausalLM
+        loaded.eval()
+        assert loaded.config.upper_groups == groups and loaded.config.arch == arch
+        assert torch.equal(logits_of(loaded, ids), logits_of(model, ids))
+        assert loaded.lm_head.weight.data_ptr() == loaded.embed.weight.data_ptr()
+    assert isinstance(AutoConfig.from_pretrained(tmp_path), DRTConfig)
+
+
+def test_from_pretrained_restores_alibi_slopes(tmp_path):
+    """Regression: the ALiBi slopes are a non-persistent buffer; transformers 5 materialises such
+    buffers with torch.empty_like in from_pretrained and relies on _init_weights to fill them, which
+    did not, so every loaded model (the engine, `train --init`) attended with garbage slopes."""
+    make("drt").save_pretrained(tmp_path)
+    loaded = DRTForCausalLM.from_pretrained(tmp_path)
+    slopes = {n: b for n, b in loaded.named_buffers() if n.endswith("slopes")}
+    assert len(slopes) == 2  # one lower, one upper self-attention
+    for name, b in slopes.items():
+        assert torch.equal(b, modeling.alibi_slopes(2)), name
+
+
+def _expected_params(cfg: DRTConfig) -> int:
+    """Parameter count of the architecture of spec §1.1, written out by hand."""
+    D, F_, V_ = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size
+    block = 4 * D * D + 3 * D * F_ + 2 * D  # qkv + o, SwiGLU, two RMSNorm gains
+    if not cfg.uses_chunks:
+        depth = cfg.baseline_layers or cfg.lower_layers + sum(cfg.upper_groups) + 2
+        return V_ * D + depth * block + D
+    encoder = D + cfg.encoder_layers * block + D + 2 * D * D  # prenorm, blocks, final norm, W_K, W_V
+    upper = block + 2 * D * D + D  # + GCA Q/O and its pre-norm
+    return V_ * D + cfg.lower_layers * block + encoder + cfg.num_groups * D + sum(cfg.upper_groups) * upper + D
+
+
+def _count(cfg: DRTConfig) -> int:
+    with torch.device("meta"):
+        return sum(p.numel() for p in DRTForCausalLM(cfg).parameters())
+
+
+def test_presets():
+    tiny, small = DRTConfig.from_preset("tiny"), DRTConfig.from_preset("small")
+    assert (tiny.hidden_size, tiny.num_heads, tiny.head_dim, tiny.chunk_size) == (192, 3, 64, 64)
+    assert (small.hidden_size, small.num_heads, small.upper_groups) == (512, 8, [4])
+    paper = DRTConfig.from_preset("paper", vocab_size=50265)
+    assert (paper.hidden_size, paper.num_heads, paper.lower_layers, paper.encoder_layers) == (768, 12, 6, 2)
+    assert (paper.upper_groups, paper.intermediate_size, paper.window, paper.chunk_topk) == ([6], 2048, 512, 8)
+    assert paper.chunk_tokens == 63 and paper.tie_word_embeddings
+    for cfg in (tiny, small, paper, DRTConfig.from_preset("paper", vocab_size=50265, upper_groups=[3, 3])):
+        assert _count(cfg) == _expected_params(cfg)
+    # the published "128M": 146.0M with the encoder and GCA projections; the 12-layer decoder alone
+    # (the base LM the paper's size label refers to) is 123.6M
+    n = _count(paper)
+    assert n == 145_980_672 and abs(n - 128e6) / 128e6 < 0.15
+    assert DRTConfig.from_preset("tiny", arch="sliding_window").arch == "sliding_window"
+
+
+@pytest.mark.parametrize("bad", [
+    dict(arch="transformer"), dict(hidden_size=100, num_heads=3), dict(chunk_size=1), dict(upper_groups=[]),
+    dict(upper_groups=[2, 0]),
+], ids=lambda d: ",".join(d))
+def test_bad_config_raises(bad):
+    with pytest.raises(ValueError):
+        DRTConfig(**bad)
+
+
+def test_unknown_preset_raises():
+    with pytest.raises(ValueError, match="unknown preset"):
+        DRTConfig.from_preset("huge")
+
+
+def test_baseline_sizes_match_tiny():
+    """docs/baselines.md: every baseline within 15% of DRT tiny's parameter count."""
+    counts = {a: _count(DRTConfig.from_preset("tiny", arch=a)) for a in ARCHS}
+    assert counts["drt"] == 4_008_960
+    for arch, n in counts.items():
+        assert abs(n - counts["drt"]) / counts["drt"] < 0.15, (arch, n)

@@ -1,0 +1,336 @@
+"""ui.handlers and ui.plots as plain functions: no server, no browser.
+
+One module-scoped library holds geotopo-pp1-10.pdf (10 pages, 118 chunks), ingested through the UI
+handler with a Cancel in the middle of prefill and then a Resume; the other tests read it.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+
+import gradio as gr
+import pytest
+
+from ingest.pipeline import Progress
+from tests.ui.conftest import fake_upload
+from ui import handlers as h
+from ui import plots
+
+ASSETS = Path(__file__).resolve().parents[1] / "assets"
+GEOTOPO = ASSETS / "geotopo-pp1-10.pdf"
+
+
+# ---------------------------------------------------------------------------------------------
+# fast: sizes, errors, progress, drawings
+# ---------------------------------------------------------------------------------------------
+
+
+def test_parse_size():
+    assert h.parse_size("50mb") == 50 * 1024**2
+    assert h.parse_size("1 GB") == 1024**3
+    assert h.parse_size("300kb") == 300 * 1024
+    assert h.parse_size(1234) == 1234
+    for bad in ("", "mb", "12xb", "-1mb", "0"):
+        with pytest.raises(h.UIError):
+            h.parse_size(bad)
+
+
+def test_upload_checks(tmp_path):
+    ctx = h.UIContext(tmp_path / "home", tmp_path / "no-model", max_file_bytes="1kb", upload_root=tmp_path / "up")
+    with pytest.raises(h.UIError, match="choose a file"):
+        h.check_upload(ctx, None)
+    with pytest.raises(h.UIError, match="gone"):
+        h.check_upload(ctx, tmp_path / "missing.pdf")
+    big = tmp_path / "big.pdf"
+    big.write_bytes(b"%PDF-" + b"x" * 2000)
+    with pytest.raises(h.TooLarge, match="limit of this server is 1 KB"):
+        h.check_upload(ctx, big)
+    # only files inside the upload cache are ever deleted
+    assert h.discard_upload(ctx, big) is False and big.exists()
+    up = fake_upload(ctx, ASSETS / "empty.txt")
+    assert h.discard_upload(ctx, up) is True
+    assert not up.exists() and not up.parent.exists() and ctx.upload_root.exists()
+
+
+def test_user_errors_become_escaped_gr_errors(tmp_path):
+    ctx = h.UIContext(tmp_path / "home", tmp_path / "no-model", max_file_bytes=10, upload_root=tmp_path / "up")
+    check = h.user_facing(h.check_upload)
+    evil = tmp_path / "<img src=x onerror=alert(1)>.pdf"
+    evil.write_bytes(b"%PDF-1.4 too large")
+    with pytest.raises(gr.Error) as e:
+        check(ctx, evil)
+    assert "<img" not in e.value.message and "&lt;img" in e.value.message
+
+    @h.user_facing
+    def boom():
+        raise RuntimeError("secret /etc/path details")
+
+    with pytest.raises(gr.Error) as e:
+        boom()
+    assert "secret" not in e.value.message and "RuntimeError" in e.value.message
+
+    @h.user_facing
+    def gen():
+        yield 1
+        raise h.UIError("pick a document first")
+
+    with pytest.raises(gr.Error, match="pick a document first"):
+        list(gen())
+
+
+def test_stage_board_shows_stages_chunks_speed_and_eta():
+    b = h.StageBoard("book.pdf")
+    b.update(Progress("hash", 10, 10, message="document abc"))
+    b.update(Progress("parse", 0, 1, message="parsing book.pdf"))
+    b.update(Progress("parse", 1, 1, message="10 pages, 30,000 characters"))
+    b.update(Progress("tokenize", 50, 100, message="tokenizing"))
+    b.update(Progress("store", 1, 1, message="stored"))
+    b.update(Progress("prefill", 63 * 40, 63 * 100, 900.0, 4.2, "prefilling"))
+    md = b.markdown()
+    assert "✓ parsing — 10 pages" in md
+    assert "✓ tokenizing" in md and "✓ storing" in md
+    assert "▶ **prefilling** — 40 / 100 chunks (40%)" in md
+    assert "900 tokens/s" in md and "ETA 4 s" in md
+    b.update(Progress("prefill", 6300, 6300, 900.0, 0.0, "prefilling"))
+    b.update(Progress("done", 1, 1, message="done"))
+    assert "✓ prefilling — 100 / 100 chunks (100%)" in b.markdown("Ready")
+
+
+def test_md_escape_keeps_text_verbatim():
+    s = h.md_escape("<b>x</b> *bold* $x^2$ [link](javascript:alert(1)) # h")
+    assert "<b>" not in s and "\\*bold\\*" in s and "\\$x^2\\$" in s and "\\[link\\]" in s
+
+
+TRACE = {
+    "n_doc_chunks": 10,
+    "chunks": [
+        {"gen_chunk": 11, "topk": [2, 7], "weights": [0.7, 0.3], "scores": [0.1 * i for i in range(11)], "groups": []},
+        {"gen_chunk": 12, "topk": [9, 10], "weights": [0.9, 0.1], "scores": None, "groups": []},
+    ],
+}
+PAGES = [1, 1, 1, 2, 2, 3, 3, 3, 4, 4]
+
+
+def test_heatmap_matrix_and_binning():
+    rows, bin_size, rng = plots.heatmap_matrix(TRACE, 10, max_cols=100)
+    assert bin_size == 1 and len(rows) == 2 and len(rows[0]["cells"]) == 10
+    assert rows[0]["cells"][3] == (pytest.approx(0.3), 3)
+    assert rows[0]["marks"] == {2: (2, 0.7), 7: (7, 0.3)}
+    # no scores: only the retrieved chunk is coloured; chunk 10 is past the document
+    assert rows[1]["marks"] == {9: (9, 0.9)} and rows[1]["cells"][0][0] is None
+    assert rng == (0.0, pytest.approx(0.9))
+    rows, bin_size, _ = plots.heatmap_matrix(TRACE, 10, max_cols=4)
+    assert bin_size == 3 and len(rows[0]["cells"]) == 4
+    # a bin holding a retrieved chunk opens that chunk; the others open their best-scoring chunk
+    assert rows[0]["cells"][0][1] == 2 and rows[0]["cells"][1][1] == 5 and rows[0]["cells"][2][1] == 7
+
+
+def test_heatmap_svg_is_clickable_paged_and_escaped():
+    svg = plots.retrieval_heatmap_svg(TRACE, PAGES, {1: "i", 2: "ii", 3: "1", 4: "2"}, title="<script>x</script>")
+    assert svg.count('data-chunk="') == 20  # 2 rows x 10 columns
+    assert svg.count('class="drt-topk"') == 3
+    assert "<script>" not in svg and "&lt;script&gt;" in svg
+    for lab in (">i<", ">ii<", ">1<", ">2<"):
+        assert lab in svg  # one tick per page, labelled with the printed label
+    assert "No retrieval" in plots.retrieval_heatmap_svg({"chunks": []}, PAGES)
+
+
+def test_dependency_map_svg():
+    dep = [{"chunk": c, "retrieved": [0, c - 1], "weights": [0.6, 0.4], "groups": [
+        {"retrieved": [0, c - 1], "weights": [0.6, 0.4]}]} for c in range(2, 10)]  # fmt: skip
+    links = plots.dependency_links(dep, 10)
+    assert len(links) == 16 and (9, 0, 0.6) in links
+    svg = plots.dependency_map_svg(dep, PAGES)
+    assert svg.count("data-src=") == 16 and 'data-src="9" data-dst="0"' in svg
+    assert "page of the querying chunk" in svg and "page of the retrieved chunk" in svg
+    small = plots.dependency_map_svg(dep, PAGES, max_points=5)
+    assert small.count("data-src=") == 5 and "strongest of 16" in small
+    assert "too short" in plots.dependency_map_svg([], PAGES)
+
+
+def test_jobs_are_per_session_and_kind(tmp_path):
+    ctx = h.UIContext(tmp_path / "home", tmp_path / "m", upload_root=tmp_path / "up")
+    assert h.cancel_job(ctx, "s1") == "Nothing to cancel."
+    armed = ctx.arm("s1", "ingest")
+    assert "Cancelling" in h.cancel_job(ctx, "s1", "ingest")  # cancel while it waits in the queue
+    job = ctx.begin("s1", "ingest")
+    assert job is armed and job.cancel.is_set()
+    ctx.end("s1", "ingest", job)
+    other = ctx.begin("s2", "ingest")
+    assert not ctx.cancel("s1", "ingest") and not other.cancel.is_set()
+    ctx.end("s2", "ingest", other)
+    assert ctx.running() == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# with a model: ingest (cancel, resume), ask, summary, map, delete
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def lib(tiny_model, tmp_path_factory):
+    """A library with geotopo ingested through the UI: cancelled in prefill, then resumed."""
+    base = tmp_path_factory.mktemp("ui-handlers")
+    ctx = h.UIContext(base / "home", tiny_model, upload_root=base / "uploads")
+    up = fake_upload(ctx, GEOTOPO)
+    first = []
+    for u in h.ingest_upload(ctx, up, title="GeoTopo", session="tab-1"):
+        first.append(u)
+        if not u.finished and re.search(r"— [1-9][\d,]* / 118 chunks", u.status):
+            assert h.cancel_job(ctx, "tab-1", "ingest").startswith("Cancelling")
+    doc_id = first[-1].doc_id
+    after_cancel = h.list_documents(ctx)
+    second = list(h.resume_prefill(ctx, doc_id[:10], session="tab-1"))
+    yield {"ctx": ctx, "doc_id": doc_id, "first": first, "second": second, "after_cancel": after_cancel,
+           "upload": up}  # fmt: skip
+    ctx.close()
+
+
+def test_ingest_shows_stages_cancel_keeps_work_resume_finishes(lib):
+    first, second = lib["first"], lib["second"]
+    statuses = "\n".join(u.status for u in first)
+    for stage in ("parsing", "tokenizing", "storing", "prefilling"):
+        assert f"✓ {stage}" in statuses or f"**{stage}**" in statuses
+    assert "tokens/s" in statuses and "ETA" in statuses
+    last = first[-1]
+    assert last.finished and last.result["status"] == "partial"
+    assert 0 < last.result["tokens_prefilled"] < last.result["tokens"] == 7372
+    assert "Stopped:" in last.status and "Resume" in last.status
+    assert not lib["upload"].exists()  # stored: the upload was removed from the cache
+    (d,) = lib["after_cancel"]
+    assert d["state"] == "partial" and d["tokens_done"] == last.result["tokens_prefilled"]
+    assert "resumable" in h.documents_table(lib["ctx"], lib["after_cancel"])[0][4]
+    # resume goes on from the checkpoint, not from zero
+    assert "resuming" in second[1].status or "resuming" in "".join(u.status for u in second)
+    assert second[-1].result == {"doc_id": lib["doc_id"], "status": "done", "tokens_prefilled": 7372,
+                                 "tokens": 7372}  # fmt: skip
+    assert "Ready:" in second[-1].status
+    (d,) = h.list_documents(lib["ctx"])
+    assert (d["title"], d["pages"], d["chunks"], d["state"]) == ("GeoTopo", 10, 118, "ready")
+    assert h.doc_choices(lib["ctx"], ready_only=True) == [(h.doc_choices(lib["ctx"])[0][0], lib["doc_id"])]
+
+
+def test_ingest_same_file_again_is_instant(lib):
+    ctx = lib["ctx"]
+    up = fake_upload(ctx, GEOTOPO)
+    ups = list(h.ingest_upload(ctx, up, session="tab-2"))
+    assert ups[-1].result["status"] == "done" and "already in the library" in ups[-1].status
+
+
+def test_ask_streams_then_gives_evidence_and_trace(lib):
+    ctx, doc_id = lib["ctx"], lib["doc_id"]
+    events = list(h.ask_stream(ctx, doc_id, "  Was ist ein   topologischer Raum? ", max_new_tokens=24))
+    partial = [e for e in events if not e["done"]]
+    final = events[-1]
+    assert final["done"] and not final["stopped"] and final["question"] == "Was ist ein topologischer Raum?"
+    assert partial and all(len(a["answer"]) <= len(b["answer"]) for a, b in zip(partial, partial[1:]))
+    assert final["trace"]["chunks"] and final["trace"]["n_doc_chunks"] >= 117
+    ev = final["evidence"]
+    assert ev and all(set(e) == {"chunk", "pages", "weight", "text"} for e in ev)
+    assert all(1 <= p <= 10 for e in ev for p in e["pages"])
+    with pytest.raises(h.UIError, match="type a question"):
+        list(h.ask_stream(ctx, doc_id, "   "))
+    with pytest.raises(h.UIError, match="pick a document"):
+        list(h.ask_stream(ctx, None, "q"))
+
+
+def test_chat_turn_heatmap_and_pick(lib):
+    ctx, doc_id = lib["ctx"], lib["doc_id"]
+    box, history, q = h.chat_user(ctx, doc_id, "What is a metric?", [], session="tab-3")
+    assert box == "" and history == [{"role": "user", "content": "What is a metric?"}]
+    outs = list(h.chat_bot(ctx, doc_id, q, history, [], max_new_tokens=16, session="tab-3"))
+    assert len(outs) >= 2  # at least one streamed update before the final one
+    assert outs[0][0][-1]["content"].endswith("▌")
+    hist, answers, picker, heat, evidence, result = outs[-1]
+    assert [m["role"] for m in hist] == ["user", "assistant", "assistant"]
+    assert hist[-1]["metadata"]["title"].startswith("Evidence:")
+    assert len(answers) == 1 and picker["value"] == 0 and picker["choices"][0][1] == 0
+    assert 'data-chunk="' in heat and 'class="drt-topk"' in heat and "Evidence" in evidence
+    assert set(result) == {"answer", "evidence", "trace"}
+    c = result["trace"]["chunks"][0]["topk"][0]
+    md = h.heatmap_pick(ctx, answers, 0, c, result["trace"]["chunks"][0]["gen_chunk"])
+    assert f"**Chunk {c}**" in md and "p. " in md and "retrieved (top-k), weight" in md
+    heat2, ev2, res2 = h.show_answer(ctx, answers, 0)
+    assert heat2 == heat and res2 == result
+    assert "No chunk 9999" in h.passage_md(ctx, doc_id, 9999)
+
+
+def test_stop_an_answer(lib):
+    ctx, doc_id = lib["ctx"], lib["doc_id"]
+    ctx.arm("tab-4", "ask")
+    assert "Stopping" in h.cancel_job(ctx, "tab-4", "ask")  # stopped while queued: never runs
+    (ev,) = list(h.ask_stream(ctx, doc_id, "q?", session="tab-4"))
+    assert ev["done"] and ev["stopped"] and ev["answer"] == ""
+    events = []
+    for ev in h.ask_stream(ctx, doc_id, "Was ist eine Metrik?", max_new_tokens=200, session="tab-5"):
+        events.append(ev)
+        if not ev["done"]:
+            ctx.cancel("tab-5", "ask")
+    assert events[-1]["stopped"] and len(events[-1]["answer"]) < 200 * 8
+    assert ctx.running() == 0
+
+
+def test_summary_modes_are_labelled(lib):
+    ctx, doc_id = lib["ctx"], lib["doc_id"]
+    md, ev, heat, out = h.summary_view(ctx, doc_id, "extractive")
+    assert md.startswith("### Extractive") and out["mode"] == "extractive" and out["evidence"]
+    assert 'data-chunk="' in heat and "in-degree" in heat and "selected" in heat
+    md, ev, heat, out = h.summary_view(ctx, doc_id, "abstractive", max_new_tokens=8)
+    assert md.startswith("### Abstractive") and out["trace"]["mode"] == "abstractive"
+    with pytest.raises(h.UIError, match="unknown summary mode"):
+        h.summarize_doc(ctx, doc_id, "poetic")
+
+
+def test_document_map_and_picks(lib):
+    ctx, doc_id = lib["ctx"], lib["doc_id"]
+    svg, info = h.doc_map_view(ctx, doc_id)
+    assert "data-src=" in svg and "118 chunks on 10 pages" in info
+    dep = h.doc_map(ctx, doc_id)
+    row = next(r for r in dep if len(r["retrieved"]) > 1)
+    both = h.doc_map_pick(ctx, doc_id, row["chunk"], row["retrieved"][0])
+    assert f"**Querying chunk {row['chunk']}**" in both and f"**Retrieved chunk {row['retrieved'][0]}**" in both
+    alone = h.doc_map_pick(ctx, doc_id, row["chunk"])
+    assert "Retrieved (weight" in alone
+    assert "retrieved nothing" in h.doc_map_pick(ctx, doc_id, 0)
+
+
+def test_not_prefilled_and_delete(lib):
+    ctx = lib["ctx"]
+    up = fake_upload(ctx, ASSETS / "frankenstein_excerpt.txt")
+    stop = threading.Event()
+    ups = []
+    for u in h.ingest_upload(ctx, up, session="tab-6"):
+        ups.append(u)
+        if "▶ **prefilling**" in u.status and not stop.is_set():
+            stop.set()
+            ctx.cancel("tab-6", "ingest")
+    doc = ups[-1].doc_id
+    if ups[-1].result["status"] == "partial":  # cancel won the race: the UI says what to do
+        with pytest.raises(h.UIError, match="press Resume"):
+            list(h.ask_stream(ctx, doc, "Who wrote the letters?"))
+        assert doc not in [v for _, v in h.doc_choices(ctx, ready_only=True)]
+    assert (ctx.home / "states" / doc).exists()
+    assert "Deleted" in h.delete_document(ctx, doc[:8])
+    assert not (ctx.home / "states" / doc).exists()
+    assert [d["doc_id"] for d in h.list_documents(ctx)] == [lib["doc_id"]]
+    assert h.delete_document(ctx, None) == "Nothing deleted."
+
+
+def test_bad_and_encrypted_files(tiny_model, tmp_path):
+    ctx = h.UIContext(tmp_path / "home", tiny_model, upload_root=tmp_path / "uploads")
+    up = fake_upload(ctx, ASSETS / "random-bytes.pdf")
+    seen = []
+    with pytest.raises(Exception) as e:
+        for u in h.ingest_upload(ctx, up):
+            seen.append(u)
+    assert getattr(e.value, "user_error", False) and "**Failed:**" in seen[-1].status
+    assert up.exists()  # not stored: the upload stays for another try
+    enc = fake_upload(ctx, ASSETS / "005-libreoffice-writer-password.pdf")
+    with pytest.raises(Exception, match="(?i)password"):
+        list(h.ingest_upload(ctx, enc))
+    assert h.list_documents(ctx) == []  # nothing half-written
+    last = list(h.ingest_upload(ctx, enc, password="openpassword"))[-1]
+    assert last.result["status"] == "done" and not enc.exists()
+    ctx.close()

@@ -1,0 +1,410 @@
+"""The Gradio 6 app: layout and wiring only; the work is in `ui.handlers`, the drawings in `ui.plots`.
+
+    ctx = UIContext(home, model, max_file_bytes="50mb")
+    demo = build_app(ctx)
+    demo.launch(**launch_kwargs(ctx, host="127.0.0.1", port=7860))
+
+Tabs: Library (upload with staged progress, Cancel, Resume, Delete), Ask (streamed chat, retrieval
+heatmap, evidence), Summary (extractive / abstractive), Document map (dependency map from prefill).
+
+Safe defaults (docs/reliability.md §1): bound to 127.0.0.1, `max_file_size`, the queue's direct
+REST routes closed (`api_open=False`), monitoring off, analytics off, upload cache cleaned
+(`delete_cache`, and each upload is deleted once stored), the data directory and the model
+blocked from the file route, no share link, no SSR, no MCP server. Every event that runs the model
+shares one worker (`concurrency_id="model"`, limit 1): users queue.
+
+API (gradio_client), named endpoints: /ingest (upload a file), /documents, /ask (streams
+{"answer", "done"} then {"answer", "evidence", "trace", "done": true}), /summarize, /trace,
+/passage. UI-only events are private.
+"""
+
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+import gradio as gr  # noqa: E402
+
+from . import handlers as h  # noqa: E402
+from . import plots  # noqa: E402
+
+MODEL = {"concurrency_id": "model", "concurrency_limit": 1}
+PRIVATE = {"api_visibility": "private"}
+
+APP_CSS = """
+#drt-status { min-height: 9em; }
+#drt-status p { margin: 0.1em 0; }
+.drt-small { font-size: 0.9em; color: var(--body-text-color-subdued); }
+"""
+
+INTRO = (
+    "**drt-reader** reads long documents with a retrieval transformer and shows what it retrieved: "
+    "every answer comes with the document chunks the model actually looked at, on a page axis."
+)
+
+
+def _session(request: gr.Request | None) -> str:
+    return getattr(request, "session_hash", None) or ""
+
+
+def build_app(ctx: h.UIContext) -> gr.Blocks:
+    """The app for one library and one model (see the module docstring)."""
+    with gr.Blocks(title="drt-reader", analytics_enabled=False, delete_cache=(1800, 3600)) as demo:
+        gr.Markdown(INTRO)
+        answers = gr.State([])
+        pending_q = gr.State("")
+
+        with gr.Tabs():
+            # -- Library ---------------------------------------------------------------------
+            with gr.Tab("Library", id="library"):
+                with gr.Row():
+                    with gr.Column(scale=2):
+                        upload = gr.File(
+                            label="Add a document: PDF, EPUB, TXT, Markdown or TeX "
+                            f"(up to {h.human_size(ctx.max_file_bytes)})",
+                            file_types=h.ACCEPTED_SUFFIXES,
+                            type="filepath",
+                            elem_id="drt-upload",
+                        )
+                        with gr.Row():
+                            title_in = gr.Textbox(label="Title (optional)", scale=2)
+                            password_in = gr.Textbox(label="PDF password (if encrypted)", type="password", scale=1)
+                        with gr.Row():
+                            add_btn = gr.Button("Add to library", variant="primary", elem_id="drt-add")
+                            cancel_btn = gr.Button("Cancel", variant="stop", elem_id="drt-cancel")
+                        cancel_note = gr.Markdown(elem_classes="drt-small")
+                    with gr.Column(scale=3):
+                        status = gr.Markdown("Upload a file to add it to the library.", elem_id="drt-status")
+                docs_table = gr.Dataframe(
+                    headers=h.DOC_HEADERS,
+                    value=None,
+                    interactive=False,
+                    label="Documents (click a row to pick it)",
+                    elem_id="drt-docs",
+                    wrap=True,
+                )
+                with gr.Row():
+                    lib_doc = gr.Dropdown(label="Document", choices=[], scale=3, elem_id="drt-lib-doc")
+                    resume_btn = gr.Button("Resume prefill", scale=1, elem_id="drt-resume")
+                    delete_btn = gr.Button("Delete", variant="stop", scale=1, elem_id="drt-delete")
+                    refresh_btn = gr.Button("Refresh", scale=1)
+                ingest_result = gr.JSON(label="Last ingest (JSON)", visible=False)
+
+            # -- Ask -------------------------------------------------------------------------
+            with gr.Tab("Ask", id="ask"):
+                with gr.Row():
+                    ask_doc = gr.Dropdown(label="Document (prefilled)", choices=[], scale=3, elem_id="drt-ask-doc")
+                    max_tokens = gr.Slider(8, h.MAX_NEW_TOKENS, value=64, step=8, label="Longest answer (tokens)")
+                chat = gr.Chatbot(
+                    label="Chat about the document", height=360, buttons=["copy", "copy_all"],
+                    feedback_options=None, elem_id="drt-chat",
+                )  # fmt: skip
+                with gr.Row():
+                    question = gr.Textbox(
+                        placeholder="Ask a question about the document…", show_label=False, scale=5,
+                        elem_id="drt-question",
+                    )  # fmt: skip
+                    send_btn = gr.Button("Ask", variant="primary", scale=1, elem_id="drt-send")
+                    stop_btn = gr.Button("Stop", variant="stop", scale=1)
+                gr.Markdown(
+                    "**What the model retrieved.** One row per generated chunk, one column per document "
+                    "chunk along the pages; colour = relevance score, outlined = retrieved (top-k). "
+                    "Click a cell to read the passage.",
+                    elem_classes="drt-small",
+                )
+                answer_pick = gr.Dropdown(label="Answer", choices=[], elem_id="drt-answer-pick")
+                heatmap = gr.HTML(
+                    plots.note("Ask a question: the retrieval heatmap of the answer appears here."),
+                    css_template=plots.CSS, js_on_load=plots.CLICK_JS, elem_id="drt-heatmap",
+                )  # fmt: skip
+                with gr.Row():
+                    pick_chunk = gr.Number(label="…or type a chunk number", precision=0, minimum=0, scale=1)
+                    pick_btn = gr.Button("Show passage", scale=1)
+                picked = gr.Markdown(elem_id="drt-picked")
+                with gr.Accordion("Evidence", open=True):
+                    evidence = gr.Markdown(elem_id="drt-evidence")
+                with gr.Accordion("Raw result (answer, evidence, trace as JSON)", open=False):
+                    ask_json = gr.JSON()
+
+            # -- Summary ---------------------------------------------------------------------
+            with gr.Tab("Summary", id="summary"):
+                with gr.Row():
+                    sum_doc = gr.Dropdown(label="Document (prefilled)", choices=[], scale=3, elem_id="drt-sum-doc")
+                    sum_mode = gr.Radio(
+                        choices=[(label, key) for key, label in h.SUMMARY_MODES.items()],
+                        value="extractive", label="Mode", scale=3,
+                    )  # fmt: skip
+                    sum_btn = gr.Button("Summarize", variant="primary", scale=1, elem_id="drt-summarize")
+                summary_md = gr.Markdown(elem_id="drt-summary")
+                sum_heat = gr.HTML(
+                    plots.note("The chunks the summary rests on appear here."),
+                    css_template=plots.CSS, js_on_load=plots.CLICK_JS, elem_id="drt-sum-heatmap",
+                )  # fmt: skip
+                sum_picked = gr.Markdown()
+                with gr.Accordion("Evidence", open=False):
+                    sum_evidence = gr.Markdown()
+                sum_json = gr.JSON(visible=False)
+
+            # -- Document map ----------------------------------------------------------------
+            with gr.Tab("Document map", id="map"):
+                gr.Markdown(
+                    "While the document was read (prefill), every chunk retrieved a few earlier chunks. "
+                    "x: the querying chunk, y: the chunk it retrieved, both on page axes; size and colour "
+                    "= fusion weight. A proof that leans on a definition shows as a dot far below the "
+                    "diagonal.",
+                    elem_classes="drt-small",
+                )
+                with gr.Row():
+                    map_doc = gr.Dropdown(label="Document (prefilled)", choices=[], scale=3, elem_id="drt-map-doc")
+                    map_btn = gr.Button("Show map", variant="primary", scale=1, elem_id="drt-show-map")
+                with gr.Row():
+                    with gr.Column(scale=3):
+                        depmap = gr.HTML(
+                            plots.note("Pick a document and press Show map."),
+                            css_template=plots.CSS, js_on_load=plots.CLICK_JS, elem_id="drt-depmap",
+                        )  # fmt: skip
+                    with gr.Column(scale=2):
+                        map_info = gr.Markdown()
+                        with gr.Row():
+                            map_src = gr.Number(label="Querying chunk", precision=0, minimum=0)
+                            map_dst = gr.Number(label="Retrieved chunk (optional)", precision=0, minimum=0)
+                        map_pick_btn = gr.Button("Show passages")
+                        map_picked = gr.Markdown(elem_id="drt-map-picked")
+
+        # -- wiring: library -----------------------------------------------------------------
+        doc_outputs = [docs_table, lib_doc, ask_doc, sum_doc, map_doc]
+
+        def refresh(selected: str | None = None) -> tuple:
+            docs = h.list_documents(ctx)
+            table = h.documents_table(ctx, docs)
+            all_docs = h.doc_choices(ctx, docs=docs)
+            ready = h.doc_choices(ctx, ready_only=True, docs=docs)
+            ids = {v for _, v in all_docs}
+            ready_ids = {v for _, v in ready}
+
+            def pick(choices: list, ids_: set) -> Any:
+                if selected in ids_:
+                    return gr.update(choices=choices, value=selected)
+                return gr.update(choices=choices)
+
+            return (table, pick(all_docs, ids), pick(ready, ready_ids), pick(ready, ready_ids), pick(ready, ready_ids))
+
+        def arm_ingest(request: gr.Request) -> str:
+            ctx.arm(_session(request), "ingest")
+            return ""
+
+        @h.user_facing
+        def ingest(file: str | None, title: str, password: str, request: gr.Request) -> Iterator[tuple]:
+            skip = gr.skip()
+            for up in h.ingest_upload(ctx, file, title=title, password=password, session=_session(request)):
+                if not up.finished:
+                    yield (up.status, skip, skip, skip, *[skip] * len(doc_outputs))
+                else:
+                    stored = up.doc_id is not None
+                    yield (up.status, None if stored else skip, "" if stored else skip, up.result,
+                           *refresh(up.doc_id))  # fmt: skip
+
+        ingest_outputs = [status, upload, password_in, ingest_result, *doc_outputs]
+        ingest_inputs = [upload, title_in, password_in]
+        add_btn.click(arm_ingest, None, cancel_note, queue=False, **PRIVATE).then(
+            ingest, ingest_inputs, ingest_outputs, api_name="ingest", show_progress="minimal", **MODEL
+        )
+        upload.upload(arm_ingest, None, cancel_note, queue=False, **PRIVATE).then(
+            ingest, ingest_inputs, ingest_outputs, show_progress="minimal", **MODEL, **PRIVATE
+        )
+
+        @h.user_facing
+        def resume(doc_id: str | None, request: gr.Request) -> Iterator[tuple]:
+            skip = gr.skip()
+            for up in h.resume_prefill(ctx, doc_id, session=_session(request)):
+                if not up.finished:
+                    yield (up.status, *[skip] * len(doc_outputs))
+                else:
+                    yield (up.status, *refresh(up.doc_id))
+
+        resume_btn.click(arm_ingest, None, cancel_note, queue=False, **PRIVATE).then(
+            resume, [lib_doc], [status, *doc_outputs], show_progress="minimal", **MODEL, **PRIVATE
+        )
+
+        def cancel(request: gr.Request) -> str:
+            return h.cancel_job(ctx, _session(request), "ingest")
+
+        cancel_btn.click(cancel, None, cancel_note, queue=False, **PRIVATE)
+
+        @h.user_facing
+        def delete(doc_id: str | None) -> tuple:
+            msg = h.delete_document(ctx, doc_id)
+            return (msg, *refresh())
+
+        delete_btn.click(
+            delete, [lib_doc], [status, *doc_outputs], **MODEL, **PRIVATE,
+            js="(d) => (d && confirm('Delete this document and its prefilled states?')) ? d : null",
+        )  # fmt: skip
+
+        @h.user_facing
+        def refresh_all(selected: str | None = None) -> tuple:
+            return refresh(selected)
+
+        refresh_btn.click(refresh_all, [lib_doc], doc_outputs, **PRIVATE)
+        demo.load(refresh_all, None, doc_outputs, **PRIVATE)
+
+        @h.user_facing
+        def pick_row(evt: gr.SelectData) -> Any:
+            row = getattr(evt, "row_value", None) or []
+            if not row:
+                return gr.skip()
+            return ctx.library.resolve(str(row[-1]))
+
+        docs_table.select(pick_row, None, lib_doc, **PRIVATE)
+
+        # -- wiring: ask ---------------------------------------------------------------------
+        @h.user_facing
+        def user_turn(doc_id: str | None, q: str, history: list, request: gr.Request) -> tuple:
+            return h.chat_user(ctx, doc_id, q, history, session=_session(request))
+
+        @h.user_facing
+        def bot_turn(doc_id, q, history, answers_, n_tokens, request: gr.Request) -> Iterator[tuple]:
+            yield from h.chat_bot(ctx, doc_id, q, history, answers_, int(n_tokens), session=_session(request))
+
+        bot_outputs = [chat, answers, answer_pick, heatmap, evidence, ask_json]
+        for trigger in (send_btn.click, question.submit):
+            trigger(user_turn, [ask_doc, question, chat], [question, chat, pending_q], queue=False, **PRIVATE).success(
+                bot_turn, [ask_doc, pending_q, chat, answers, max_tokens], bot_outputs, show_progress="hidden",
+                **MODEL, **PRIVATE,
+            )  # fmt: skip
+
+        def stop(request: gr.Request) -> None:
+            h.cancel_job(ctx, _session(request), "ask")
+
+        stop_btn.click(stop, None, None, queue=False, **PRIVATE)
+
+        @h.user_facing
+        def show(answers_, index) -> tuple:
+            return h.show_answer(ctx, answers_, index)
+
+        answer_pick.change(show, [answers, answer_pick], [heatmap, evidence, ask_json], **PRIVATE)
+
+        @h.user_facing
+        def cell(answers_, index, evt: gr.EventData) -> tuple:
+            data = getattr(evt, "_data", None) or {}
+            c = data.get("chunk")
+            return h.heatmap_pick(ctx, answers_, index, c, data.get("gen")), c
+
+        heatmap.cell_click(cell, [answers, answer_pick], [picked, pick_chunk], **PRIVATE)
+
+        @h.user_facing
+        def pick(answers_, index, chunk) -> str:
+            return h.heatmap_pick(ctx, answers_, index, chunk)
+
+        pick_btn.click(pick, [answers, answer_pick, pick_chunk], picked, **PRIVATE)
+        ask_doc.change(lambda: ([], [], gr.update(choices=[], value=None)), None, [chat, answers, answer_pick],
+                       **PRIVATE)  # fmt: skip
+
+        # -- wiring: summary -----------------------------------------------------------------
+        @h.user_facing
+        def summary(doc_id, mode) -> tuple:
+            return h.summary_view(ctx, doc_id, mode)
+
+        sum_btn.click(summary, [sum_doc, sum_mode], [summary_md, sum_evidence, sum_heat, sum_json], **MODEL, **PRIVATE)
+
+        @h.user_facing
+        def sum_cell(doc_id, evt: gr.EventData) -> str:
+            data = getattr(evt, "_data", None) or {}
+            return h.passage_md(ctx, doc_id, data.get("chunk"))
+
+        sum_heat.cell_click(sum_cell, [sum_doc], sum_picked, **PRIVATE)
+
+        # -- wiring: document map ------------------------------------------------------------
+        @h.user_facing
+        def show_map(doc_id) -> tuple:
+            return h.doc_map_view(ctx, doc_id)
+
+        map_btn.click(show_map, [map_doc], [depmap, map_info], **MODEL, **PRIVATE)
+
+        @h.user_facing
+        def link(doc_id, evt: gr.EventData) -> tuple:
+            data = getattr(evt, "_data", None) or {}
+            s, d = data.get("src"), data.get("dst")
+            return h.doc_map_pick(ctx, doc_id, s, d), s, d
+
+        depmap.link_click(link, [map_doc], [map_picked, map_src, map_dst], **MODEL, **PRIVATE)
+
+        @h.user_facing
+        def map_pick(doc_id, s, d) -> str:
+            return h.doc_map_pick(ctx, doc_id, s, d)
+
+        map_pick_btn.click(map_pick, [map_doc, map_src, map_dst], map_picked, **MODEL, **PRIVATE)
+
+        # -- API-only endpoints (gradio_client) ----------------------------------------------
+        def documents() -> list[dict]:
+            """Every document in the library with its state for this model."""
+            return h.user_facing(h.list_documents)(ctx)
+
+        def ask(doc_id: str, question: str, max_new_tokens: int = 64, request: gr.Request = None) -> Iterator[dict]:
+            """Ask a question about a prefilled document; streams {"answer", "done": false} updates,
+            then {"answer", "evidence", "trace", "done": true}."""
+            yield from h.user_facing(h.ask_stream)(
+                ctx, doc_id, question, max_new_tokens=max_new_tokens, session=_session(request)
+            )
+
+        def summarize(doc_id: str, mode: str = "extractive", max_new_tokens: int = 128) -> dict:
+            """Summarize a prefilled document: {"summary", "evidence", "trace", "mode"}."""
+            return h.user_facing(h.summarize_doc)(ctx, doc_id, mode, max_new_tokens)
+
+        def trace(doc_id: str) -> dict:
+            """The document's dependency map: for each chunk, what it retrieved and the weights."""
+            dep = h.user_facing(h.doc_map)(ctx, doc_id)
+            return {"doc_id": ctx.library.resolve(doc_id), "chunks": dep}
+
+        def passage(doc_id: str, chunk: int) -> dict:
+            """One chunk of a document with its pages."""
+            return h.user_facing(h.passage)(ctx, doc_id, chunk)
+
+        gr.api(documents, api_name="documents")
+        gr.api(ask, api_name="ask", **MODEL)
+        gr.api(summarize, api_name="summarize", **MODEL)
+        gr.api(trace, api_name="trace", **MODEL)
+        gr.api(passage, api_name="passage")
+    return demo
+
+
+def queue_app(demo: gr.Blocks) -> gr.Blocks:
+    """The queue: its direct REST routes closed, one job per event by default, a bounded queue."""
+    return demo.queue(api_open=False, default_concurrency_limit=1, max_size=32)
+
+
+def launch_kwargs(
+    ctx: h.UIContext, *, host: str = "127.0.0.1", port: int | None = 7860, prevent_thread_lock: bool = False
+) -> dict:
+    """The hardened `launch()` settings (docs/reliability.md §1)."""
+    blocked = [str(ctx.home.resolve())]
+    model = Path(ctx.model)
+    if model.exists():
+        blocked.append(str(model.resolve()))
+    return dict(
+        server_name=host,
+        server_port=port,
+        share=False,
+        max_file_size=ctx.max_file_bytes,
+        allowed_paths=[],
+        blocked_paths=blocked,
+        enable_monitoring=False,
+        show_error=False,
+        strict_cors=True,
+        ssr_mode=False,
+        mcp_server=False,
+        inbrowser=False,
+        quiet=True,
+        prevent_thread_lock=prevent_thread_lock,
+        css=APP_CSS,
+        # system fonts: the default theme would fetch its fonts from Google (no network needed)
+        theme=gr.themes.Default(font=["system-ui", "sans-serif"], font_mono=["ui-monospace", "monospace"]),
+    )
+
+
+def launch(ctx: h.UIContext, *, host: str = "127.0.0.1", port: int | None = 7860, prevent_thread_lock: bool = False):
+    """Build, queue and launch the app; returns (demo, local_url)."""
+    demo = queue_app(build_app(ctx))
+    _, url, _ = demo.launch(**launch_kwargs(ctx, host=host, port=port, prevent_thread_lock=prevent_thread_lock))
+    return demo, url

@@ -1,0 +1,991 @@
+"""The functions behind the web UI: plain Python, callable and testable without a browser.
+
+`ui.blocks` only lays out components and wires events to these functions. Everything that touches
+the library or the model goes through the same code as the command line (`ingest.pipeline`,
+`ingest.ask`, `ingest.summary`, `store.library`): one code path for the app, the CLI and the UI.
+
+- Long work (ingest, resume, ask) runs in a worker thread; the handler is a generator that yields
+  UI updates as the worker reports progress (`_run_threaded`). Cancel sets the pipeline's
+  `threading.Event`: prefill stops after the current batch and keeps what it checkpointed, the
+  document stays "partial" and Resume (or uploading the same file again) continues it.
+- Jobs are keyed by (session, kind) so the Cancel/Stop buttons of one browser tab stop that tab's
+  job only. `arm()` registers a job before it enters the queue, so Cancel works while it waits.
+- Errors meant for people (`user_error = True` in ingest/store/drt_core) become `gr.Error` with an
+  HTML-escaped one-line message; anything else is logged with its traceback and shown as a short
+  generic message.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import inspect
+import logging
+import math
+import os
+import queue
+import re
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import gradio as gr
+
+from ingest import pipeline
+from ingest.errors import Cancelled, IngestError, NotPrefilled, TooLarge
+from ingest.tokenize import CHUNK_TOKENS
+from store.library import Library
+
+from . import plots
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_FILE_SIZE = "50mb"
+# what the upload widget offers; the pipeline decides by the content, never by the name
+ACCEPTED_SUFFIXES = [".pdf", ".epub", ".txt", ".text", ".md", ".markdown", ".tex", ".ltx"]
+MAX_NEW_TOKENS = 512
+UPDATE_INTERVAL_S = 0.25  # at most this many UI updates per second from a running job
+
+_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3, "gb": 1024**3}
+
+
+class UIError(IngestError):
+    """A problem with what the user did in the UI (no file, no document picked, ...)."""
+
+
+def parse_size(text: str | int) -> int:
+    """'50mb' -> bytes (1024-based, like Gradio's FileSize); an int is returned as is."""
+    if isinstance(text, int):
+        return text
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(text))
+    unit = m.group(2).lower() if m else None
+    if not m or unit not in _UNITS:
+        raise UIError(f"bad size {text!r}: use a number with b, kb, mb or gb (e.g. 50mb)")
+    n = int(float(m.group(1)) * _UNITS[unit])
+    if n <= 0:
+        raise UIError(f"bad size {text!r}: must be positive")
+    return n
+
+
+def human_size(n: int) -> str:
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:,} {unit}" if unit == "bytes" else f"{n:.1f} {unit}".replace(".0 ", " ")
+        n /= 1024
+    return str(n)  # pragma: no cover
+
+
+# ---------------------------------------------------------------------------------------------
+# errors
+# ---------------------------------------------------------------------------------------------
+
+
+def to_gr_error(e: BaseException) -> gr.Error:
+    """A project error -> gr.Error with its one-line message (escaped: gr.Error renders HTML)."""
+    if isinstance(e, gr.Error):
+        return e
+    if getattr(e, "user_error", False):
+        return gr.Error(html.escape(" ".join(str(e).split())), print_exception=False)
+    logger.exception("internal error in the UI", exc_info=e)
+    return gr.Error(
+        html.escape(f"internal error ({type(e).__name__}); the server log has the details"),
+        print_exception=False,
+    )
+
+
+def user_facing(fn: Callable) -> Callable:
+    """Decorator: raise project errors as gr.Error (functions and generator functions)."""
+    if inspect.isgeneratorfunction(fn):
+
+        @functools.wraps(fn)
+        def gen(*a: Any, **k: Any) -> Iterator:
+            try:
+                yield from fn(*a, **k)
+            except Exception as e:
+                raise to_gr_error(e) from e
+
+        return gen
+
+    @functools.wraps(fn)
+    def call(*a: Any, **k: Any) -> Any:
+        try:
+            return fn(*a, **k)
+        except Exception as e:
+            raise to_gr_error(e) from e
+
+    return call
+
+
+# ---------------------------------------------------------------------------------------------
+# context: the library, the engine, the running jobs
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Job:
+    cancel: threading.Event = field(default_factory=threading.Event)
+    started: bool = False
+
+
+class UIContext:
+    """What every handler needs: the library, the (lazily loaded) engine and the running jobs.
+
+    One per served app. `home` and `model` are app.py's `--home` / `--model`."""
+
+    def __init__(
+        self,
+        home: str | Path,
+        model: str | Path,
+        *,
+        max_file_bytes: int | str = DEFAULT_MAX_FILE_SIZE,
+        upload_root: str | Path | None = None,
+    ):
+        self.home = Path(home).expanduser()
+        self.model = str(model)
+        self.max_file_bytes = parse_size(max_file_bytes)
+        root = upload_root or os.environ.get("GRADIO_TEMP_DIR") or Path(tempfile.gettempdir()) / "gradio"
+        self.upload_root = Path(root).expanduser()
+        self._lock = threading.RLock()
+        self._engine_lock = threading.Lock()
+        self._library: Library | None = None
+        self._jobs: dict[tuple[str, str], Job] = {}
+        self._layouts: dict[str, tuple[list[int], dict[int, str]]] = {}
+
+    # -- resources -------------------------------------------------------------------------
+
+    @property
+    def library(self) -> Library:
+        with self._lock:
+            if self._library is None:
+                self._library = Library(self.home)
+            return self._library
+
+    def engine(self) -> Any:
+        """The engine for `model` (loaded once; pipeline.load_engine caches it per process)."""
+        with self._engine_lock:
+            return pipeline.load_engine(self.model)
+
+    def fingerprint(self) -> str | None:
+        """The model fingerprint, or None when the model cannot be loaded."""
+        try:
+            return str(self.engine().fingerprint)
+        except Exception as e:  # the library must stay browsable without a model
+            logger.warning("cannot load the model %s: %s", self.model, e)
+            return None
+
+    def close(self) -> None:
+        with self._lock:
+            if self._library is not None:
+                self._library.close()
+                self._library = None
+
+    def layout(self, doc_id: str) -> tuple[list[int], dict[int, str]]:
+        """(first page of every chunk, {page number: printed label}) of a document (cached)."""
+        with self._lock:
+            hit = self._layouts.get(doc_id)
+        if hit is not None:
+            return hit
+        lib = self.library
+        chunk_pages = [int(c["page_first"]) for c in lib.chunks(doc_id)]
+        labels = {int(p["number"]): str(p["label"] or p["number"]) for p in lib.pages(doc_id)}
+        with self._lock:
+            if len(self._layouts) > 16:
+                self._layouts.clear()
+            self._layouts[doc_id] = (chunk_pages, labels)
+        return chunk_pages, labels
+
+    # -- jobs ------------------------------------------------------------------------------
+
+    def arm(self, session: str, kind: str) -> Job:
+        """Register a job before it is queued, so Cancel can reach it while it waits."""
+        with self._lock:
+            job = self._jobs.get((session, kind))
+            if job is None or job.started:
+                job = Job()
+                if (session, kind) not in self._jobs:
+                    self._jobs[(session, kind)] = job
+            return job
+
+    def begin(self, session: str, kind: str) -> Job:
+        """The job a handler runs under: the armed one if any (it may be cancelled already)."""
+        with self._lock:
+            job = self._jobs.get((session, kind))
+            if job is None or job.started:
+                job = Job()
+                self._jobs[(session, kind)] = job
+            job.started = True
+            return job
+
+    def end(self, session: str, kind: str, job: Job) -> None:
+        with self._lock:
+            if self._jobs.get((session, kind)) is job:
+                del self._jobs[(session, kind)]
+
+    def cancel(self, session: str, kind: str) -> bool:
+        """Ask the session's job of this kind to stop; False when there is none."""
+        with self._lock:
+            job = self._jobs.get((session, kind))
+        if job is None:
+            return False
+        job.cancel.set()
+        return True
+
+    def running(self, kind: str | None = None) -> int:
+        with self._lock:
+            return sum(1 for (s, k), j in self._jobs.items() if j.started and (kind is None or k == kind))
+
+
+_DONE = object()
+
+
+def _run_threaded(
+    work: Callable[[Callable[[Any], None]], Any], job: Job, min_interval: float = UPDATE_INTERVAL_S
+) -> Iterator[tuple[str, Any]]:
+    """Run `work(emit)` in a thread; yield ("events", [emitted...]) batches (at most one per
+    min_interval), then ("result", return value); re-raise the worker's exception.
+
+    If the consumer stops early (the generator is closed: the browser went away or Gradio
+    cancelled the event), the job's cancel event is set and the worker is given a minute to
+    checkpoint and stop."""
+    q: queue.Queue = queue.Queue()
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = work(q.put)
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer
+            box["error"] = e
+        finally:
+            q.put(_DONE)
+
+    t = threading.Thread(target=target, name="drt-ui-worker", daemon=True)
+    t.start()
+    finished = False
+    try:
+        last = 0.0
+        done = False
+        while not done:
+            wait = min_interval - (time.monotonic() - last)
+            if wait > 0:
+                time.sleep(wait)
+            batch = [q.get()]
+            while True:
+                try:
+                    batch.append(q.get_nowait())
+                except queue.Empty:
+                    break
+            if any(b is _DONE for b in batch):
+                done = True
+                batch = [b for b in batch if b is not _DONE]
+            if batch:
+                yield ("events", batch)
+                last = time.monotonic()
+        finished = True
+    finally:
+        if not finished:
+            job.cancel.set()
+        t.join(timeout=None if finished else 60.0)
+    if "error" in box:
+        raise box["error"]
+    yield ("result", box.get("result"))
+
+
+# ---------------------------------------------------------------------------------------------
+# formatting
+# ---------------------------------------------------------------------------------------------
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>$-])")
+
+
+def md_escape(text: str) -> str:
+    """Text shown verbatim inside Markdown: HTML-escaped, Markdown (and $math$) characters quoted."""
+    return _MD_SPECIAL.sub(r"\\\1", html.escape(str(text), quote=False))
+
+
+def pages_text(first: int, last: int, labels: dict[int, str] | None = None) -> str:
+    a, b = plots.page_label(first, labels), plots.page_label(last, labels)
+    return f"p. {a}" if first == last else f"pp. {a}–{b}"
+
+
+def _quote(text: str, limit: int | None = None) -> str:
+    t = " ".join(str(text).split())
+    if limit and len(t) > limit:
+        t = t[: limit - 1] + "…"
+    return "> " + md_escape(t)
+
+
+def evidence_md(evidence: list[dict], labels: dict[int, str] | None = None, *, title: str = "Evidence") -> str:
+    """The evidence list (heaviest first): chunk, pages, fusion weight, the passage."""
+    if not evidence:
+        return f"**{title}:** none (no document chunk was retrieved)."
+    out = [f"**{title}** — the document chunks the model retrieved, by fusion weight:"]
+    for e in evidence:
+        pages = e.get("pages") or [0]
+        out.append(
+            f"**{pages_text(pages[0], pages[-1], labels)}** · chunk {int(e['chunk'])} · "
+            f"weight {float(e['weight']):.3f}\n\n{_quote(e['text'], 600)}"
+        )
+    return "\n\n".join(out)
+
+
+_STAGES = [
+    ("hash", "reading"),
+    ("parse", "parsing"),
+    ("tokenize", "tokenizing"),
+    ("store", "storing"),
+    ("prefill", "prefilling"),
+]
+
+
+def _bar(frac: float, width: int = 20) -> str:
+    k = max(0, min(width, round(frac * width)))
+    return "▰" * k + "▱" * (width - k)
+
+
+def _eta(s: float | None) -> str:
+    if s is None or not math.isfinite(s):
+        return ""
+    s = max(0, int(round(s)))
+    return f"{s} s" if s < 90 else f"{s // 60} min {s % 60:02d} s"
+
+
+class StageBoard:
+    """Staged progress (reading, parsing, tokenizing, storing, prefilling) as Markdown."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.state: dict[str, str] = {}  # stage -> "active" | "done" | "skipped"
+        self.detail: dict[str, str] = {}
+        self.current: str | None = None
+
+    def update(self, p: pipeline.Progress) -> None:
+        order = [s for s, _ in _STAGES]
+        if p.stage == "done":
+            for s in order:
+                if self.state.get(s) == "active":
+                    self.state[s] = "done"
+            self.current = None
+            return
+        if p.stage not in order:
+            return
+        if p.stage == "store" and "already in the library" in p.message:
+            for s in ("parse", "tokenize"):
+                self.state.setdefault(s, "skipped")
+                self.detail.setdefault(s, "already stored")
+        i = order.index(p.stage)
+        for s in order[:i]:
+            if self.state.get(s) == "active":
+                self.state[s] = "done"
+        self.state[p.stage] = "done" if (p.total and p.done >= p.total and p.stage != "prefill") else "active"
+        self.current = p.stage
+        if p.stage == "prefill":
+            total_chunks = math.ceil(p.total / CHUNK_TOKENS) if p.total else 0
+            done_chunks = total_chunks if p.done >= p.total else p.done // CHUNK_TOKENS
+            frac = p.done / p.total if p.total else 1.0
+            parts = [f"{done_chunks:,} / {total_chunks:,} chunks ({100 * frac:.0f}%) {_bar(frac)}"]
+            if p.tokens_per_s:
+                parts.append(f"{p.tokens_per_s:,.0f} tokens/s")
+            if p.eta_s is not None and p.done < p.total:
+                parts.append(f"ETA {_eta(p.eta_s)}")
+            if p.message and p.message not in ("prefilling",):
+                parts.append(md_escape(p.message))
+            self.detail["prefill"] = " · ".join(parts)
+            if p.total and p.done >= p.total:
+                self.state["prefill"] = "done"
+        elif p.stage == "tokenize" and p.total:
+            self.detail["tokenize"] = f"{100 * p.done / p.total:.0f}%"
+        elif p.message:
+            self.detail[p.stage] = md_escape(p.message)
+
+    def markdown(self, final: str | None = None) -> str:
+        icon = {"active": "▶", "done": "✓", "skipped": "–"}
+        lines = [f"**{md_escape(self.name)}**", ""]
+        for s, label in _STAGES:
+            st = self.state.get(s)
+            d = self.detail.get(s, "")
+            mark = icon.get(st or "", "·")
+            text = f"**{label}**" if st == "active" else label
+            lines.append(f"{mark} {text}" + (f" — {d}" if d else "") + "  ")
+        if final:
+            lines += ["", final]
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# library
+# ---------------------------------------------------------------------------------------------
+
+
+def _state_of(doc: dict, fp: str | None) -> tuple[str, int, int]:
+    """(state, tokens done, tokens total) of a document for the model fingerprint fp."""
+    rows = doc.get("prefill") or []
+    row = next((r for r in rows if r["model_fp"] == fp), None) if fp else (rows[-1] if rows else None)
+    if row is None:
+        return "not prefilled", 0, int(doc["n_tokens"])
+    status = "ready" if row["status"] == "done" else ("partial" if row["n_tokens_done"] else "pending")
+    return status, int(row["n_tokens_done"]), int(row["n_tokens_total"])
+
+
+def list_documents(ctx: UIContext) -> list[dict]:
+    """Every document: doc_id, title, pages, tokens, chunks, kind, state (for this model)."""
+    fp = ctx.fingerprint()
+    out = []
+    for d in ctx.library.documents():
+        state, done, total = _state_of(d, fp)
+        out.append(
+            {
+                "doc_id": d["id"],
+                "title": d["title"],
+                "pages": int(d["n_pages"]),
+                "tokens": int(d["n_tokens"]),
+                "chunks": int(d["n_chunks"]),
+                "kind": d["kind"],
+                "source_name": d["source_name"],
+                "state": state,
+                "tokens_done": done,
+                "tokens_total": total,
+                "created_at": d["created_at"],
+            }
+        )
+    return out
+
+
+def _state_text(d: dict) -> str:
+    if d["state"] == "ready":
+        return "ready"
+    if d["state"] in ("partial", "pending"):
+        pct = 100 * d["tokens_done"] / d["tokens_total"] if d["tokens_total"] else 0
+        return f"partial: {d['tokens_done']:,} / {d['tokens_total']:,} tokens ({pct:.0f}%), resumable"
+    return "not prefilled"
+
+
+DOC_HEADERS = ["Title", "Pages", "Tokens", "Chunks", "State", "ID"]
+
+
+def documents_table(ctx: UIContext, docs: list[dict] | None = None) -> list[list]:
+    docs = list_documents(ctx) if docs is None else docs
+    return [[d["title"], d["pages"], d["tokens"], d["chunks"], _state_text(d), d["doc_id"][:12]] for d in docs]
+
+
+def doc_choices(ctx: UIContext, *, ready_only: bool = False, docs: list[dict] | None = None) -> list[tuple[str, str]]:
+    """Dropdown choices (label, doc_id); ready_only: only fully prefilled documents."""
+    docs = list_documents(ctx) if docs is None else docs
+    out = []
+    for d in docs:
+        if ready_only and d["state"] != "ready":
+            continue
+        suffix = "" if d["state"] == "ready" else f" [{d['state']}]"
+        out.append((f"{d['title']} — {d['pages']} pp, {d['tokens']:,} tokens{suffix}", d["doc_id"]))
+    return out
+
+
+def check_upload(ctx: UIContext, path: str | Path | None) -> Path:
+    """The uploaded file, after the checks the pipeline does not do (presence, size)."""
+    if not path:
+        raise UIError("choose a file first (PDF, EPUB, TXT, Markdown or TeX)")
+    p = Path(path)
+    if not p.is_file():
+        raise UIError("the uploaded file is gone (uploads are cleaned up after an hour); upload it again")
+    size = p.stat().st_size
+    if size > ctx.max_file_bytes:
+        raise TooLarge(
+            f"{p.name} is {human_size(size)}; the limit of this server is {human_size(ctx.max_file_bytes)}"
+        )
+    return p
+
+
+def discard_upload(ctx: UIContext, path: str | Path) -> bool:
+    """Delete an uploaded file once it is stored, but only inside Gradio's upload cache."""
+    try:
+        p = Path(path).resolve()
+        root = ctx.upload_root.resolve()
+        if not p.is_relative_to(root) or p == root:
+            return False
+        p.unlink(missing_ok=True)
+        parent = p.parent
+        if parent != root and parent.is_relative_to(root) and not any(parent.iterdir()):
+            parent.rmdir()
+        return True
+    except OSError as e:
+        logger.warning("could not remove the upload %s: %s", path, e)
+        return False
+
+
+@dataclass
+class IngestUpdate:
+    status: str  # Markdown
+    finished: bool = False
+    doc_id: str | None = None
+    result: dict | None = None  # the final result (Contract 2 ingest object + status)
+
+
+def ingest_upload(
+    ctx: UIContext,
+    path: str | Path | None,
+    *,
+    title: str | None = None,
+    password: str | None = None,
+    session: str = "",
+) -> Iterator[IngestUpdate]:
+    """Ingest an uploaded file (parse, tokenize, store, prefill), yielding staged progress.
+
+    The same file again (same sha256) resumes its prefill. Raises project errors (IngestError,
+    StoreError...) after a last update that shows where it stopped."""
+    p = check_upload(ctx, path)
+    board = StageBoard(p.name)
+    job = ctx.begin(session, "ingest")
+    try:
+        if job.cancel.is_set():
+            yield IngestUpdate(board.markdown("Cancelled before it started."), finished=True)
+            return
+        yield IngestUpdate(board.markdown("Starting…"))
+
+        def work(emit: Callable) -> pipeline.IngestResult:
+            return pipeline.ingest(
+                p,
+                library=ctx.library,
+                engine=ctx.engine,  # a factory: the model loads once the file has parsed
+                title=(title or "").strip() or None,
+                password=password or None,
+                progress=emit,
+                cancel=job.cancel,
+            )
+
+        result = None
+        try:
+            for kind, payload in _run_threaded(work, job):
+                if kind == "events":
+                    for ev in payload:
+                        board.update(ev)
+                    yield IngestUpdate(board.markdown())
+                else:
+                    result = payload
+        except Cancelled:
+            yield IngestUpdate(
+                board.markdown("**Cancelled** before anything was stored; upload the file again to start over."),
+                finished=True,
+            )
+            return
+        except Exception as e:
+            if getattr(e, "user_error", False):
+                yield IngestUpdate(board.markdown(f"**Failed:** {md_escape(str(e))}"), finished=True)
+            raise
+    finally:
+        ctx.end(session, "ingest", job)
+    discard_upload(ctx, p)  # stored: the token ids are in the library, resume does not need the file
+    with ctx._lock:
+        ctx._layouts.pop(result.doc_id, None)
+    obj = {**result.to_json(), "status": result.status, "tokens_prefilled": result.tokens_prefilled,
+           "warnings": result.warnings}  # fmt: skip
+    warn = "".join(f"\n\n⚠ {md_escape(w)}" for w in result.warnings)
+    if result.status == "done":
+        again = "" if result.created else " (it was already in the library)"
+        final = (
+            f"**Ready:** {md_escape(result.title)} — {result.pages} pages, {result.tokens:,} tokens, "
+            f"{result.chunks:,} chunks, {result.seconds:.1f} s{again}. Ask about it in the **Ask** tab."
+        )
+    else:
+        final = (
+            f"**Stopped:** {result.tokens_prefilled:,} of {result.tokens:,} tokens prefilled and kept. "
+            "Press **Resume** (or upload the same file again) to continue."
+        )
+    yield IngestUpdate(board.markdown(final + warn), finished=True, doc_id=result.doc_id, result=obj)
+
+
+def resume_prefill(ctx: UIContext, doc_id: str | None, *, session: str = "") -> Iterator[IngestUpdate]:
+    """Continue the prefill of a stored document from its last checkpoint (no file needed)."""
+    if not doc_id:
+        raise UIError("pick a document in the list first")
+    lib = ctx.library
+    doc_id = lib.resolve(doc_id)
+    doc = lib.document(doc_id)
+    board = StageBoard(doc["title"])
+    for s in ("hash", "parse", "tokenize", "store"):
+        board.state[s] = "skipped"
+    board.detail["store"] = "stored earlier"
+    job = ctx.begin(session, "ingest")
+    try:
+        if job.cancel.is_set():
+            yield IngestUpdate(board.markdown("Cancelled before it started."), finished=True)
+            return
+        yield IngestUpdate(board.markdown("Loading the model…"))
+
+        def work(emit: Callable) -> dict:
+            return pipeline.prefill_document(lib, ctx.engine(), doc_id, progress=emit, cancel=job.cancel)
+
+        row: dict = {}
+        try:
+            for kind, payload in _run_threaded(work, job):
+                if kind == "events":
+                    for ev in payload:
+                        board.update(ev)
+                    yield IngestUpdate(board.markdown())
+                else:
+                    row = payload or {}
+        except Exception as e:
+            if getattr(e, "user_error", False):
+                yield IngestUpdate(board.markdown(f"**Failed:** {md_escape(str(e))}"), finished=True)
+            raise
+    finally:
+        ctx.end(session, "ingest", job)
+    done, total = int(row.get("n_tokens_done", 0)), int(row.get("n_tokens_total", 0))
+    if row.get("status") == "done":
+        final = f"**Ready:** {md_escape(doc['title'])} — {total:,} tokens prefilled."
+    else:
+        final = f"**Stopped:** {done:,} of {total:,} tokens prefilled and kept; press **Resume** to continue."
+    result = {"doc_id": doc_id, "status": "done" if row.get("status") == "done" else "partial",
+              "tokens_prefilled": done, "tokens": total}  # fmt: skip
+    yield IngestUpdate(board.markdown(final), finished=True, doc_id=doc_id, result=result)
+
+
+def cancel_job(ctx: UIContext, session: str, kind: str = "ingest") -> str:
+    if ctx.cancel(session, kind):
+        if kind == "ingest":
+            return "Cancelling: prefill stops after the current batch and keeps what it did."
+        return "Stopping the answer…"
+    return "Nothing to cancel."
+
+
+def delete_document(ctx: UIContext, doc_id: str | None) -> str:
+    """Remove a document, its chunks, traces, answers and prefilled states."""
+    if not doc_id:
+        return "Nothing deleted."
+    lib = ctx.library
+    doc_id = lib.resolve(doc_id)
+    title = lib.document(doc_id)["title"]
+    lib.delete_document(doc_id)  # the commit point; the states below are unreachable from now on
+    shutil.rmtree(ctx.home / "states" / doc_id, ignore_errors=True)
+    with ctx._lock:
+        ctx._layouts.pop(doc_id, None)
+    return f"Deleted **{md_escape(title)}** ({doc_id[:12]})."
+
+
+def passage_md(ctx: UIContext, doc_id: str | None, chunk: int | float | None, heading: str = "Chunk") -> str:
+    """One document chunk with its pages, as Markdown."""
+    if not doc_id or chunk is None:
+        return "Pick a document and a chunk."
+    lib = ctx.library
+    doc_id = lib.resolve(doc_id)
+    c = int(chunk)
+    rows = lib.chunks(doc_id, [c])
+    if not rows:
+        n = lib.document(doc_id)["n_chunks"]
+        return f"No chunk {c} in this document (it has chunks 0–{n - 1})."
+    r = rows[0]
+    _, labels = ctx.layout(doc_id)
+    return f"**{heading} {c}** · {pages_text(r['page_first'], r['page_last'], labels)}\n\n{_quote(r['text'])}"
+
+
+def passage(ctx: UIContext, doc_id: str, chunk: int) -> dict:
+    """API: {"doc_id", "chunk", "pages", "text"} of one chunk."""
+    lib = ctx.library
+    doc_id = lib.resolve(doc_id)
+    rows = lib.chunks(doc_id, [int(chunk)])
+    if not rows:
+        raise UIError(f"no chunk {int(chunk)} in document {doc_id[:12]}")
+    r = rows[0]
+    return {"doc_id": doc_id, "chunk": int(chunk), "pages": list(range(r["page_first"], r["page_last"] + 1)),
+            "text": r["text"]}  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# ask
+# ---------------------------------------------------------------------------------------------
+
+
+def _ready(ctx: UIContext, doc_id: str | None) -> str:
+    if not doc_id:
+        raise UIError("pick a document first (only fully prefilled documents are listed)")
+    return ctx.library.resolve(doc_id)
+
+
+def _not_prefilled_message(ctx: UIContext, doc_id: str) -> str:
+    title = ctx.library.document(doc_id)["title"]
+    return f"“{title}” is not fully prefilled yet: open the Library tab, pick it and press Resume."
+
+
+def ask_stream(
+    ctx: UIContext, doc_id: str | None, question: str, *, max_new_tokens: int = 64, session: str = ""
+) -> Iterator[dict]:
+    """Answer a question about a document, streaming: {"answer": text so far, "done": False} ...
+    then {"answer", "evidence", "trace", "done": True, "stopped", "doc_id", "question"}."""
+    doc_id = _ready(ctx, doc_id)
+    question = " ".join(str(question or "").split())
+    if not question:
+        raise UIError("type a question first")
+    n_new = max(1, min(int(max_new_tokens or 64), MAX_NEW_TOKENS))
+    from ingest.ask import ask
+
+    job = ctx.begin(session, "ask")
+    text = ""
+    result: dict | None = None
+    try:
+        if job.cancel.is_set():
+            yield {"answer": "", "evidence": [], "trace": {"chunks": []}, "done": True, "stopped": True,
+                   "doc_id": doc_id, "question": question}  # fmt: skip
+            return
+        engine = ctx.engine()
+
+        def work(emit: Callable) -> dict:
+            return ask(ctx.library, engine, doc_id, question, max_new_tokens=n_new, on_delta=emit, cancel=job.cancel)
+
+        try:
+            for kind, payload in _run_threaded(work, job, min_interval=0.1):
+                if kind == "events":
+                    text += "".join(payload)
+                    yield {"answer": text, "done": False}
+                else:
+                    result = payload
+        except NotPrefilled as e:
+            raise UIError(_not_prefilled_message(ctx, doc_id)) from e
+        except Cancelled:
+            yield {"answer": text.strip(), "evidence": [], "trace": {"chunks": []}, "done": True,
+                   "stopped": True, "doc_id": doc_id, "question": question}  # fmt: skip
+            return
+    finally:
+        ctx.end(session, "ask", job)
+    assert result is not None
+    yield {**result, "done": True, "stopped": False, "doc_id": doc_id, "question": question}
+
+
+def answer_heatmap(ctx: UIContext, record: dict | None) -> str:
+    """The retrieval heatmap of one answer record (an ask result with its doc_id)."""
+    if not record:
+        return plots.note("Ask a question: the retrieval heatmap of the answer appears here.")
+    chunk_pages, labels = ctx.layout(record["doc_id"])
+    return plots.retrieval_heatmap_svg(record.get("trace"), chunk_pages, labels)
+
+
+def chat_user(ctx: UIContext, doc_id: str | None, question: str, history: list | None, session: str = ""):
+    """First step of a chat turn (instant, unqueued): echo the question, arm the job so Stop
+    works while it waits. Returns (textbox value, history, pending question)."""
+    _ready(ctx, doc_id)
+    q = " ".join(str(question or "").split())
+    if not q:
+        raise UIError("type a question first")
+    ctx.arm(session, "ask")
+    return "", list(history or []) + [{"role": "user", "content": q}], q
+
+
+def _answer_choices(answers: list[dict]) -> list[tuple[str, int]]:
+    out = []
+    for i, a in enumerate(answers):
+        q = a.get("question", "")
+        out.append((f"#{i + 1}: {q[:60]}{'…' if len(q) > 60 else ''}", i))
+    return out
+
+
+def _evidence_note(evidence: list[dict], labels: dict[int, str]) -> dict:
+    """A collapsed chat message under an answer, listing what it retrieved."""
+    if not evidence:
+        body, pages = "No document chunk was retrieved.", ""
+    else:
+        lines = [
+            f"- {pages_text(e['pages'][0], e['pages'][-1], labels)}, chunk {e['chunk']}, weight "
+            f"{e['weight']:.3f}: {md_escape(' '.join(e['text'].split())[:140])}…"
+            for e in evidence
+        ]
+        body = "\n".join(lines)
+        ps = sorted({p for e in evidence for p in e["pages"]})
+        pages = f" ({pages_text(ps[0], ps[-1], labels)})"
+    return {"role": "assistant", "content": body,
+            "metadata": {"title": f"Evidence: {len(evidence)} passages{pages}", "status": "done"}}  # fmt: skip
+
+
+def chat_bot(
+    ctx: UIContext,
+    doc_id: str | None,
+    question: str | None,
+    history: list | None,
+    answers: list | None,
+    max_new_tokens: int = 64,
+    session: str = "",
+) -> Iterator[tuple]:
+    """Second step of a chat turn: stream the answer into the chat, then show its heatmap and
+    evidence. Yields (history, answers, answer picker update, heatmap HTML, evidence Markdown,
+    result JSON)."""
+    history = list(history or [])
+    answers = list(answers or [])
+    skip = gr.skip()
+    if not question:
+        yield history, answers, skip, skip, skip, skip
+        return
+    final: dict | None = None
+    for ev in ask_stream(ctx, doc_id, question, max_new_tokens=max_new_tokens, session=session):
+        if not ev["done"]:
+            yield history + [{"role": "assistant", "content": md_escape(ev["answer"]) + " ▌"}], answers, skip, skip, skip, skip
+        else:
+            final = ev
+    assert final is not None
+    _, labels = ctx.layout(final["doc_id"])
+    text = final["answer"].strip()
+    if final.get("stopped"):
+        shown = (md_escape(text) + " " if text else "") + "*(stopped)*"
+        yield history + [{"role": "assistant", "content": shown}], answers, skip, skip, skip, skip
+        return
+    shown = md_escape(text) if text else "*(the model wrote nothing; see what it retrieved below)*"
+    history = history + [{"role": "assistant", "content": shown}, _evidence_note(final["evidence"], labels)]
+    record = {k: final[k] for k in ("doc_id", "question", "answer", "evidence", "trace")}
+    answers.append(record)
+    picker = gr.update(choices=_answer_choices(answers), value=len(answers) - 1)
+    result = {k: final[k] for k in ("answer", "evidence", "trace")}
+    yield history, answers, picker, answer_heatmap(ctx, record), evidence_md(final["evidence"], labels), result
+
+
+def show_answer(ctx: UIContext, answers: list | None, index: int | None) -> tuple[str, str, dict | None]:
+    """(heatmap, evidence, result) of one earlier answer of the chat."""
+    answers = answers or []
+    if index is None or not (0 <= int(index) < len(answers)):
+        return answer_heatmap(ctx, None), "", None
+    rec = answers[int(index)]
+    _, labels = ctx.layout(rec["doc_id"])
+    return (answer_heatmap(ctx, rec), evidence_md(rec["evidence"], labels),
+            {k: rec[k] for k in ("answer", "evidence", "trace")})  # fmt: skip
+
+
+def heatmap_pick(ctx: UIContext, answers: list | None, index: int | None, chunk: Any, gen: Any = None) -> str:
+    """The passage behind a heatmap cell (or a chunk number typed in), with what that row gave it."""
+    answers = answers or []
+    if index is None or not (0 <= int(index) < len(answers)):
+        return "Ask a question first."
+    rec = answers[int(index)]
+    if chunk is None:
+        return "Pick a chunk."
+    c = int(chunk)
+    notes = []
+    rows = (rec.get("trace") or {}).get("chunks") or []
+    for i, r in enumerate(rows):
+        if gen is not None and int(gen) >= 0 and int(r.get("gen_chunk", -1)) != int(gen):
+            continue
+        s = r.get("scores")
+        bits = []
+        if s is not None and c < len(s) and s[c] is not None:
+            bits.append(f"relevance {float(s[c]):.3f}")
+        if c in (r.get("topk") or []):
+            w = r["weights"][r["topk"].index(c)]
+            bits.append(f"retrieved (top-k), weight {float(w):.3f}")
+        if bits:
+            notes.append(f"gen {i + 1}: " + ", ".join(bits))
+    text = passage_md(ctx, rec["doc_id"], c)
+    return text + ("\n\n" + " · ".join(notes) if notes else "")
+
+
+# ---------------------------------------------------------------------------------------------
+# summary and document map
+# ---------------------------------------------------------------------------------------------
+
+SUMMARY_MODES = {
+    "extractive": "Extractive — verbatim passages the rest of the document retrieves most",
+    "abstractive": "Abstractive — generated by the model, with what it retrieved",
+}
+
+
+def summarize_doc(ctx: UIContext, doc_id: str | None, mode: str = "extractive", max_new_tokens: int = 128) -> dict:
+    """Contract 2 `summarize` ({"summary", "evidence", "trace"}) plus "mode" and "doc_id"."""
+    from ingest.summary import summarize
+
+    doc_id = _ready(ctx, doc_id)
+    mode = (mode or "extractive").lower()
+    if mode not in SUMMARY_MODES:
+        raise UIError(f"unknown summary mode {mode!r}: extractive or abstractive")
+    n_new = max(1, min(int(max_new_tokens or 128), MAX_NEW_TOKENS))
+    try:
+        out = summarize(ctx.library, ctx.engine(), doc_id, mode=mode, max_new_tokens=n_new)
+    except NotPrefilled as e:
+        raise UIError(_not_prefilled_message(ctx, doc_id)) from e
+    return {**out, "mode": mode, "doc_id": doc_id}
+
+
+def summary_heatmap(ctx: UIContext, out: dict) -> str:
+    chunk_pages, labels = ctx.layout(out["doc_id"])
+    tr = out.get("trace") or {}
+    if out["mode"] == "extractive":
+        deg = tr.get("in_degree") or []
+        sel = tr.get("selected") or []
+        w = {e["chunk"]: e["weight"] for e in out["evidence"]}
+        row = {"gen_chunk": -1, "scores": deg, "topk": sel, "weights": [max(w.get(c, 1.0), 1e-6) for c in sel]}
+        return plots.retrieval_heatmap_svg(
+            {"n_doc_chunks": len(chunk_pages), "chunks": [row]}, chunk_pages, labels,
+            title="How much the rest of the document retrieved each chunk (selected passages outlined)",
+            value_name="in-degree", row_labels=["in-degree"], mark_name="selected",
+        )  # fmt: skip
+    return plots.retrieval_heatmap_svg(tr, chunk_pages, labels, title="Retrieval while writing the summary")
+
+
+def summary_view(ctx: UIContext, doc_id: str | None, mode: str = "extractive", max_new_tokens: int = 128):
+    """(summary Markdown, evidence Markdown, heatmap HTML, result JSON) for the Summary tab."""
+    out = summarize_doc(ctx, doc_id, mode, max_new_tokens)
+    _, labels = ctx.layout(out["doc_id"])
+    label = SUMMARY_MODES[out["mode"]]
+    if out["mode"] == "extractive":
+        paras = out["summary"].split("\n\n")
+        body = paras[0] + "\n\n" + "\n\n".join(_quote(p) for p in paras[1:])
+    else:
+        body = md_escape(out["summary"].strip()) or "*(the model wrote nothing)*"
+        body += "\n\n*The shipped model is tiny: judge the summary by its evidence below.*"
+    md = f"### {label}\n\n{body}"
+    return md, evidence_md(out["evidence"], labels), summary_heatmap(ctx, out), out
+
+
+def doc_map(ctx: UIContext, doc_id: str | None) -> list[dict]:
+    """API: the document's dependency map (what each chunk retrieved at prefill)."""
+    from ingest.summary import dependency_map
+
+    doc_id = _ready(ctx, doc_id)
+    try:
+        return dependency_map(ctx.library, ctx.engine(), doc_id)
+    except NotPrefilled as e:
+        raise UIError(_not_prefilled_message(ctx, doc_id)) from e
+
+
+def doc_map_view(ctx: UIContext, doc_id: str | None) -> tuple[str, str]:
+    """(map SVG, Markdown summary of the strongest long-range links) for the Document map tab."""
+    dep = doc_map(ctx, doc_id)
+    doc_id = ctx.library.resolve(doc_id)  # type: ignore[arg-type]
+    chunk_pages, labels = ctx.layout(doc_id)
+    svg = plots.dependency_map_svg(dep, chunk_pages, labels)
+    links = plots.dependency_links(dep, len(chunk_pages))
+    if not links:
+        return svg, "No links to show."
+    n_pages = ctx.library.document(doc_id)["n_pages"]
+    longest: dict[int, tuple[int, int, float]] = {}  # per retrieved chunk, its longest strong link
+    for c, j, w in links:
+        if w >= 0.2 and c - j > 1 and (j not in longest or c - j > longest[j][0] - j):
+            longest[j] = (c, j, w)
+    far = sorted(longest.values(), key=lambda t: -(t[0] - t[1]))[:6]
+    lines = [f"{len(chunk_pages):,} chunks on {n_pages} pages, {len(links):,} retrieval links. "
+             "Click a dot (or type two chunk numbers) to read both passages."]  # fmt: skip
+    if far:
+        lines.append("\nLongest strong links (weight ≥ 0.2, one per retrieved chunk):")
+        for c, j, w in far:
+            lines.append(
+                f"- chunk {c} ({pages_text(chunk_pages[c], chunk_pages[c], labels)}) → chunk {j} "
+                f"({pages_text(chunk_pages[j], chunk_pages[j], labels)}), weight {w:.2f}"
+            )
+    return svg, "\n".join(lines)
+
+
+def doc_map_pick(ctx: UIContext, doc_id: str | None, src: Any, dst: Any = None) -> str:
+    """Both passages of a link (querying chunk src, retrieved chunk dst); without dst, src and
+    the chunks it retrieved."""
+    if not doc_id or src is None:
+        return "Pick a document and a chunk."
+    doc_id = ctx.library.resolve(doc_id)
+    s = int(src)
+    parts = [passage_md(ctx, doc_id, s, heading="Querying chunk")]
+    if dst is not None and str(dst) != "" and int(dst) >= 0:
+        parts.append(passage_md(ctx, doc_id, int(dst), heading="Retrieved chunk"))
+        return "\n\n---\n\n".join(parts)
+    dep = doc_map(ctx, doc_id)
+    row = next((r for r in dep if int(r.get("chunk", -1)) == s), None)
+    if not row or not row.get("retrieved"):
+        parts.append("It retrieved nothing (the first chunks of a document have nothing to retrieve).")
+        return "\n\n".join(parts)
+    pairs = sorted(zip(row["retrieved"], row["weights"]), key=lambda t: -t[1])
+    for j, w in pairs[:4]:
+        parts.append(passage_md(ctx, doc_id, int(j), heading=f"Retrieved (weight {float(w):.3f}): chunk"))
+    return "\n\n---\n\n".join(parts)
