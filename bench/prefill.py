@@ -15,6 +15,10 @@ subprocess, so peak RSS (ru_maxrss: anonymous + file-backed pages, memmaps inclu
 measurement. Full attention beyond its capacity is reported as n/a, not run; full_attention_kv is
 quadratic and is only run up to --fa-max (default 64K).
 
+Each measurement runs with OMP_WAIT_POLICY=PASSIVE (unless set): on a machine shared with other
+work (here: a training run on the same 2 cores), spinning OpenMP threads cost this engine about 5x
+in throughput; passive waiting also makes the CPU-time figures count work, not spinning.
+
 Models are randomly initialised (seed 0) from the `tiny` preset (--preset): timing does not depend
 on the weights. Tokens are real text: the first L tokens of data/books/train.bin (tiled if shorter).
 
@@ -193,7 +197,7 @@ def worker(arch: str, length: int, preset: str, tokens: Path, tmp_dir: str | Non
                 state = eng.new_state(None)
                 tier = "sliding-window KV ring" if arch == "sliding_window" else \
                     f"KV ring of {Engine.full_attention_capacity} positions"
-            for p in eng.prefill(state, ids.tolist(), block_chunks=block_chunks):
+            for p in eng.prefill(state, ids, block_chunks=block_chunks):  # numpy ids: no 1M-int list
                 mark(p.done_tokens)
             if state_dir is not None:
                 out["chunks"] = state.n_chunks

@@ -262,7 +262,9 @@ def train(cfg: TrainConfig) -> dict:
         ids, labels = ids.to(device), labels.to(device)
         weights = weights.to(device) if weights is not None else None
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-            loss = dmodel(ids, labels=labels, label_weights=weights).loss
+            res = dmodel(ids, labels=labels, label_weights=weights)
+        loss = res.loss
+        extra = answer_metrics(res.logits, labels, weights) if weights is not None else {}
         if not torch.isfinite(loss):
             emit({"step": step, "error": f"non-finite loss {loss.item()}; stopped (last checkpoint kept)"})
             raise FloatingPointError(f"non-finite loss at step {step}")
@@ -283,7 +285,7 @@ def train(cfg: TrainConfig) -> dict:
         now = time.time()
         ntok = ids.numel() * world
         rec = {"step": step + 1, "loss": float(logged.item()), "lr": lr, "tok/s": ntok / (now - t_last),
-               "mem_gb": rss_gb(), "gnorm": float(gnorm)}
+               "mem_gb": rss_gb(), "gnorm": float(gnorm), **extra}
         t_last = now
         if cfg.eval_every and (step + 1) % cfg.eval_every == 0:
             rec["val_loss"] = evaluate(model, batches, cfg, device, bf16)
@@ -301,6 +303,18 @@ def train(cfg: TrainConfig) -> dict:
         del dmodel
         dist.destroy_process_group()
     return {"steps": cfg.steps, "history": history, "out": str(out)}
+
+
+@torch.no_grad()
+def answer_metrics(logits, labels, weights) -> dict:
+    """Teacher-forced accuracy and loss on the up-weighted (answer) targets of a task batch."""
+    m = weights[:, 1:] > 1
+    if not bool(m.any()):
+        return {}
+    tgt = labels[:, 1:][m]
+    lg = logits[:, :-1][m].float()
+    return {"ans_acc": float((lg.argmax(-1) == tgt).float().mean()),
+            "ans_loss": float(torch.nn.functional.cross_entropy(lg, tgt))}
 
 
 @torch.no_grad()

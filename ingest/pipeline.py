@@ -13,6 +13,13 @@
   fingerprint) whose counters follow the engine's checkpoints (`state.n_tokens`).
 - resume: the same file (same sha256) is the same document; ingesting it again skips parse and
   tokenize (the token ids are stored) and continues prefill from the last checkpoint.
+- the prefill row's `n_tokens_done` is what the engine has COMMITTED (the `n_tokens` of the state
+  directory's meta.json, the commit record), never the engine's in-memory progress: after a crash
+  the row says where the next run will resume.
+- prefill cadence: env `DRT_PREFILL_BLOCK_CHUNKS` (chunks per engine block) and
+  `DRT_PREFILL_CHECKPOINT_EVERY` (blocks per checkpoint) are passed to `engine.prefill` when set
+  (the engine's defaults otherwise). A resumed prefill should use the same block size as the run it
+  continues for states bit-identical to an uninterrupted run's.
 
 The engine (drt_core.engine) is only touched through `Engine.from_pretrained`, `.tokenizer`,
 `.fingerprint`, `.open_state(dir)`, `.prefill(state, ids, cancel=)` and `state.n_tokens` /
@@ -41,6 +48,8 @@ logger = logging.getLogger(__name__)
 
 STAGES = ("hash", "parse", "tokenize", "store", "prefill", "done")
 DB_UPDATE_EVERY_S = 1.0  # prefill counters in sqlite are refreshed at most this often
+ENV_BLOCK_CHUNKS = "DRT_PREFILL_BLOCK_CHUNKS"
+ENV_CHECKPOINT_EVERY = "DRT_PREFILL_CHECKPOINT_EVERY"
 
 
 @dataclass
@@ -117,6 +126,47 @@ def _resolve_engine(engine: EngineLike | Callable[[], EngineLike] | None) -> Eng
 def state_dir(home: str | Path, doc_id: str, model_fp: str) -> Path:
     """$DRT_HOME/states/<doc_id>/<model_fp>/ (DESIGN.md, store layout)."""
     return Path(home) / "states" / doc_id / model_fp
+
+
+def _env_int(name: str) -> int | None:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        v = int(raw)
+    except ValueError:
+        raise IngestError(f"{name} must be a positive integer, not {raw!r}") from None
+    if v < 1:
+        raise IngestError(f"{name} must be a positive integer, not {raw!r}")
+    return v
+
+
+def prefill_options() -> dict[str, int]:
+    """Keyword arguments for `engine.prefill` from DRT_PREFILL_BLOCK_CHUNKS /
+    DRT_PREFILL_CHECKPOINT_EVERY (only those that are set)."""
+    opts = {}
+    for env, key in ((ENV_BLOCK_CHUNKS, "block_chunks"), (ENV_CHECKPOINT_EVERY, "checkpoint_every")):
+        v = _env_int(env)
+        if v is not None:
+            opts[key] = v
+    return opts
+
+
+def committed_tokens(state: Any, sdir: Path) -> int:
+    """Tokens the engine has committed to `sdir` (meta.json's n_tokens, the commit record).
+
+    `state.n_tokens` is the engine's in-memory progress, ahead of the disk between checkpoints;
+    the library must only ever claim what a restart will find. Falls back to `state.n_tokens` for
+    an engine whose commit record carries no count."""
+    import json
+
+    try:
+        meta = json.loads((sdir / "meta.json").read_text())
+        return int(meta["n_tokens"])
+    except FileNotFoundError:
+        return 0
+    except (OSError, ValueError, KeyError, TypeError):
+        return int(state.n_tokens)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -288,7 +338,7 @@ def prefill_document(
     state = engine.open_state(sdir)
 
     def save(status: str, error: str | None = None) -> dict:
-        n = min(int(state.n_tokens), total)
+        n = min(committed_tokens(state, sdir), total)
         n_chunks = doc["n_chunks"] if n >= total else n // CHUNK_TOKENS
         library.set_prefill_state(
             doc_id, fp, status=status, n_tokens_done=n, n_chunks_done=n_chunks,
@@ -303,18 +353,27 @@ def prefill_document(
             return _complete(library, doc_id, fp, total, doc["n_chunks"], sdir, state)
         emit(Progress("prefill", total, total, message="already prefilled"))
         return row
+    opts = prefill_options()
     save("partial" if state.n_tokens else "pending")
     start_tokens = int(state.n_tokens)
+    if start_tokens:
+        logger.info("prefill of %s resuming at %d of %d tokens", doc_id[:12], start_tokens, total)
+    else:
+        logger.info("prefill of %s starting: %d tokens", doc_id[:12], total)
     emit(Progress("prefill", start_tokens, total, message="resuming" if start_tokens else "prefilling"))
     last_db = time.monotonic()
+    recorded = start_tokens
     after_cancel = 0
     try:
-        for ev in engine.prefill(state, ids, cancel=cancel):
+        for ev in engine.prefill(state, ids, cancel=cancel, **opts):
             tps = float(ev.tokens_per_s) if getattr(ev, "tokens_per_s", None) else None
             eta = (ev.total_tokens - ev.done_tokens) / tps if tps else None
             emit(Progress("prefill", int(ev.done_tokens), int(ev.total_tokens), tps, eta, "prefilling"))
             if time.monotonic() - last_db >= DB_UPDATE_EVERY_S:
-                save("partial")
+                # one small read of the commit record; the row is written only when it moved
+                n_committed = committed_tokens(state, sdir)
+                if n_committed != recorded:
+                    recorded = save("partial")["n_tokens_done"]
                 last_db = time.monotonic()
             if cancel is not None and cancel.is_set():
                 after_cancel += 1

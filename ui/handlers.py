@@ -322,7 +322,7 @@ def evidence_md(evidence: list[dict], labels: dict[int, str] | None = None, *, t
     """The evidence list (heaviest first): chunk, pages, fusion weight, the passage."""
     if not evidence:
         return f"**{title}:** none (no document chunk was retrieved)."
-    out = [f"**{title}** — the document chunks the model retrieved, by fusion weight:"]
+    out = [f"**{title}** — the document chunks the model retrieved, by fusion weight (normalised over the answer):"]
     for e in evidence:
         pages = e.get("pages") or [0]
         out.append(

@@ -61,7 +61,7 @@ def run_golden() -> list[float]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--check", action="store_true", help="compare with the recorded file instead of writing it")
+    p.add_argument("--check", action="store_true", help="compare with the recorded file, do not write it")
     args = p.parse_args(argv)
     import torch
 

@@ -53,8 +53,8 @@ def test_two_processes_match_one_on_the_global_batch(tmp_path, data, arch):
     second step (its unused landmark query norms need find_unused_parameters)."""
     out = tmp_path / "ddp"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-           "-m", "drt_core.train", "--data", str(data), "--out", str(out), "--batch-size", "1", "--bf16", "off",
-           "--arch", arch]
+           "-m", "drt_core.train", "--data", str(data), "--out", str(out), "--batch-size", "1",
+           "--bf16", "off", "--arch", arch]
     for k, v in RUN.items():
         if k != "bf16":
             cmd += ["--" + k.replace("_", "-"), str(v)]

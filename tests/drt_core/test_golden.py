@@ -20,4 +20,5 @@ def test_tiny_cpu_golden_losses(tmp_path):
     assert [h["step"] for h in res["history"]] == [1, 2, 3, 4, 5]
     assert losses == pytest.approx(recorded, rel=1e-4, abs=0)
     # the run also leaves a loadable checkpoint
-    assert (tmp_path / "run" / "state.pt").exists() and (tmp_path / "run" / "model" / "model.safetensors").exists()
+    assert (tmp_path / "run" / "state.pt").exists()
+    assert (tmp_path / "run" / "model" / "model.safetensors").exists()

@@ -147,8 +147,18 @@ class FakeEngine:
         tot = sum(z)
         return [e for _, e in scored], [round(x / tot, 6) for x in z]
 
-    def prefill(self, state: FakeState, ids, cancel: threading.Event | None = None):
+    def prefill(
+        self,
+        state: FakeState,
+        ids,
+        cancel: threading.Event | None = None,
+        block_chunks: int | None = None,
+        checkpoint_every: int | None = None,
+    ):
+        """Like Engine.prefill; block_chunks / checkpoint_every override the constructor's."""
         self.prefill_calls += 1
+        batch_chunks = block_chunks or self.batch_chunks
+        every = checkpoint_every or self.checkpoint_every
         ids = [int(i) for i in ids]
         total = len(ids)
         bags = self._bags(ids)
@@ -160,15 +170,15 @@ class FakeEngine:
         while c < n_chunks:
             if cancel is not None and cancel.is_set():
                 break
-            for cc in range(c, min(c + self.batch_chunks, n_chunks)):
+            for cc in range(c, min(c + batch_chunks, n_chunks)):
                 if self.fail_at_chunk is not None and cc >= self.fail_at_chunk:
                     raise RuntimeError(f"simulated engine failure at chunk {cc}")
                 retrieved, weights = self._retrieve(bags[cc], bags, range(0, max(cc - 1, 0)))
                 state._pending.append({"chunk": cc, "retrieved": retrieved, "weights": weights})
-            c = min(c + self.batch_chunks, n_chunks)
+            c = min(c + batch_chunks, n_chunks)
             state._pending_tokens = min(c * CHUNK, total)
             batches += 1
-            if batches % self.checkpoint_every == 0:
+            if batches % every == 0:
                 state.checkpoint(ids)
             dt = max(time.monotonic() - t0, 1e-6)
             yield PrefillProgress(state._pending_tokens, total, (state._pending_tokens - start) / dt)

@@ -1,14 +1,8 @@
-"""The served app through gradio_client (its own way of testing: launch(prevent_thread_lock=True),
-Client(url)), the hardened settings over plain HTTP, and `drt-reader serve`."""
+"""The served app through gradio_client (Gradio's own way of testing: launch(prevent_thread_lock=True),
+Client(url)), and the hardened settings over plain HTTP."""
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -96,32 +90,3 @@ def test_hardened_server(served, tmp_path):
         assert c.get("monitoring").status_code != 200
         cfg = c.get("config").json()
         assert cfg.get("enable_queue", True) and not cfg.get("share_url")
-
-
-def test_serve_command(drt_home, tiny_model, free_port, capsys):
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
-    cmd = [sys.executable, str(ROOT / "app.py"), "--home", str(drt_home), "--model", str(tiny_model),
-           "serve", "--port", str(free_port), "--max-file-size", "2mb", "--json"]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        line = proc.stdout.readline()
-        assert line, proc.stderr.read()
-        info = json.loads(line)
-        assert info["url"] == f"http://127.0.0.1:{free_port}/" and info["max_file_size"] == 2 * 1024**2
-        r = httpx.get(info["url"], timeout=30)
-        assert r.status_code == 200 and "drt-reader" in r.text
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    # bad input: one line, exit 2
-    import app
-
-    capsys.readouterr()
-    for bad in (["--max-file-size", "lots"], ["--port", "0"]):
-        assert app.main(["--home", str(drt_home), "serve", *bad]) == 2
-        err = capsys.readouterr().err
-        assert err.count("\n") == 1 and err.startswith("drt-reader: error:"), err

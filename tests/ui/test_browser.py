@@ -27,13 +27,11 @@ _GRADIO_PANDAS = [
     pytest.mark.filterwarnings("ignore:.*no_silent_downcasting.*"),
     pytest.mark.filterwarnings("ignore:The copy keyword is deprecated"),
 ]
-pytestmark = [pytest.mark.browser, *_GRADIO_PANDAS]
+_WHY = browser_unavailable()
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(_WHY is not None, reason=_WHY or ""), *_GRADIO_PANDAS]
 
 
 def test_upload_ask_heatmap_summary_map_in_chromium(drt_home, tiny_model, free_port, tmp_path):
-    why = browser_unavailable()
-    if why:
-        pytest.skip(why)
     ctx = h.UIContext(drt_home, tiny_model, upload_root=tmp_path / "gradio")
     demo, url = blocks.launch(ctx, port=free_port, prevent_thread_lock=True)
     shots = tmp_path / "screenshots"

@@ -1,4 +1,4 @@
-"""ui.handlers and ui.plots as plain functions: no server, no browser.
+"""ui.handlers as plain functions: no server, no browser.
 
 One module-scoped library holds geotopo-pp1-10.pdf (10 pages, 118 chunks), ingested through the UI
 handler with a Cancel in the middle of prefill and then a Resume; the other tests read it.
@@ -16,7 +16,6 @@ import pytest
 from ingest.pipeline import Progress
 from tests.ui.conftest import fake_upload
 from ui import handlers as h
-from ui import plots
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 GEOTOPO = ASSETS / "geotopo-pp1-10.pdf"
@@ -101,53 +100,6 @@ def test_stage_board_shows_stages_chunks_speed_and_eta():
 def test_md_escape_keeps_text_verbatim():
     s = h.md_escape("<b>x</b> *bold* $x^2$ [link](javascript:alert(1)) # h")
     assert "<b>" not in s and "\\*bold\\*" in s and "\\$x^2\\$" in s and "\\[link\\]" in s
-
-
-TRACE = {
-    "n_doc_chunks": 10,
-    "chunks": [
-        {"gen_chunk": 11, "topk": [2, 7], "weights": [0.7, 0.3], "scores": [0.1 * i for i in range(11)], "groups": []},
-        {"gen_chunk": 12, "topk": [9, 10], "weights": [0.9, 0.1], "scores": None, "groups": []},
-    ],
-}
-PAGES = [1, 1, 1, 2, 2, 3, 3, 3, 4, 4]
-
-
-def test_heatmap_matrix_and_binning():
-    rows, bin_size, rng = plots.heatmap_matrix(TRACE, 10, max_cols=100)
-    assert bin_size == 1 and len(rows) == 2 and len(rows[0]["cells"]) == 10
-    assert rows[0]["cells"][3] == (pytest.approx(0.3), 3)
-    assert rows[0]["marks"] == {2: (2, 0.7), 7: (7, 0.3)}
-    # no scores: only the retrieved chunk is coloured; chunk 10 is past the document
-    assert rows[1]["marks"] == {9: (9, 0.9)} and rows[1]["cells"][0][0] is None
-    assert rng == (0.0, pytest.approx(0.9))
-    rows, bin_size, _ = plots.heatmap_matrix(TRACE, 10, max_cols=4)
-    assert bin_size == 3 and len(rows[0]["cells"]) == 4
-    # a bin holding a retrieved chunk opens that chunk; the others open their best-scoring chunk
-    assert rows[0]["cells"][0][1] == 2 and rows[0]["cells"][1][1] == 5 and rows[0]["cells"][2][1] == 7
-
-
-def test_heatmap_svg_is_clickable_paged_and_escaped():
-    svg = plots.retrieval_heatmap_svg(TRACE, PAGES, {1: "i", 2: "ii", 3: "1", 4: "2"}, title="<script>x</script>")
-    assert svg.count('data-chunk="') == 20  # 2 rows x 10 columns
-    assert svg.count('class="drt-topk"') == 3
-    assert "<script>" not in svg and "&lt;script&gt;" in svg
-    for lab in (">i<", ">ii<", ">1<", ">2<"):
-        assert lab in svg  # one tick per page, labelled with the printed label
-    assert "No retrieval" in plots.retrieval_heatmap_svg({"chunks": []}, PAGES)
-
-
-def test_dependency_map_svg():
-    dep = [{"chunk": c, "retrieved": [0, c - 1], "weights": [0.6, 0.4], "groups": [
-        {"retrieved": [0, c - 1], "weights": [0.6, 0.4]}]} for c in range(2, 10)]  # fmt: skip
-    links = plots.dependency_links(dep, 10)
-    assert len(links) == 16 and (9, 0, 0.6) in links
-    svg = plots.dependency_map_svg(dep, PAGES)
-    assert svg.count("data-src=") == 16 and 'data-src="9" data-dst="0"' in svg
-    assert "page of the querying chunk" in svg and "page of the retrieved chunk" in svg
-    small = plots.dependency_map_svg(dep, PAGES, max_points=5)
-    assert small.count("data-src=") == 5 and "strongest of 16" in small
-    assert "too short" in plots.dependency_map_svg([], PAGES)
 
 
 def test_jobs_are_per_session_and_kind(tmp_path):

@@ -1,0 +1,54 @@
+"""Plot training curves from run logs: `python -m bench.plot_curves OUT.png RUN_DIR[:LABEL] ...`.
+
+Reads RUN_DIR/log.jsonl (one JSON object per step, written by drt_core.train) and draws the
+training loss (smoothed) and the validation loss against tokens seen."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) < 2:
+        print(__doc__)
+        return 2
+    out, runs = argv[0], argv[1:]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for spec in runs:
+        path, _, label = spec.partition(":")
+        recs = [json.loads(l) for l in open(Path(path) / "log.jsonl") if l.strip()]
+        recs = [r for r in recs if "loss" in r]
+        by_step = {}
+        for r in recs:  # a resumed run logs some steps twice: keep the last
+            by_step[r["step"]] = r
+        steps = sorted(by_step)
+        tok = [s * by_step[s].get("tokens_per_step", 1) for s in steps]
+        loss = [by_step[s]["loss"] for s in steps]
+        sm, acc = [], None
+        for v in loss:
+            acc = v if acc is None else 0.9 * acc + 0.1 * v
+            sm.append(acc)
+        line, = ax.plot(steps, sm, label=f"{label or path} train (EMA)")
+        vs = [s for s in steps if "val_loss" in by_step[s]]
+        if vs:
+            ax.plot(vs, [by_step[s]["val_loss"] for s in vs], "o--", color=line.get_color(), label=f"{label or path} val")
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss (nats/token)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
