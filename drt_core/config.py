@@ -75,6 +75,14 @@ class DRTConfig(PretrainedConfig):
             raise ValueError(f"hidden_size {hidden_size} must be divisible by num_heads {num_heads}")
         if chunk_size < 2:
             raise ValueError("chunk_size must be >= 2 (real tokens + the landmark)")
+        if chunk_topk < 1 or window < 1:
+            raise ValueError(f"chunk_topk and window must be >= 1, got {chunk_topk} and {window}")
+        if lower_layers < 0 or encoder_layers < 0 or (baseline_layers is not None and baseline_layers < 1):
+            raise ValueError("layer counts must be >= 0 (baseline_layers >= 1)")
+        if vocab_size <= max(pad_token_id, eos_token_id, lmk_token_id):
+            raise ValueError(f"vocab_size {vocab_size} must exceed the special token ids")
+        if gca_backend not in ("auto", "reference", "triton"):
+            raise ValueError(f"gca_backend must be 'auto', 'reference' or 'triton', got {gca_backend!r}")
         if not upper_groups or any(n < 1 for n in upper_groups):
             raise ValueError("upper_groups must list at least one group of >= 1 layer, e.g. [2] or [1, 1]")
         self.arch = arch

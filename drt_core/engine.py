@@ -143,7 +143,10 @@ class DocState:
         their fusion weights, per retrieval group; chunk 0 and 1 retrieve nothing."""
         si, sw = self.memory.selections()
         out = []
-        for c in range(1, self.memory.n):
+        # chunk n exists (partially) when tokens follow the last completed chunk; its selection is stored
+        S1 = self.engine.cfg.chunk_size - 1
+        last = self.memory.n + 1 if self.carry.n_tokens > self.memory.n * S1 else self.memory.n
+        for c in range(1, last):
             idx, w = si[c - 1], sw[c - 1]
             groups = []
             for g in range(idx.shape[0]):
@@ -280,6 +283,10 @@ class Engine:
             raise CheckpointMismatch(f"states in {d} were computed by model {meta.get('model_fp')}, not {self.fingerprint}")
         mem = self._memory(d)
         carry = self._new_carry()
+        # a kill between writing a carry file and committing meta.json can leave an orphan: drop it
+        for f in d.glob("carry-*.safetensors*"):
+            if meta is None or f.name != meta.get("carry"):
+                f.unlink(missing_ok=True)
         if meta is not None and meta.get("carry"):
             from safetensors.torch import load_file
 

@@ -255,6 +255,10 @@ def cmd_rm(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------------------------
 
 
+# text mode only (--json keeps the empty string): a blank line alone reads like a hang or a crash
+EMPTY_GENERATION = "(no text: the model ended its answer at once; the evidence below is what it retrieved)"
+
+
 def _evidence_text(evidence: list[dict]) -> str:
     lines = []
     for e in evidence:
@@ -284,6 +288,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
             on_delta=on_delta if streaming else None,
         )
     if streaming:
+        if not out["answer"]:
+            print(EMPTY_GENERATION, end="")
         print()
         print("\nEvidence (what the model retrieved):\n" + (_evidence_text(out["evidence"]) or "  (none)"))
     else:
@@ -298,7 +304,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
         doc_id = lib.resolve(args.doc_id)
         engine = _engine(args)
         out = summarize(lib, engine, doc_id, mode=args.mode, max_new_tokens=args.max_new_tokens)
-    text = out["summary"] + "\n\nEvidence:\n" + (_evidence_text(out["evidence"]) or "  (none)")
+    text = (out["summary"] or EMPTY_GENERATION) + "\n\nEvidence:\n" + (_evidence_text(out["evidence"]) or "  (none)")
     _emit(args, out, text)
     return 0
 

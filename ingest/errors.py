@@ -57,6 +57,10 @@ class NotPrefilled(IngestError):
     """The document has not been (fully) prefilled by the current model."""
 
 
+class PrefillBusy(IngestError):
+    """Another process (or another tab of the UI) is prefilling the same document with this model."""
+
+
 class EngineUnavailable(IngestError):
     """The inference engine (drt_core.engine) or the model cannot be loaded."""
 

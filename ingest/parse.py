@@ -458,6 +458,8 @@ def _parse_mupdf(pymupdf, req: dict, kind: str) -> tuple:
         why = "lost to the damage, or images only" if doc.is_repaired else "images only? OCR them first"
         warnings.append(f"{len(empty)} page(s) have no text ({why}): {_ranges(empty)}")
     title = clean_text((doc.metadata or {}).get("title") or "").strip()
+    if title.lower() in _JUNK_TITLES:  # producers' placeholders: fall back to the file name
+        title = ""
     doc.close()
     return title, kind, pages, warnings
 
@@ -641,6 +643,7 @@ def split_pages(text: str, target: int = TEXT_PAGE_CHARS) -> list[str]:
     return [p for p in pages if p] or [""]
 
 
+_JUNK_TITLES = {"untitled", "untitled document", "no title", "title", "document", "(anonymous)"}
 _TEX_TITLE = re.compile(r"\\title\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}")
 
 
@@ -657,6 +660,8 @@ def _text_title(text: str, kind: str) -> str:
     for line in text[:20_000].splitlines():
         line = line.strip()
         if line:
+            # "Frankenstein;" (a title continued on the next line): drop the trailing separator
+            line = line.rstrip(";:,").strip()
             return line if len(line) <= 120 else ""
     return ""
 

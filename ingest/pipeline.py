@@ -16,6 +16,10 @@
 - the prefill row's `n_tokens_done` is what the engine has COMMITTED (the `n_tokens` of the state
   directory's meta.json, the commit record), never the engine's in-memory progress: after a crash
   the row says where the next run will resume.
+- one writer per state directory: prefill holds an exclusive advisory lock (flock on
+  `<state dir>/.prefill.lock`) while it runs; a second prefill of the same document by the same
+  model (another CLI process, another UI tab) fails at once with PrefillBusy instead of writing
+  the same memmaps and carry files concurrently.
 - prefill cadence: env `DRT_PREFILL_BLOCK_CHUNKS` (chunks per engine block) and
   `DRT_PREFILL_CHECKPOINT_EVERY` (blocks per checkpoint) are passed to `engine.prefill` when set
   (the engine's defaults otherwise). A resumed prefill should use the same block size as the run it
@@ -28,6 +32,7 @@ The engine (drt_core.engine) is only touched through `Engine.from_pretrained`, `
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import logging
@@ -40,7 +45,7 @@ from typing import Any, Callable
 
 from store.library import Library
 
-from .errors import Cancelled, EngineUnavailable, IngestError
+from .errors import Cancelled, EngineUnavailable, IngestError, PrefillBusy
 from .parse import ParseLimits, parse_file
 from .tokenize import CHUNK_TOKENS, make_encoder, tokenize_document, tokenizer_fingerprint
 
@@ -152,6 +157,35 @@ def prefill_options() -> dict[str, int]:
     return opts
 
 
+LOCK_NAME = ".prefill.lock"
+
+
+@contextlib.contextmanager
+def prefill_lock(sdir: Path, doc_id: str):
+    """Exclusive, non-blocking advisory lock on a state directory (PrefillBusy when held).
+
+    flock locks belong to the open file description, so two threads of one process (two UI tabs)
+    exclude each other as well as two processes; the kernel drops the lock when its holder dies
+    (a SIGKILLed ingest never leaves a stale lock). The empty lock file stays."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: no locking
+        yield
+        return
+    f = open(sdir / LOCK_NAME, "a+b")
+    try:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise PrefillBusy(
+                f"document {doc_id[:12]} is being prefilled right now by another process or tab; "
+                "wait for it to finish (or stop it), then try again"
+            ) from None
+        yield
+    finally:
+        f.close()
+
+
 def committed_tokens(state: Any, sdir: Path) -> int:
     """Tokens the engine has committed to `sdir` (meta.json's n_tokens, the commit record).
 
@@ -231,10 +265,11 @@ def ingest(
         warnings = list(parsed.warnings)
         emit(Progress("parse", 1, 1, message=f"{len(parsed.pages)} pages, {len(parsed.text):,} characters"))
         eng = _resolve_engine(engine)
+        n_chars = len(parsed.text)
+        emit(Progress("tokenize", 0, n_chars, message="tokenizing"))  # the stage starts here
         tok = getattr(eng, "tokenizer", None) if eng is not None else None
         encode = make_encoder(tok)
         tok_fp = tokenizer_fingerprint(tok)
-        n_chars = len(parsed.text)
         tokenized = tokenize_document(
             parsed,
             encode,
@@ -332,9 +367,24 @@ def prefill_document(
             f"remove it (drt-reader rm {doc_id[:12]}) and ingest it again"
         )
     ids = library.token_ids(doc_id)
-    total = len(ids)
     sdir = state_dir(library.home, doc_id, fp)
     sdir.mkdir(parents=True, exist_ok=True)
+    with prefill_lock(sdir, doc_id):
+        return _prefill_locked(library, engine, doc, doc_id, fp, ids, sdir, emit, cancel)
+
+
+def _prefill_locked(
+    library: Library,
+    engine: EngineLike,
+    doc: dict,
+    doc_id: str,
+    fp: str,
+    ids: list[int],
+    sdir: Path,
+    emit: ProgressFn,
+    cancel: threading.Event | None,
+) -> dict:
+    total = len(ids)
     state = engine.open_state(sdir)
 
     def save(status: str, error: str | None = None) -> dict:

@@ -198,3 +198,28 @@ def test_generate_streams_and_leaves_state_untouched():
     # greedy generation is deterministic
     again = list(eng.generate(st, "what is it", max_new_tokens=80, stop_at_newline=False))
     assert [e.token_id for e in again] == [e.token_id for e in events]
+
+
+def test_dependency_map_includes_the_partial_last_chunk():
+    """Regression: a document ending in a partial chunk lost that chunk's row in the map."""
+    m = make_model()
+    eng = Engine(m, memory_dtype=np.float32)
+    st = eng.new_state()
+    eng.feed(st, ids_of(63 * 5 + 10, seed=9)[0].tolist())
+    dep = st.dependency_map()
+    assert [r["chunk"] for r in dep] == [1, 2, 3, 4, 5]
+    st2 = eng.new_state()
+    eng.feed(st2, ids_of(63 * 5, seed=9)[0].tolist())
+    assert [r["chunk"] for r in st2.dependency_map()] == [1, 2, 3, 4]
+
+
+def test_orphan_carry_file_is_removed_on_open(tmp_path):
+    """Regression: a kill between writing carry-<n> and committing meta.json left the file forever."""
+    m = make_model()
+    eng = Engine(m, memory_dtype=np.float32)
+    st = eng.open_state(tmp_path / "s")
+    list(eng.prefill(st, ids_of(200)[0].tolist()))
+    (tmp_path / "s" / "carry-999.safetensors").write_bytes(b"x")
+    st = eng.open_state(tmp_path / "s")
+    assert sorted(p.name for p in (tmp_path / "s").glob("carry-*")) == ["carry-200.safetensors"]
+    assert st.n_tokens == 200

@@ -422,3 +422,11 @@ def test_baseline_sizes_match_tiny():
     assert counts["drt"] == 4_008_960
     for arch, n in counts.items():
         assert abs(n - counts["drt"]) / counts["drt"] < 0.15, (arch, n)
+
+
+@pytest.mark.parametrize("bad", [dict(chunk_topk=0), dict(window=0), dict(gca_backend="x"),
+                                 dict(lower_layers=-1), dict(vocab_size=2)])
+def test_config_rejects_values_that_fail_later(bad):
+    """Regression: these were accepted and failed (or silently misbehaved) deep in the forward pass."""
+    with pytest.raises(ValueError):
+        DRTConfig.from_preset("tiny", **bad)

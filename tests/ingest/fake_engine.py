@@ -1,7 +1,9 @@
 """A small stand-in for drt_core.engine.Engine, with the same surface, for pipeline and CLI tests.
 
 What it mimics (and what the pipeline relies on):
-- `open_state(dir)` creates or reopens a state; `state.n_tokens` is what was checkpointed;
+- `open_state(dir)` creates or reopens a state; like drt_core.engine, `state.n_tokens` is the
+  in-memory progress (ahead of the disk between checkpoints) and meta.json's `n_tokens` is what was
+  checkpointed (what a restart finds);
 - `prefill(state, ids, cancel=)` continues from `state.n_tokens`, yields
   `PrefillProgress(done_tokens, total_tokens, tokens_per_s)` after each batch of chunks, checkpoints
   atomically every `checkpoint_every` batches and at the end (cancelled or not), and stops at the
@@ -87,7 +89,7 @@ class FakeState:
 
     @property
     def n_tokens(self) -> int:
-        return self._n_tokens
+        return self._pending_tokens  # in memory, as drt_core.engine.DocState.n_tokens
 
     def dependency_map(self) -> list[dict]:
         return [dict(r) for r in self._dep]

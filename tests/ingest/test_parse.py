@@ -120,6 +120,21 @@ def test_tex_keeps_labels_and_refs(assets):
     _spans_consistent(doc)
 
 
+def test_titles_without_trailing_separator_or_placeholder(assets, tmp_path):
+    """Regression (end-to-end run): "Frankenstein;" was the title of the Frankenstein excerpt, and
+    a PDF whose producer wrote "untitled" into its metadata was listed as "untitled"."""
+    import pymupdf
+
+    assert parse_file(assets / "frankenstein_excerpt.txt").title == "Frankenstein"
+    pdf = tmp_path / "placeholder.pdf"
+    doc = pymupdf.open()
+    doc.new_page().insert_text((72, 72), "Some text on a page.")
+    doc.set_metadata({"title": "untitled"})
+    doc.save(pdf)
+    doc.close()
+    assert parse_file(pdf).title == ""  # the pipeline then falls back to the file name
+
+
 def test_content_not_name_decides(assets, tmp_path):
     pdf_as_txt = tmp_path / "looks-like.txt"
     shutil.copy(assets / "015-arabic__habibi.pdf", pdf_as_txt)

@@ -146,6 +146,59 @@ def test_engine_failure_is_recorded_and_resumable(library, test_tokenizer, asset
     assert len(_dependency_map(library, doc["id"], healthy.fingerprint)) == doc["n_chunks"]
 
 
+def test_prefill_row_claims_only_what_was_committed(library, test_tokenizer, assets):
+    """Regression (real engine): the row followed `state.n_tokens`, the engine's IN-MEMORY progress,
+    so after a crash or a kill it claimed tokens that no checkpoint held. It must say what a
+    restart finds: meta.json's n_tokens (here the engine dies at chunk 28, last commit at 24)."""
+    import json
+
+    crashing = FakeEngine(test_tokenizer, batch_chunks=2, checkpoint_every=3, fail_at_chunk=28)
+    with pytest.raises(RuntimeError, match="simulated"):
+        ingest(assets / "stacks-brauer.tex", library=library, engine=crashing)
+    (doc,) = library.documents()
+    row = library.prefill_state(doc["id"], crashing.fingerprint)
+    committed = json.loads((Path(row["state_dir"]) / "meta.json").read_text())["n_tokens"]
+    assert committed == 24 * 63
+    assert (row["status"], row["n_tokens_done"], row["n_chunks_done"]) == ("partial", 24 * 63, 24)
+    assert crashing.open_state(row["state_dir"]).n_tokens == row["n_tokens_done"]
+
+
+def test_a_second_prefill_of_the_same_document_is_refused(library, test_tokenizer, assets):
+    """Regression (integration review): nothing stopped two prefills of one document (the CLI beside
+    the UI, two UI tabs) from writing the same memmaps and carry files at once; one could delete the
+    carry file the other's meta.json names. The second now fails at once and changes nothing."""
+    from ingest.errors import PrefillBusy
+
+    engine = FakeEngine(test_tokenizer)
+    res = ingest(assets / "stacks-brauer.tex", library=library, engine=engine, prefill=False)
+    sdir = state_dir(library.home, res.doc_id, engine.fingerprint)
+    sdir.mkdir(parents=True)
+    with pipeline.prefill_lock(sdir, res.doc_id):  # what a running prefill holds
+        before = snapshot(library.home)
+        with pytest.raises(PrefillBusy, match="being prefilled"):
+            prefill_document(library, engine, res.doc_id)
+        assert snapshot(library.home) == before and engine.prefill_calls == 0
+    row = prefill_document(library, engine, res.doc_id)  # released: it runs
+    assert row["status"] == "done"
+
+
+def test_prefill_cadence_from_the_environment(library, test_tokenizer, assets, monkeypatch):
+    seen = {}
+
+    class Spy(FakeEngine):
+        def prefill(self, state, ids, cancel=None, **kw):
+            seen.update(kw)
+            return super().prefill(state, ids, cancel=cancel, **kw)
+
+    monkeypatch.setenv("DRT_PREFILL_BLOCK_CHUNKS", "3")
+    monkeypatch.setenv("DRT_PREFILL_CHECKPOINT_EVERY", "5")
+    ingest(assets / "015-arabic__habibi.pdf", library=library, engine=Spy(test_tokenizer))
+    assert seen == {"block_chunks": 3, "checkpoint_every": 5}
+    monkeypatch.setenv("DRT_PREFILL_BLOCK_CHUNKS", "zero")
+    with pytest.raises(IngestError, match="DRT_PREFILL_BLOCK_CHUNKS"):
+        ingest(assets / "026-latex-multicolumn__multicolumn.pdf", library=library, engine=Spy(test_tokenizer))
+
+
 def test_lost_state_files_are_prefilled_again(library, fake_engine, assets):
     res = ingest(assets / "015-arabic__habibi.pdf", library=library, engine=fake_engine)
     shutil.rmtree(state_dir(library.home, res.doc_id, fake_engine.fingerprint))
