@@ -174,6 +174,18 @@ class Batches:
                 torch.stack([pad(r, 0.0) for r in wts]))
 
 
+def _copy_tokenizer(dst: Path) -> None:
+    """A checkpoint directory is complete: weights, config and the tokenizer it was trained with."""
+    import shutil
+
+    from .tokenizer import _resolve
+
+    src = _resolve(None)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        if (src / name).exists() and not (dst / name).exists():
+            shutil.copy2(src / name, dst / name)
+
+
 def build_model(cfg: TrainConfig):
     from .config import DRTConfig
     from .modeling import DRTForCausalLM
@@ -251,6 +263,7 @@ def train(cfg: TrainConfig) -> dict:
         atomic_save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "history": history,
                      "rng": torch.get_rng_state(), "config": asdict(cfg)}, ck)
         model.save_pretrained(out / "model")
+        _copy_tokenizer(out / "model")
 
     model.train()
     t_last = time.time()

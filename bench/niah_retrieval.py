@@ -1,0 +1,96 @@
+"""Does the model RETRIEVE the needle? `python -m bench.niah_retrieval --model DIR --lengths 4k,16k`.
+
+For single-needle NIAH examples (drt_core.tasks, the app's prompt layout), streams the haystack and
+the question through the engine and looks at the selection that serves the answer chunk (made by
+the landmark just before it, after the question was read):
+    hit@k        the needle's chunk is among the top-k selected (weight > 0), per group 0
+    rank         the needle chunk's rank among all eligible past chunks by relevance score
+    chance       k / number of eligible chunks (what a random retriever would get)
+    first_tok    teacher-forced accuracy of the first answer token
+    answer       greedy answer scored with tasks.score_answer
+This separates the two skills the paper's NIAH accuracy needs: finding the chunk, and copying from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import numpy as np
+import torch
+
+
+def parse_len(s: str) -> int:
+    s = s.strip().lower()
+    mult = {"k": 1024, "m": 1024 * 1024}.get(s[-1], 1)
+    return int(float(s[:-1] if s[-1] in "km" else s) * mult)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="bench.niah_retrieval", description=__doc__.splitlines()[0])
+    p.add_argument("--model", default="checkpoints/drt-tiny")
+    p.add_argument("--lengths", default="4k,16k")
+    p.add_argument("--samples", type=int, default=20)
+    p.add_argument("--haystack", default="data/books/val.bin")
+    p.add_argument("--task", default="single", choices=["single", "multikey"])
+    p.add_argument("--phrasings", default="train", choices=["train", "heldout"])
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true")
+    a = p.parse_args(argv)
+
+    from drt_core.engine import Engine
+    from drt_core.tasks import build, score_answer
+
+    eng = Engine.from_pretrained(a.model)
+    S1 = eng.cfg.chunk_size - 1
+    hay = np.fromfile(a.haystack, dtype=np.uint16).astype(np.int64)
+    results = {}
+    for L in [parse_len(x) for x in a.lengths.split(",")]:
+        rows = []
+        t0 = time.time()
+        for i in range(a.samples):
+            depth = (i + 0.5) / a.samples
+            ex = build(a.task, hay, L, a.seed * 100003 + i, depth=depth, phrasings=a.phrasings,
+                       tokenizer_path=a.model)
+            st = eng.new_state()
+            prompt = ex.prompt_ids(0).tolist()
+            eng.feed(st, prompt[:-1])  # ends with the landmark that serves the answer chunk
+            chunk = ex.prompt_ends[0] // S1  # the answer chunk
+            idx, w = st.carry.sel_idx[0].tolist(), st.carry.sel_w[0].tolist()
+            selected = {c for c, x in zip(idx, w) if x > 0}
+            s, e = ex.needle_spans[0] if a.task == "single" else ex.needle_spans[ex.meta.get("real_needle", 0)]
+            needle_chunks = set(range(s // S1, (e - 1) // S1 + 1))
+            eligible = chunk - 1
+            hit = bool(selected & needle_chunks)
+            a0, a1 = ex.answer_spans[0]
+            gen = list(eng.generate(st, prompt_ids=prompt[-1:], max_new_tokens=(a1 - a0) + 4))
+            first_ok = gen[0].token_id == int(ex.ids[a0])
+            answer = gen[-1].answer or ""
+            rows.append({"depth": round(depth, 3), "hit": hit, "chance": min(1.0, eng.cfg.chunk_topk / max(1, eligible)),
+                         "first_tok": first_ok, "answer_ok": score_answer(answer, ex.answer),
+                         "answer": answer, "expected": ex.answer})
+        n = len(rows)
+        results[L] = {
+            "samples": n,
+            "hit@k": sum(r["hit"] for r in rows) / n,
+            "chance@k": sum(r["chance"] for r in rows) / n,
+            "first_token_acc": sum(r["first_tok"] for r in rows) / n,
+            "answer_acc": sum(r["answer_ok"] for r in rows) / n,
+            "seconds": round(time.time() - t0, 1),
+            "rows": rows,
+        }
+    if a.json:
+        print(json.dumps({"model": a.model, "task": a.task, "phrasings": a.phrasings, "results": results}))
+    else:
+        print(f"model {a.model}  task {a.task}  phrasings {a.phrasings}  top-k {eng.cfg.chunk_topk}")
+        print(f"{'length':>8} {'n':>4} {'hit@k':>7} {'chance':>7} {'1st tok':>8} {'answer':>7} {'s':>7}")
+        for L, r in results.items():
+            print(f"{L:>8} {r['samples']:>4} {r['hit@k']:>7.2f} {r['chance@k']:>7.2f} {r['first_token_acc']:>8.2f}"
+                  f" {r['answer_acc']:>7.2f} {r['seconds']:>7}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
