@@ -221,13 +221,12 @@ class _StateFactory:
 
 
 def _feed_blocks(engine, state, ids: np.ndarray, block_tokens: int) -> None:
-    """Feed ids in blocks aligned to chunk boundaries (the same blocks as Engine.prefill)."""
-    i, n = 0, len(ids)
-    start = state.n_tokens
-    while i < n:
-        j = min(n, ((start + i) // block_tokens + 1) * block_tokens - start)
-        engine.feed(state, ids[i:j].tolist())
-        i = j
+    """Feed ids the way ingest does: Engine.prefill (blocks aligned to chunks; a state with a
+    directory is committed every few blocks, which is where the store releases written pages)."""
+    block_chunks = max(1, block_tokens // engine.cfg.chunk_tokens) if engine.cfg.uses_chunks else \
+        max(1, block_tokens // 64)
+    for _ in engine.prefill(state, ids, block_chunks=block_chunks):
+        pass
 
 
 # ----------------------------------------------------------------------------------------------
