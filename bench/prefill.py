@@ -263,17 +263,21 @@ def ratios(rows: list[dict]) -> dict:
         out[f"{a}_toks_1m_over_16k"] = ratio(get(a, K * K, "tokens_per_s"), get(a, 16 * K, "tokens_per_s"))
         out[f"{a}_cpu_toks_1m_over_16k"] = ratio(get(a, K * K, "tokens_per_cpu_s"), get(a, 16 * K, "tokens_per_cpu_s"))
         # within the 1M run: speed over its last 16 blocks / speed over its first 16 (after warm-up)
-        out[f"{a}_1m_run_tail_over_head"] = ratio(get(a, K * K, "tokens_per_s_tail"), get(a, K * K, "tokens_per_s_head"))
+        out[f"{a}_1m_run_tail_over_head"] = ratio(get(a, K * K, "tokens_per_s_tail"),
+                                                  get(a, K * K, "tokens_per_s_head"))
         out[f"{a}_1m_run_tail_over_head_cpu"] = ratio(get(a, K * K, "tokens_per_cpu_s_tail"),
                                                       get(a, K * K, "tokens_per_cpu_s_head"))
     lengths = sorted({n for _, n in by})
-    out["drt_over_sliding_window"] = {fmt_length(n): ratio(get("drt", n, "tokens_per_s"), get("sliding_window", n, "tokens_per_s"))
-                                      for n in lengths}
+    out["drt_over_sliding_window"] = {
+        fmt_length(n): ratio(get("drt", n, "tokens_per_s"), get("sliding_window", n, "tokens_per_s"))
+        for n in lengths}
     out["drt_over_sliding_window_cpu"] = {
-        fmt_length(n): ratio(get("drt", n, "tokens_per_cpu_s"), get("sliding_window", n, "tokens_per_cpu_s")) for n in lengths}
+        fmt_length(n): ratio(get("drt", n, "tokens_per_cpu_s"), get("sliding_window", n, "tokens_per_cpu_s"))
+        for n in lengths}
     for fa in ("full_attention", "full_attention_kv"):
         out[f"drt_over_{fa}_64k"] = ratio(get("drt", 64 * K, "tokens_per_s"), get(fa, 64 * K, "tokens_per_s"))
-        out[f"drt_over_{fa}_64k_cpu"] = ratio(get("drt", 64 * K, "tokens_per_cpu_s"), get(fa, 64 * K, "tokens_per_cpu_s"))
+        out[f"drt_over_{fa}_64k_cpu"] = ratio(get("drt", 64 * K, "tokens_per_cpu_s"),
+                                              get(fa, 64 * K, "tokens_per_cpu_s"))
     targets = {
         "rss_1m_le_1.2x_64k": (out["drt_rss_1m_over_64k"], lambda v: v <= 1.2),
         "toks_1m_within_15pct_of_16k": (out["drt_toks_1m_over_16k"], lambda v: v >= 0.85),
@@ -303,7 +307,8 @@ def format_table(res: dict) -> str:
                          "| - | - | - | - | - | - |")
             continue
         lines.append(
-            f"| {r['arch']} | {_fmt(r['params'])} | {fmt_length(r['length'])} | {r['tier']} | {_fmt(r['tokens_per_s'])} "
+            f"| {r['arch']} | {_fmt(r['params'])} | {fmt_length(r['length'])} | {r['tier']} "
+            f"| {_fmt(r['tokens_per_s'])} "
             f"| {_fmt(r['tokens_per_cpu_s'])} | {_fmt(r['tokens_per_s_head'])} / {_fmt(r['tokens_per_s_tail'])} "
             f"| {_fmt(r['peak_rss_mb'])} "
             f"| {_fmt(r['rss_after_load_mb'])} | {_fmt(r.get('disk_bytes_per_token'))} | {_fmt(r['seconds'], 1)} |")
@@ -407,7 +412,8 @@ def main(argv: list[str] | None = None) -> int:
                 row = dict(max(runs, key=lambda r: r.get("tokens_per_s", 0)))
                 if len(runs) > 1 and row["status"] == "ok":
                     row["peak_rss_mb"] = max(r["peak_rss_mb"] for r in runs)
-                    row["repeats"] = [{k: r[k] for k in ("tokens_per_s", "tokens_per_cpu_s", "peak_rss_mb")} for r in runs]
+                    keys = ("tokens_per_s", "tokens_per_cpu_s", "peak_rss_mb")
+                    row["repeats"] = [{k: r[k] for k in keys} for r in runs]
                 print(f"[bench.prefill] {a} {fmt_length(n)}: {row.get('tokens_per_s', 0):.0f} tok/s, "
                       f"peak RSS {row.get('peak_rss_mb', 0):.0f} MB, {time.time() - t0:.0f} s ({row['status']})",
                       file=sys.stderr, flush=True)
