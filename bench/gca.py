@@ -24,6 +24,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from bench.machine import cpu_model
 from kernels.gca import gca_reference
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -33,15 +34,7 @@ IMPLS = ("triton", "reference", "sdpa")
 def machine_name() -> str:
     if torch.cuda.is_available():
         return f"{torch.cuda.get_device_name(0)} (CUDA {torch.version.cuda})"
-    name = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    name = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    name = cpu_model(platform.processor() or platform.machine())
     return f"{name}, {os.cpu_count()} CPUs, {torch.get_num_threads()} torch threads (no CUDA)"
 
 

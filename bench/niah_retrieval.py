@@ -19,7 +19,6 @@ import sys
 import time
 
 import numpy as np
-import torch
 
 
 def parse_len(s: str) -> int:

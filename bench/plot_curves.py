@@ -30,7 +30,6 @@ def main(argv: list[str] | None = None) -> int:
         for r in recs:  # a resumed run logs some steps twice: keep the last
             by_step[r["step"]] = r
         steps = sorted(by_step)
-        tok = [s * by_step[s].get("tokens_per_step", 1) for s in steps]
         loss = [by_step[s]["loss"] for s in steps]
         sm, acc = [], None
         for v in loss:

@@ -162,7 +162,6 @@ def fa_growing_prefill(model, ids, block: int = 1024, on_block=None):
 
 
 def worker(arch: str, length: int, preset: str, tokens: Path, tmp_dir: str | None, block_chunks: int) -> dict:
-    import numpy as np
     import torch
 
     from drt_core.config import DRTConfig
@@ -324,18 +323,9 @@ def format_table(res: dict) -> str:
 
 
 def machine_name() -> str:
-    import platform
+    from bench.machine import cpu_model
 
-    name = platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    name = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{name}, {os.cpu_count()} CPUs"
+    return f"{cpu_model()}, {os.cpu_count()} CPUs"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -271,15 +271,17 @@ def encode_documents(paths: Sequence[str | os.PathLike], tokenizer_path=None, ba
 
 
 def _write_atomic_bin(path: Path, arrays: Iterable[np.ndarray]) -> int:
-    tmp = path.with_suffix(path.suffix + ".tmp")
+    from store.chunk_store import atomic_write
+
     n = 0
-    with open(tmp, "wb") as f:
+
+    def write(f) -> None:
+        nonlocal n
         for a in arrays:
             f.write(a.astype(TOKEN_DTYPE, copy=False).tobytes())
             n += int(a.size)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+
+    atomic_write(path, write)
     return n
 
 

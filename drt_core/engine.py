@@ -301,15 +301,11 @@ class Engine:
         return DocState(self, mem, carry, d)
 
     def _save_carry(self, state: DocState) -> None:
-        from safetensors.torch import save_file
+        from safetensors.torch import save
 
         d, car = state.directory, state.carry
         name = f"carry-{car.n_tokens}.safetensors"
-        tmp = d / (name + ".tmp")
-        save_file({k: v.cpu() for k, v in car.tensors().items()}, str(tmp))
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, d / name)
+        atomic_write_bytes(d / name, save({k: v.cpu() for k, v in car.tensors().items()}))
         old = state.memory.meta.get("carry")
         state.memory.commit({"carry": name, "pos": car.pos, "n_tokens": car.n_tokens, "model_fp": self.fingerprint,
                              "arch": self.cfg.arch})
@@ -370,7 +366,7 @@ class Engine:
                 x = layer(x, pos0, win)
             car.pos += T
             return self._logits(x, real) if want_logits else None
-        S, D, H, d, N = c.chunk_size, c.hidden_size, c.num_heads, c.head_dim, c.chunk_size - 1
+        S, D = c.chunk_size, c.hidden_size
         nl = len(model.lower)
         for layer, win in zip(model.lower, car.windows[:nl]):
             x = layer(x, pos0, win)

@@ -467,7 +467,6 @@ class DRTForCausalLM(DRTPreTrainedModel):
         B, L = input_ids.shape
         S, D, H, d = cfg.chunk_size, cfg.hidden_size, cfg.num_heads, cfg.head_dim
         aug, C = self.augment(input_ids)
-        T = C * S
         x = self.embed(aug)
         for layer in self.lower:
             x = layer(x)

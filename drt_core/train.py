@@ -96,18 +96,9 @@ def rss_gb() -> float:
 
 def atomic_save(obj, path: Path) -> None:
     """torch.save to a temporary name, fsync, rename: a crash never leaves a torn checkpoint."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        torch.save(obj, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    from store.chunk_store import atomic_write
+
+    atomic_write(path, lambda f: torch.save(obj, f))
 
 
 class Batches:

@@ -10,13 +10,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import signal
 import sys
 import threading
 import time
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Iterator
 
 
@@ -241,11 +239,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
+    from .pipeline import remove_document
+
     with _library(args) as lib:
-        doc_id = lib.resolve(args.doc_id)
-        title = lib.document(doc_id)["title"]
-        lib.delete_document(doc_id)  # the commit point: the states below are unreachable from now on
-    shutil.rmtree(Path(args.home) / "states" / doc_id, ignore_errors=True)
+        doc_id, title = remove_document(lib, args.doc_id)
     _emit(args, {"doc_id": doc_id, "removed": True}, f"removed {doc_id[:12]}  {title}")
     return 0
 

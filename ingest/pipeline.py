@@ -37,6 +37,7 @@ import functools
 import hashlib
 import logging
 import os
+import shutil
 import threading
 import time
 from dataclasses import dataclass, field
@@ -131,6 +132,16 @@ def _resolve_engine(engine: EngineLike | Callable[[], EngineLike] | None) -> Eng
 def state_dir(home: str | Path, doc_id: str, model_fp: str) -> Path:
     """$DRT_HOME/states/<doc_id>/<model_fp>/ (DESIGN.md, store layout)."""
     return Path(home) / "states" / doc_id / model_fp
+
+
+def remove_document(library: Library, doc_id: str) -> tuple[str, str]:
+    """Delete a document (rows first: the commit point), then its prefilled states of every model.
+    `doc_id` may be a unique prefix. Returns (doc_id, title)."""
+    doc_id = library.resolve(doc_id)
+    title = library.document(doc_id)["title"]
+    library.delete_document(doc_id)  # the states below are unreachable from now on
+    shutil.rmtree(Path(library.home) / "states" / doc_id, ignore_errors=True)
+    return doc_id, title
 
 
 def _env_int(name: str) -> int | None:

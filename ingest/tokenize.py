@@ -20,7 +20,6 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
-import re
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
@@ -33,7 +32,6 @@ if TYPE_CHECKING:
 CHUNK_TOKENS = 63  # real tokens per chunk (the 64th slot is the model's landmark)
 PIECE_CHARS = 1 << 18  # encode in pieces of about this many characters (progress, cancel, memory)
 
-_SAFE_CUT = re.compile(r"(?<=\S)\n(?=\S)")
 
 Offsets = list[tuple[int, int]]
 Encoder = Callable[[str], tuple[list[int], Offsets]]
@@ -139,21 +137,14 @@ def sane_offsets(offsets: Sequence[tuple[int, int]], n: int) -> Offsets:
 
 
 def iter_pieces(text: str, piece_chars: int = PIECE_CHARS) -> Iterator[tuple[int, str]]:
-    """(start, piece) covering `text`, cut just after a newline between two non-space characters."""
-    i, n = 0, len(text)
-    while i < n:
-        j = min(n, i + piece_chars)
-        if j < n:
-            k = text.rfind("\n", i, j)
-            while k > i and (k + 1 >= n or text[k + 1].isspace() or text[k - 1].isspace()):
-                k = text.rfind("\n", i, k)
-            if k > i:
-                j = k + 1
-            else:  # no safe cut in the window: go on to the next one
-                m = _SAFE_CUT.search(text, j)
-                j = m.end() if m else n
-        yield i, text[i:j]
-        i = j
+    """(start, piece) covering `text`, cut where encoding the pieces gives the ids of the whole
+    (drt_core.tokenizer.iter_pieces: just after a newline between two non-space characters)."""
+    from drt_core.tokenizer import iter_pieces as tokenizer_pieces
+
+    start = 0
+    for piece in tokenizer_pieces(text, piece_chars):
+        yield start, piece
+        start += len(piece)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import BinaryIO, Callable
 
 import numpy as np
 
@@ -210,12 +211,14 @@ class MemmapChunkMemory(ChunkMemory):
         return sum((self.dir / n).stat().st_size for n, _, _ in self._spec())
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write to a temporary name, fsync, rename, fsync the directory."""
+def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -> None:
+    """Call `write(f)` on a temporary file, fsync it, rename it over `path`, fsync the directory:
+    a crash leaves either the old file or the new one, never a torn one."""
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as f:
-        f.write(data)
+        write(f)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
@@ -224,3 +227,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         os.fsync(dfd)
     finally:
         os.close(dfd)
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    atomic_write(path, lambda f: f.write(data))

@@ -25,7 +25,6 @@ import math
 import os
 import queue
 import re
-import shutil
 import tempfile
 import threading
 import time
@@ -654,11 +653,7 @@ def delete_document(ctx: UIContext, doc_id: str | None) -> str:
     """Remove a document, its chunks, traces, answers and prefilled states."""
     if not doc_id:
         return "Nothing deleted."
-    lib = ctx.library
-    doc_id = lib.resolve(doc_id)
-    title = lib.document(doc_id)["title"]
-    lib.delete_document(doc_id)  # the commit point; the states below are unreachable from now on
-    shutil.rmtree(ctx.home / "states" / doc_id, ignore_errors=True)
+    doc_id, title = pipeline.remove_document(ctx.library, doc_id)
     with ctx._lock:
         ctx._layouts.pop(doc_id, None)
     return f"Deleted **{md_escape(title)}** ({doc_id[:12]})."
