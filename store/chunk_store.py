@@ -21,6 +21,7 @@ inner-product index over the keys for very long documents (same top-k as the mat
 from __future__ import annotations
 
 import json
+import mmap
 import os
 from pathlib import Path
 from typing import BinaryIO, Callable
@@ -177,8 +178,36 @@ class MemmapChunkMemory(ChunkMemory):
         return self._key_ram[: self.n]
 
     def gather(self, idx):
+        """Read the selected rows with pread: nothing gets mapped into the process, so resident
+        memory does not grow with the document (Linux's page cache is unified, so rows written
+        through the mapping and not yet flushed are read back as written)."""
         idx = np.asarray(idx)
-        return np.asarray(self._k[idx]), np.asarray(self._v[idx])
+        flat = idx.reshape(-1).tolist()
+        row = self.N * self.D * self.dtype.itemsize
+        out = []
+        for fd in self._fds():
+            a = np.empty((len(flat), self.N, self.D), self.dtype)
+            for j, c in enumerate(flat):
+                if os.preadv(fd, [a[j]], int(c) * row) != row:
+                    raise IOError(f"short read of chunk {c} in {self.dir}")
+            out.append(a.reshape(*idx.shape, self.N, self.D))
+        return out[0], out[1]
+
+    def _fds(self) -> tuple[int, int]:
+        if getattr(self, "_kv_fds", None) is None:
+            self._kv_fds = (os.open(self.dir / "k.bin", os.O_RDONLY), os.open(self.dir / "v.bin", os.O_RDONLY))
+        return self._kv_fds
+
+    def close(self) -> None:
+        for fd in getattr(self, "_kv_fds", None) or ():
+            os.close(fd)
+        self._kv_fds = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
 
     def selections(self):
         return np.asarray(self._si[: self.n]), np.asarray(self._sw[: self.n])
@@ -206,6 +235,10 @@ class MemmapChunkMemory(ChunkMemory):
         meta.update(format=FORMAT_VERSION, n=self.n, D=self.D, N=self.N, G=self.G, k=self.k, dtype=self.dtype.name)
         atomic_write_bytes(self.dir / "meta.json", json.dumps(meta, indent=1).encode())
         self.meta = meta
+        # drop the written pages from this process's mapping (they stay in the file and the page
+        # cache): without it, resident memory grows with every chunk appended
+        for m in (self._key, self._k, self._v, self._si, self._sw):
+            m._mmap.madvise(mmap.MADV_DONTNEED)
 
     def disk_bytes(self) -> int:
         return sum((self.dir / n).stat().st_size for n, _, _ in self._spec())
