@@ -637,10 +637,8 @@ class Engine:
             si, sw = fork.memory.selections()
             if chunk - 1 >= len(si) or chunk - 1 < 0:
                 return None
-            keys = torch.from_numpy(fork.memory.keys()[: chunk - 1])
             groups = [{"group": g, "idx": si[chunk - 1][g].tolist(), "weights": sw[chunk - 1][g].tolist(),
                        "scores": None} for g in range(si.shape[1])]
-            del keys
         g0 = min(groups, key=lambda r: r["group"])
         keep = [i for i, w in enumerate(g0["weights"]) if w > 0]
         return {"topk": [g0["idx"][i] for i in keep], "weights": [round(g0["weights"][i], 5) for i in keep],

@@ -168,7 +168,11 @@ class MemmapChunkMemory(ChunkMemory):
         self._key[s], self._k[s] = key, mem_k.astype(self.dtype, copy=False)
         self._v[s] = mem_v.astype(self.dtype, copy=False)
         self._si[s], self._sw[s] = sel_idx, sel_w
-        self._key_ram = np.concatenate([self._key_ram, np.asarray(key, dtype=np.float32)])
+        if self.n + m > len(self._key_ram):  # grow by doubling: appends stay O(1) amortised
+            grown = np.empty((max(2 * len(self._key_ram), self.n + m), self.D), np.float32)
+            grown[: self.n] = self._key_ram[: self.n]
+            self._key_ram = grown
+        self._key_ram[self.n: self.n + m] = key
         self.n += m
 
     def set_selection(self, rows: np.ndarray, sel_idx, sel_w) -> None:
@@ -214,7 +218,6 @@ class MemmapChunkMemory(ChunkMemory):
 
     def truncate(self, n: int) -> None:
         self.n = min(self.n, n)
-        self._key_ram = self._key_ram[: self.n]
 
     def flush(self) -> None:
         for m in (self._key, self._k, self._v, self._si, self._sw):
