@@ -3,8 +3,7 @@
 For single-needle NIAH examples (drt_core.tasks, the app's prompt layout), streams the haystack and
 the question through the engine and looks at the selection that serves the answer chunk (made by
 the landmark just before it, after the question was read):
-    hit@k        the needle's chunk is among the top-k selected (weight > 0), per group 0
-    rank         the needle chunk's rank among all eligible past chunks by relevance score
+    hit@k        the chunk holding the answer value is among the top-k selected (weight > 0), group 0
     chance       k / number of eligible chunks (what a random retriever would get)
     first_tok    teacher-forced accuracy of the first answer token
     answer       greedy answer scored with tasks.score_answer
@@ -40,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
 
     from drt_core.engine import Engine
-    from drt_core.tasks import build, score_answer
+    from drt_core.tasks import build, retrieval_targets, score_answer
 
     eng = Engine.from_pretrained(a.model)
     S1 = eng.cfg.chunk_size - 1
@@ -59,10 +58,9 @@ def main(argv: list[str] | None = None) -> int:
             chunk = ex.prompt_ends[0] // S1  # the answer chunk
             idx, w = st.carry.sel_idx[0].tolist(), st.carry.sel_w[0].tolist()
             selected = {c for c, x in zip(idx, w) if x > 0}
-            s, e = ex.needle_spans[0] if a.task == "single" else ex.needle_spans[ex.meta.get("real_needle", 0)]
-            needle_chunks = set(range(s // S1, (e - 1) // S1 + 1))
+            (_, (value_chunk, *_)), *_ = retrieval_targets(ex, a.model)
             eligible = chunk - 1
-            hit = bool(selected & needle_chunks)
+            hit = value_chunk in selected  # the chunk holding the answer's first token
             a0, a1 = ex.answer_spans[0]
             gen = list(eng.generate(st, prompt_ids=prompt[-1:], max_new_tokens=(a1 - a0) + 4))
             first_ok = gen[0].token_id == int(ex.ids[a0])

@@ -1,7 +1,7 @@
-"""Plot training curves from run logs: `python -m bench.plot_curves OUT.png RUN_DIR[:LABEL] ...`.
+"""Plot training curves from run logs: `python -m bench.plot_curves OUT.png RUN_DIR[:LABEL] ... [--keys=loss,ret_loss]`.
 
-Reads RUN_DIR/log.jsonl (one JSON object per step, written by drt_core.train) and draws the
-training loss (smoothed) and the validation loss against tokens seen."""
+Reads RUN_DIR/log.jsonl (one JSON object per step, written by drt_core.train) and draws each logged
+quantity of --keys (default: the training loss; smoothed) and the validation loss against steps."""
 
 from __future__ import annotations
 
@@ -20,6 +20,10 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) < 2:
         print(__doc__)
         return 2
+    keys = ["loss"]
+    for a in [a for a in argv if a.startswith("--keys=")]:
+        keys = a.split("=", 1)[1].split(",")
+    argv = [a for a in argv if not a.startswith("--keys=")]
     out, runs = argv[0], argv[1:]
     fig, ax = plt.subplots(figsize=(7, 4))
     for spec in runs:
@@ -30,12 +34,15 @@ def main(argv: list[str] | None = None) -> int:
         for r in recs:  # a resumed run logs some steps twice: keep the last
             by_step[r["step"]] = r
         steps = sorted(by_step)
-        loss = [by_step[s]["loss"] for s in steps]
-        sm, acc = [], None
-        for v in loss:
-            acc = v if acc is None else 0.9 * acc + 0.1 * v
-            sm.append(acc)
-        line, = ax.plot(steps, sm, label=f"{label or path} train (EMA)")
+        for key in keys:
+            ks = [s for s in steps if key in by_step[s]]
+            sm, acc = [], None
+            for s in ks:
+                v = by_step[s][key]
+                acc = v if acc is None else 0.9 * acc + 0.1 * v
+                sm.append(acc)
+            if ks:
+                line, = ax.plot(ks, sm, label=f"{label or path} {'train' if key == 'loss' else key} (EMA)")
         vs = [s for s in steps if "val_loss" in by_step[s]]
         if vs:
             ax.plot(vs, [by_step[s]["val_loss"] for s in vs], "o--", color=line.get_color(), label=f"{label or path} val")

@@ -344,6 +344,55 @@ def select_topk(scores: torch.Tensor, k: int, gumbel: bool, generator: torch.Gen
     return idx, w
 
 
+def force_selection(idx: torch.Tensor, scores: torch.Tensor, forced: torch.Tensor, oracle: bool = False):
+    """Teacher-forced retrieval (fine-tuning only): row c's selection becomes the chunks
+    forced[..., c, :] (-1 = none) followed by its best natural picks, k in all. The fusion weights
+    are recomputed as the softmax of the clean scores over the new selection, so the loss still
+    trains the forced chunks' scores against the chunks they compete with.
+
+    With `oracle`, forced rows read ONLY their forced chunks (equal weights, no gradient to the
+    scores) and the other rows read nothing (weight 0): a warm-up that trains the copy path (GCA
+    projections, chunk memory, MLPs) where retrieval is useful, without the noise of random picks
+    elsewhere (against which the model learns to switch GCA off through softmax_one's null slot).
+
+    idx [..., C, k] (descending rank, as from select_topk), scores [..., C, Ce],
+    forced [..., C] or [..., C, F]. Returns (idx, w) like select_topk."""
+    forced = forced.to(idx.device)
+    if forced.dim() == idx.dim() - 1:
+        forced = forced.unsqueeze(-1)
+    k, F_ = idx.shape[-1], forced.shape[-1]
+    cand = torch.cat([forced, idx], dim=-1)  # [..., C, F + k]: forced first, then by rank
+    n = F_ + k
+    pos = torch.arange(n, device=idx.device)
+    dup = ((cand.unsqueeze(-1) == cand.unsqueeze(-2)) & (pos[None, :] < pos[:, None])).any(-1)
+    keep = (cand >= 0) & ~dup
+    order = torch.where(keep, pos, pos + n).argsort(dim=-1)[..., :k]
+    new = cand.gather(-1, order).clamp_min(0)
+    kept = keep.gather(-1, order)
+    picked = scores.gather(-1, new)
+    valid = torch.isfinite(picked) & kept
+    w = torch.softmax(picked.masked_fill(~valid, -1e30), dim=-1) * valid
+    if oracle:  # forced rows read only their forced chunks; the other rows read nothing
+        is_forced = (order < F_) & valid
+        nf = is_forced.sum(-1, keepdim=True)
+        w = is_forced.to(w.dtype) / nf.clamp_min(1)
+    return new.masked_fill(~valid, 0), w
+
+
+def forced_retrieval_loss(scores: torch.Tensor, forced: torch.Tensor) -> torch.Tensor | None:
+    """-log P(forced chunks) under the softmax of a row's scores over all eligible chunks, mean over
+    the rows with a forced chunk. scores [B, C, Ce], forced [B, C] or [B, C, F] (-1 = none)."""
+    if forced.dim() == 2:
+        forced = forced.unsqueeze(-1)
+    rows = (forced >= 0).any(-1)
+    if not bool(rows.any()):
+        return None
+    s = scores[rows].float()  # [R, Ce]
+    f = forced[rows]  # [R, F]
+    fs = s.gather(-1, f.clamp_min(0)).masked_fill(f < 0, NEG_INF)
+    return (torch.logsumexp(s, -1) - torch.logsumexp(fs, -1)).mean()
+
+
 # ----------------------------------------------------------------------------------------------
 # the model
 
@@ -354,6 +403,9 @@ class DRTOutput(ModelOutput):
     logits: torch.Tensor | None = None
     # per group: dict(idx [B, C, k], weights [B, C, k], scores [B, C, C]); row c serves chunk c+1
     retrieval: list | None = None
+    # with forced_chunks: mean cross-entropy of the retrieval scores of the forced rows against the
+    # forced chunk (over all eligible chunks), averaged over groups; an optional training signal
+    retrieval_loss: torch.Tensor | None = None
 
 
 class DRTPreTrainedModel(PreTrainedModel):
@@ -443,18 +495,27 @@ class DRTForCausalLM(DRTPreTrainedModel):
         attention_mask: torch.Tensor | None = None,  # accepted for HF compatibility; ids are unpadded
         output_retrieval: bool = False,
         chunk_embeddings: torch.Tensor | None = None,
+        forced_chunks: torch.Tensor | None = None,
+        forced_oracle: bool = False,
+        retrieval_targets: torch.Tensor | None = None,
         **kwargs,
     ) -> DRTOutput:
+        """forced_chunks [B, C] or [B, C, F] (optional, DRT fine-tuning): chunk(s) to force into
+        the selection of retrieval row c (which serves chunk c + 1), -1 for none; see
+        force_selection. retrieval_targets (same shape, default: forced_chunks) are the chunks the
+        output's retrieval_loss asks those rows to rank first (forced_retrieval_loss)."""
         B, L = input_ids.shape
+        self._retrieval_loss = None
         if self.config.uses_chunks:
-            h, retrieval = self._forward_drt(input_ids, output_retrieval, chunk_embeddings)
+            h, retrieval = self._forward_drt(input_ids, output_retrieval, chunk_embeddings, forced_chunks,
+                                             forced_oracle, retrieval_targets)
         else:
             h, retrieval = self._forward_plain(input_ids), None
         logits = self.lm_head(self.norm(h))
         loss = None
         if labels is not None:
             loss = lm_loss(logits, labels, label_weights)
-        return DRTOutput(loss=loss, logits=logits, retrieval=retrieval)
+        return DRTOutput(loss=loss, logits=logits, retrieval=retrieval, retrieval_loss=self._retrieval_loss)
 
     def _forward_plain(self, input_ids):
         x = self.embed(input_ids.clamp_min(0))
@@ -462,7 +523,8 @@ class DRTForCausalLM(DRTPreTrainedModel):
             x = layer(x)
         return x
 
-    def _forward_drt(self, input_ids, output_retrieval: bool, chunk_embeddings=None):
+    def _forward_drt(self, input_ids, output_retrieval: bool, chunk_embeddings=None, forced_chunks=None,
+                     forced_oracle: bool = False, retrieval_targets=None):
         cfg = self.config
         B, L = input_ids.shape
         S, D, H, d = cfg.chunk_size, cfg.hidden_size, cfg.num_heads, cfg.head_dim
@@ -485,6 +547,14 @@ class DRTForCausalLM(DRTPreTrainedModel):
                 q_lmk = self.lmk_norms[g](x.view(B, C, S, D)[:, :, S - 1])
                 scores = retrieval_scores(q_lmk, lmk_keys, chunk_ids, chunk_ids)
             idx, w = select_topk(scores, cfg.chunk_topk, gumbel=self.training and cfg.arch == "drt")
+            if forced_chunks is not None:
+                idx, w = force_selection(idx, scores, forced_chunks[:, :C], forced_oracle)
+            targets = retrieval_targets if retrieval_targets is not None else forced_chunks
+            if targets is not None and cfg.arch == "drt":
+                rl = forced_retrieval_loss(scores, targets[:, :C])
+                if rl is not None:
+                    rl = rl / cfg.num_groups
+                    self._retrieval_loss = rl if self._retrieval_loss is None else self._retrieval_loss + rl
             if cfg.arch == "fixed_retriever":
                 w = w.detach()
             if output_retrieval:

@@ -371,6 +371,7 @@ def build(
     digits: tuple[int, int] = (5, 7),
     tokenizer_path=None,
     chunk_tokens: int = CHUNK_TOKENS,
+    needle_margin: int | None = None,
 ) -> NIAHExample:
     """One NIAH example of exactly `length` tokens (see the module docstring).
 
@@ -381,6 +382,9 @@ def build(
         it uniformly. The other needles (distractors, the second hop) go at random depths.
     n_pairs: questions in the sequence (multikey: that many real keys, 2hop: that many chains);
         all needles are in the haystack, the questions follow one after another at the end.
+    needle_margin: haystack tokens kept free of needles before the first question (default two
+        chunks, as in the reference); training uses more than the self-attention window, so that
+        the needles are reachable only through retrieval.
     """
     if task not in FACTS:
         raise ValueError(f"unknown task {task!r}; expected one of {TASK_NAMES}")
@@ -407,7 +411,8 @@ def build(
 
     # largest haystack such that haystack + needles + laid-out questions fit in `length`
     tail_min = sum(len(p) + len(a) + len(s) for p, a, s in tails)
-    min_hay = 2 * chunk_tokens + 1
+    margin = 2 * chunk_tokens if needle_margin is None else int(needle_margin)
+    min_hay = margin + 1
 
     def fits(h: int) -> bool:
         return h + n_needles + tail_len(h + n_needles) <= length
@@ -425,7 +430,7 @@ def build(
 
     hay = _haystack_window(haystack, hay_len, rng)
     boundary = _boundary_ids(tok_path)
-    max_pos = hay_len - 2 * chunk_tokens  # needles end >= 2 chunks before the questions
+    max_pos = hay_len - margin  # needles end >= `margin` tokens before the questions
     positions = []
     for i in range(len(needle_texts)):
         if i == real_idx[0] and depth is not None:
@@ -533,6 +538,7 @@ def build_training_example(
     phrasings: str = "train",
     length: int | None = None,
     depth: float | None = None,
+    needle_margin: int | None = None,
 ) -> dict:
     """A training example as a dict for drt_core.train: {"ids", "labels", "weights" (np arrays of
     `length` = len(haystack) by default), "answers", "answer_spans", "prompt_ends", "pairs", "task"}.
@@ -549,7 +555,7 @@ def build_training_example(
         state = rng.getstate()
         try:
             ex = build(task, haystack, n, rng, n_pairs=n_pairs, answer_weight=answer_weight,
-                       phrasings=phrasings, depth=depth, tokenizer_path=tok_path)
+                       phrasings=phrasings, depth=depth, tokenizer_path=tok_path, needle_margin=needle_margin)
             break
         except TooShort:
             if n_pairs == 1:
@@ -637,3 +643,97 @@ class NIAHSampler:
             "weights": torch.from_numpy(np.stack([e.weights for e in exs])),
             "examples": exs,
         }
+
+
+# ------------------------------------------------------------------------------------------------
+# retrieval targets (teacher-forced retrieval during fine-tuning, and retrieval-hit evaluation)
+# ------------------------------------------------------------------------------------------------
+
+
+def _find(seq: np.ndarray, sub: Sequence[int]) -> int:
+    n, m = len(seq), len(sub)
+    for i in range(n - m + 1):
+        if all(int(seq[i + j]) == int(sub[j]) for j in range(m)):
+            return i
+    return -1
+
+
+def retrieval_targets(ex: NIAHExample, tokenizer_path=None) -> list[tuple[int, list[int]]]:
+    """For each question: (retrieval row, [chunk holding the answer value, per hop]).
+
+    The row is the one that serves the answer chunk: the prompt's last token p sits on the first
+    slot of chunk p // 63, which row p // 63 - 1 serves. The target chunk is where the first token
+    of the needed value sits inside its needle (single/multikey: the answer; 2hop: hop 1's "b" in
+    "a -> b", then hop 2's "c" in "b -> c")."""
+    ct = ex.meta.get("chunk_tokens", CHUNK_TOKENS)
+    enc = _encode(_resolve_tok(tokenizer_path))
+    real = ex.meta["real_needles"]
+    out = []
+    for k, p in enumerate(ex.prompt_ends):
+        if ex.task == "2hop":
+            needles = [real[2 * k], real[2 * k + 1]]
+            values = [v.strip() for v in ex.answers[k].split(",")]
+        else:
+            needles, values = [real[k]], [ex.answers[k]]
+        chunks = []
+        for ni, v in zip(needles, values):
+            s, e = ex.needle_spans[ni]
+            off = _find(ex.ids[s:e], enc(" " + v))
+            pos = s + off if off >= 0 else e - 1
+            chunks.append(pos // ct)
+        out.append((p // ct - 1, chunks))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# copy warm-up: passages repeated beyond the self-attention window
+# ------------------------------------------------------------------------------------------------
+
+
+def build_repeat(
+    tokens,
+    length: int,
+    rng,
+    *,
+    n_passages: int = 2,
+    span_chunks: int = 3,
+    gap: int = 320,
+    copy_weight: float = 5.0,
+    chunk_tokens: int = CHUNK_TOKENS,
+) -> dict:
+    """A copy example: text whose passages come back later, farther than the self-attention window.
+
+    ``tokens`` (>= `length` real tokens of running text) is laid out as
+    ``t[:o + P + g] + t[o : o + P] + t[o + P + g :]`` cut to `length`: P = n_passages *
+    span_chunks * 63 tokens (fewer if `length` is short) starting at a random offset o < 63 (so
+    copies do not line up with chunk boundaries), a gap g in [gap, gap + 63) of ordinary text,
+    then the same text again.
+    Every copied token is predictable from a chunk that only retrieval can reach; ``forced`` [C, 2]
+    names, for each retrieval row, the (one or two) source chunks of the chunk it serves (-1 =
+    none), i.e. the teacher-forced selection of a copy-path warm-up (modeling.force_selection).
+    Weights: `copy_weight` on copied tokens, 1 elsewhere.
+    """
+    rng = _rng(rng)
+    t = np.asarray(tokens, dtype=np.int64)
+    # the copied text: n_passages * span_chunks chunks, less when `length` is short
+    P = min(span_chunks * chunk_tokens * n_passages, (length - gap - 2 * chunk_tokens) // 2)
+    if P < chunk_tokens:
+        raise TooShort(f"length {length} cannot hold a copied chunk and a {gap}-token gap")
+    o = rng.randrange(chunk_tokens)
+    g = gap + rng.randrange(chunk_tokens)
+    start = o + P + g  # where the copy begins
+    if start + P > length or t.size < length:
+        raise TooShort(f"length {length} cannot hold {n_passages} passages of {span_chunks} chunks and a {gap}-token gap")
+    ids = np.concatenate([t[:start], t[o : o + P], t[start:]])[:length]
+    weights = np.ones(length, np.float32)
+    weights[start : start + P] = copy_weight
+    C = -(-length // chunk_tokens)
+    forced = np.full((C, 2), -1, np.int64)
+    shift = start - o
+    for c in range(start // chunk_tokens, min(C, -(-(start + P) // chunk_tokens))):
+        lo, hi = max(c * chunk_tokens, start), min((c + 1) * chunk_tokens, start + P)
+        if c >= 1 and lo < hi:
+            src = sorted({(lo - shift) // chunk_tokens, (hi - 1 - shift) // chunk_tokens})
+            forced[c - 1, : len(src)] = src
+    return {"task": "repeat", "ids": ids, "labels": ids.copy(), "weights": weights, "forced": forced,
+            "copy_span": (start, start + P), "source_span": (o, o + P)}

@@ -61,6 +61,13 @@ class TrainConfig:
     task_pairs: int = 4  # needle/question pairs per training sequence
     task_len_min: int = 504  # haystack grows from this length...
     task_len_ramp: int = 1000  # ...to seq_len over this many steps
+    task_margin: int = 320  # needle-free tokens before the questions (> window: retrieval needed)
+    force_retrieval: float = 0.0  # P(answer's needle chunk forced into the selection) at step 0...
+    force_steps: int = 0  # ...decaying linearly to 0 over this many steps (teacher-forced retrieval)
+    gca_lr_mult: float = 1.0  # lr multiplier of the retrieval path (GCA, chunk encoder, query norms)
+    oracle_steps: int = 0  # first steps: forced rows read only the needle chunk (copy-path warm-up)
+    retrieval_loss: float = 0.0  # weight of the forced rows' retrieval cross-entropy (0 = LM loss only)
+    gca_out_scale: float = 1.0  # with --init: scale the GCA output projections once at the start
     log_file: str | None = None
 
 
@@ -128,41 +135,77 @@ class Batches:
         G = cfg.batch_size * self.world
         sl = slice(self.rank * cfg.batch_size, (self.rank + 1) * cfg.batch_size)
         if cfg.task:
-            ids, labels, weights = self._task_batch(step, G)
-            return ids[sl], labels[sl], weights[sl]
+            ids, labels, weights, forced, targets = self._task_batch(step, G)
+            return ids[sl], labels[sl], weights[sl], forced[sl], targets[sl]
         ids = self.train.batch(step, G)[sl]
-        return ids, ids, None
+        return ids, ids, None, None, None
+
+    def task_length(self, step: int) -> int:
+        cfg = self.cfg
+        frac = min(1.0, step / max(1, cfg.task_len_ramp))
+        return int(cfg.task_len_min + frac * (cfg.seq_len - cfg.task_len_min))
+
+    def force_prob(self, step: int) -> float:
+        cfg = self.cfg
+        if cfg.force_retrieval <= 0:
+            return 0.0
+        if cfg.force_steps <= 0:
+            return cfg.force_retrieval
+        return cfg.force_retrieval * max(0.0, 1.0 - step / cfg.force_steps)
 
     def _task_batch(self, step: int, G: int):
+        """G rows of `task_length(step)` tokens: task examples (several needle/question pairs each,
+        needles at least `task_margin` tokens before the questions), then plain LM rows. forced
+        [G, C, 2] holds the chunks forced into the selection (-1 = none; modeling.force_selection),
+        targets [G, C, 2] the chunks each row should retrieve (for the retrieval loss)."""
         import random
 
-        from .tasks import build_training_example
+        from .tasks import build_repeat, build_training_example, retrieval_targets
 
         cfg = self.cfg
         n_task = round(G * cfg.task_frac)
-        frac = min(1.0, step / max(1, cfg.task_len_ramp))
-        length = int(cfg.task_len_min + frac * (cfg.seq_len - cfg.task_len_min))
+        length = self.task_length(step)
+        C = -(-length // 63)
         hay = self.train.batch(step, G)
-        rows, labs, wts = [], [], []
+        p_force = self.force_prob(step)
+        names = cfg.task.split(",")
+        ids = torch.zeros(G, length, dtype=torch.long)
+        labels = torch.full((G, length), -100, dtype=torch.long)
+        weights = torch.zeros(G, length)
+        forced = torch.full((G, C, 2), -1, dtype=torch.long)
+        targets = torch.full((G, C, 2), -1, dtype=torch.long)
         for i in range(G):
-            if i < n_task:
-                rng = random.Random(cfg.seed * 1_000_003 + step * 1009 + i)
-                tasks = cfg.task.split(",")
-                ex = build_training_example(
-                    tasks[(step + i) % len(tasks)], hay[i].tolist()[:length], self.tokenizer, rng,
-                    pairs=cfg.task_pairs, answer_weight=cfg.answer_weight,
-                )
-                ids = torch.tensor(ex["ids"][: cfg.seq_len])
-                lab = torch.tensor(ex["labels"][: cfg.seq_len])
-                wt = torch.tensor(ex["weights"][: cfg.seq_len], dtype=torch.float32)
+            rng = random.Random(cfg.seed * 1_000_003 + step * 1009 + i)
+            name = names[(step + i) % len(names)]
+            if i >= n_task:
+                ids[i] = labels[i] = hay[i][:length]
+                weights[i] = 1.0
+            elif name == "repeat":
+                ex = build_repeat(hay[i].numpy(), length, rng, copy_weight=cfg.answer_weight)
+                ids[i], labels[i] = torch.from_numpy(ex["ids"]), torch.from_numpy(ex["labels"])
+                weights[i] = torch.from_numpy(ex["weights"])
+                targets[i] = torch.from_numpy(ex["forced"])
+                if p_force > 0:
+                    forced[i] = targets[i]
             else:
-                ids = hay[i][:length]
-                lab, wt = ids.clone(), torch.ones(len(ids))
-            rows.append(ids), labs.append(lab), wts.append(wt)
-        L = max(len(r) for r in rows)
-        pad = lambda t, v: torch.cat([t, torch.full((L - len(t),), v, dtype=t.dtype)])  # noqa: E731
-        return (torch.stack([pad(r, 0) for r in rows]), torch.stack([pad(r, -100) for r in labs]),
-                torch.stack([pad(r, 0.0) for r in wts]))
+                ex = build_training_example(
+                    name, hay[i].tolist(), self.tokenizer, rng,
+                    pairs=cfg.task_pairs, answer_weight=cfg.answer_weight, length=length,
+                    needle_margin=cfg.task_margin,
+                )
+                ids[i], labels[i] = torch.from_numpy(ex["ids"]), torch.from_numpy(ex["labels"])
+                weights[i] = torch.from_numpy(ex["weights"])
+                for row, chunks in retrieval_targets(ex["example"], _tok_dir(self.tokenizer)):
+                    targets[i, row, : len(chunks[:2])] = torch.tensor(chunks[:2])
+                    if p_force > 0 and rng.random() < p_force:
+                        forced[i, row] = targets[i, row]
+        return ids, labels, weights, forced, targets
+
+
+def _tok_dir(tokenizer):
+    from .tasks import _tokenizer_path
+
+    return _tokenizer_path(tokenizer)
 
 
 def _copy_tokenizer(dst: Path) -> None:
@@ -185,9 +228,32 @@ def build_model(cfg: TrainConfig):
         model = DRTForCausalLM.from_pretrained(cfg.init)
         for k, v in cfg.model_overrides.items():
             setattr(model.config, k, v)
+        if cfg.gca_out_scale != 1.0 and model.config.uses_chunks:
+            # a pretrained DRT whose GCA stayed small next to the residual stream (we measured 4%
+            # of its norm in the upper layers) cannot pass retrieved content on; see RESULTS.md §5
+            with torch.no_grad():
+                for group in model.groups:
+                    for blk in group:
+                        blk.gca.o.weight.mul_(cfg.gca_out_scale)
         return model
     mc = DRTConfig.from_preset(cfg.preset, arch=cfg.arch, **cfg.model_overrides)
     return DRTForCausalLM(mc)
+
+
+RETRIEVAL_PATH = ("gca.", "encoder.", "lmk_norms.")
+
+
+def param_groups(model, cfg: TrainConfig) -> list[dict]:
+    """AdamW groups: weight decay on matrices only; the retrieval path (GCA projections, chunk
+    encoder, landmark query norms) at `gca_lr_mult` times the learning rate."""
+    groups = {}
+    for n, p in model.named_parameters():
+        decay = p.dim() >= 2
+        mult = cfg.gca_lr_mult if any(s in n for s in RETRIEVAL_PATH) else 1.0
+        g = groups.setdefault((decay, mult), {"params": [], "weight_decay": cfg.weight_decay if decay else 0.0,
+                                              "lr_mult": mult})
+        g["params"].append(p)
+    return list(groups.values())
 
 
 def train(cfg: TrainConfig) -> dict:
@@ -207,12 +273,7 @@ def train(cfg: TrainConfig) -> dict:
 
         tokenizer = load_tokenizer()
     batches = Batches(cfg, world, rank, tokenizer)
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=cfg.lr, betas=tuple(cfg.betas),
-    )
+    opt = torch.optim.AdamW(param_groups(model, cfg), lr=cfg.lr, betas=tuple(cfg.betas))
     start, history = 0, []
     ck = out / "state.pt"
     if ck.exists():
@@ -261,14 +322,23 @@ def train(cfg: TrainConfig) -> dict:
     for step in range(start, cfg.steps):
         lr = lr_at(step, cfg)
         for g in opt.param_groups:
-            g["lr"] = lr
-        ids, labels, weights = batches.get(step)
+            g["lr"] = lr * g.get("lr_mult", 1.0)
+        ids, labels, weights, forced, targets = batches.get(step)
         ids, labels = ids.to(device), labels.to(device)
         weights = weights.to(device) if weights is not None else None
+        kw = {}
+        if forced is not None and bool((forced >= 0).any()):
+            kw = {"forced_chunks": forced.to(device), "forced_oracle": step < cfg.oracle_steps}
+        if targets is not None and cfg.retrieval_loss > 0:
+            kw["retrieval_targets"] = targets.to(device)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-            res = dmodel(ids, labels=labels, label_weights=weights)
+            res = dmodel(ids, labels=labels, label_weights=weights, **kw)
         loss = res.loss
         extra = answer_metrics(res.logits, labels, weights) if weights is not None else {}
+        if res.retrieval_loss is not None:
+            extra["ret_loss"] = float(res.retrieval_loss.detach())
+            if cfg.retrieval_loss > 0:
+                loss = loss + cfg.retrieval_loss * res.retrieval_loss
         if not torch.isfinite(loss):
             emit({"step": step, "error": f"non-finite loss {loss.item()}; stopped (last checkpoint kept)"})
             raise FloatingPointError(f"non-finite loss at step {step}")
@@ -353,22 +423,24 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="model config override, e.g. --set upper_groups=[1,1] (JSON values)")
     for name in ("seq_len", "batch_size", "steps", "warmup", "eval_every", "eval_batches", "ckpt_every", "seed",
-                 "task_pairs", "task_len_min", "task_len_ramp"):
+                 "task_pairs", "task_len_min", "task_len_ramp", "task_margin", "force_steps", "oracle_steps"):
         p.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name), help=f"default {getattr(d, name)}")
-    for name in ("lr", "min_lr", "weight_decay", "grad_clip", "book_weight", "task_frac", "answer_weight"):
+    for name in ("lr", "min_lr", "weight_decay", "grad_clip", "book_weight", "task_frac", "answer_weight",
+                 "force_retrieval", "gca_lr_mult", "retrieval_loss", "gca_out_scale"):
         p.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(d, name), help=f"default {getattr(d, name)}")
     p.add_argument("--bf16", default="auto", choices=["auto", "on", "off"], help="bf16 autocast")
     p.add_argument("--fsdp", action="store_true", help="FSDP2 instead of DDP under torchrun (large presets)")
     p.add_argument("--task", default=None, type=_tasks_arg,
-                   help="retrieval fine-tuning task(s): single, multikey, 2hop or a comma-separated mix")
+                   help="retrieval fine-tuning task(s): single, multikey, 2hop, repeat (copy warm-up) "
+                        "or a comma-separated mix")
     p.add_argument("--json", action="store_true", help="print one JSON object at the end")
 
 
 def _tasks_arg(s: str) -> str:
     parts = [p.strip() for p in s.split(",") if p.strip()]
-    bad = [p for p in parts if p not in ("single", "multikey", "2hop")]
+    bad = [p for p in parts if p not in ("single", "multikey", "2hop", "repeat")]
     if not parts or bad:
-        raise argparse.ArgumentTypeError(f"unknown task(s) {bad or s!r}; use single, multikey, 2hop")
+        raise argparse.ArgumentTypeError(f"unknown task(s) {bad or s!r}; use single, multikey, 2hop, repeat")
     return ",".join(parts)
 
 

@@ -1,0 +1,157 @@
+"""Teacher-forced retrieval for fine-tuning: the forced selection, the oracle warm-up, the
+retrieval cross-entropy, the copy task and the retrieval targets of NIAH examples."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from drt_core import tasks as K
+from drt_core import tokenizer as T
+from drt_core.config import DRTConfig
+from drt_core.modeling import DRTForCausalLM, force_selection, forced_retrieval_loss, select_topk
+
+
+@pytest.fixture(scope="module")
+def hay():
+    from pathlib import Path
+
+    assets = Path(__file__).resolve().parents[1] / "assets"
+    return np.asarray(T.encode((assets / "frankenstein_excerpt.txt").read_text(encoding="utf-8")), dtype=np.int64)
+
+
+def _scores(C=9, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    s = torch.randn(2, C, C, generator=g)
+    ids = torch.arange(C)
+    return s.masked_fill(~(ids[None, :] < ids[:, None]), float("-inf"))
+
+
+def test_force_selection_puts_the_chunk_in_and_keeps_the_best_natural_picks():
+    s = _scores()
+    idx, w = select_topk(s, 3, gumbel=False)
+    forced = torch.full((2, 9), -1)
+    forced[0, 8] = int(s[0, 8, :8].argmin())  # the worst eligible chunk of row 8
+    forced[1, 5] = int(idx[1, 5, 1])  # already selected: the selection must not change
+    nidx, nw = force_selection(idx, s, forced)
+    # rows without a forced chunk are untouched
+    untouched = forced < 0
+    assert torch.equal(nidx[untouched], idx[untouched]) and torch.allclose(nw[untouched], w[untouched])
+    # row (0, 8): forced chunk + the two best natural picks, weights = softmax of the clean scores
+    assert set(nidx[0, 8].tolist()) == {int(forced[0, 8])} | set(idx[0, 8, :2].tolist())
+    assert torch.allclose(nw[0, 8], torch.softmax(s[0, 8, nidx[0, 8]], -1))
+    assert set(nidx[1, 5].tolist()) == set(idx[1, 5].tolist())
+    assert torch.allclose(nw[1, 5].sort().values, w[1, 5].sort().values)
+
+
+def test_force_selection_several_chunks_oracle_and_short_rows():
+    s = _scores()
+    idx, w = select_topk(s, 4, gumbel=False)
+    forced = torch.full((2, 9, 2), -1)
+    forced[0, 7] = torch.tensor([1, 2])
+    forced[0, 2] = torch.tensor([0, 1])  # row 2 has only 2 eligible chunks
+    forced[1, 6] = torch.tensor([3, 3])  # a duplicate counts once
+    nidx, nw = force_selection(idx, s, forced, oracle=True)
+    assert {1, 2} <= set(nidx[0, 7].tolist())
+    assert torch.allclose(nw[0, 7].sum(), torch.tensor(1.0))
+    assert nw[0, 7][(nidx[0, 7] == 1) | (nidx[0, 7] == 2)].tolist() == [0.5, 0.5]
+    assert sorted(nidx[0, 2][nw[0, 2] > 0].tolist()) == [0, 1] and (nw[0, 2] > 0).sum() == 2
+    assert nidx[1, 6].tolist().count(3) == 1 and nw[1, 6][nidx[1, 6] == 3].item() == 1.0
+    assert torch.all(nw[1, 7] == 0)  # oracle: rows without a forced chunk read nothing
+    # row 0 has nothing eligible: weights stay 0 (no NaN)
+    assert torch.all(nw[:, 0] == 0) and torch.isfinite(nw).all()
+
+
+def test_forced_retrieval_loss_is_the_cross_entropy_of_the_forced_chunks():
+    s = _scores()
+    forced = torch.full((2, 9), -1)
+    assert forced_retrieval_loss(s, forced) is None
+    forced[0, 6], forced[1, 8] = 2, 5
+    want = torch.stack([torch.nn.functional.cross_entropy(s[0, 6][None, :6], torch.tensor([2])),
+                        torch.nn.functional.cross_entropy(s[1, 8][None, :8], torch.tensor([5]))]).mean()
+    assert torch.allclose(forced_retrieval_loss(s, forced), want, atol=1e-6)
+    two = torch.full((2, 9, 2), -1)
+    two[0, 6] = torch.tensor([2, 4])
+    p = torch.softmax(s[0, 6, :6], -1)
+    assert torch.allclose(forced_retrieval_loss(s, two), -torch.log(p[2] + p[4]), atol=1e-6)
+
+
+def test_model_oracle_reads_only_the_forced_chunk_and_the_loss_trains_the_scores():
+    torch.manual_seed(0)
+    cfg = DRTConfig.from_preset("tiny", hidden_size=64, num_heads=2, intermediate_size=128, window=64,
+                                gca_backend="reference")
+    m = DRTForCausalLM(cfg)
+    ids = torch.randint(3, 8000, (1, 63 * 8))
+    forced = torch.full((1, 8), -1)
+    forced[0, 6] = 1
+    out = m(ids, forced_chunks=forced, forced_oracle=True, output_retrieval=True)
+    r = out.retrieval[0]
+    assert r["weights"][0, 6][r["idx"][0, 6] == 1].item() == 1.0 and r["weights"][0, 6].sum() == 1.0
+    out.retrieval_loss.backward()
+    assert m.lmk_norms[0].weight.grad is not None and m.lmk_norms[0].weight.grad.abs().sum() > 0
+    # changing the forced chunk's tokens changes the served chunk (7); chunk 7 has the window
+    # (64 positions = one chunk) over chunk 6 only, so chunk 1 reaches it only through GCA
+    ids2 = ids.clone()
+    ids2[0, 63:126] = torch.randint(3, 8000, (63,))
+    with torch.no_grad():
+        a = m(ids, forced_chunks=forced, forced_oracle=True).logits[0, 7 * 63:]
+        b = m(ids2, forced_chunks=forced, forced_oracle=True).logits[0, 7 * 63:]
+    assert (a - b).abs().max() > 1e-4
+
+
+def test_build_repeat_copies_beyond_the_window_and_names_the_sources(hay):
+    for seed in range(5):
+        ex = K.build_repeat(hay[seed * 100:], 1260, random.Random(seed), gap=320)
+        (s, e), (o, oe) = ex["copy_span"], ex["source_span"]
+        ids = ex["ids"]
+        assert len(ids) == 1260 and np.array_equal(ids[s:e], ids[o:oe]) and s - oe >= 320
+        assert np.all(ex["weights"][s:e] == 5.0) and ex["weights"][:s].max() == 1.0
+        for row, src in enumerate(ex["forced"]):
+            c = row + 1  # the chunk this row serves
+            copied = [q for q in range(c * 63, (c + 1) * 63) if s <= q < e]
+            want = sorted({(q - (s - o)) // 63 for q in copied})
+            assert [x for x in src.tolist() if x >= 0] == want
+    with pytest.raises(K.TooShort):
+        K.build_repeat(hay, 500, random.Random(0), gap=320)
+
+
+def test_retrieval_targets_point_at_the_value(hay):
+    enc = T.encode
+    for task in ("single", "multikey", "2hop"):
+        ex = K.build(task, hay, 1500, random.Random(7), n_pairs=1 if task == "single" else 2,
+                     needle_margin=300)
+        first_q = ex.prompt_ends[0] - 62
+        assert all(e <= first_q - 300 for _, e in ex.needle_spans)
+        for (row, chunks), p, ans in zip(K.retrieval_targets(ex), ex.prompt_ends, ex.answers):
+            assert row == p // 63 - 1
+            values = [v.strip() for v in ans.split(",")]
+            for c, v in zip(chunks, values):
+                first = enc(" " + v)[0]
+                hits = [q for q in range(c * 63, c * 63 + 63) if ex.ids[q] == first]
+                assert hits, (task, c, v)
+
+
+def test_training_with_the_copy_warm_up_and_forced_retrieval(tmp_path):
+    """Two steps of the fine-tuning recipe: oracle copy warm-up, then forced selection with the
+    retrieval cross-entropy; the batch carries the forced chunks and the log the retrieval loss."""
+    from drt_core.train import Batches, train
+    from tests.drt_core.record_golden import build_token_dir, golden_config
+
+    data = build_token_dir(tmp_path / "data")
+    cfg = golden_config(data, tmp_path / "run", steps=2, seq_len=1260, batch_size=3, task="repeat,multikey,single",
+                        task_len_min=1260, task_pairs=2, task_margin=300, force_retrieval=1.0, force_steps=2,
+                        oracle_steps=1, retrieval_loss=1.0, gca_out_scale=2.0, gca_lr_mult=3.0,
+                        log_file=str(tmp_path / "run" / "log.jsonl"))
+    (tmp_path / "run").mkdir()
+    ids, labels, weights, forced, targets = Batches(cfg, 1, 0).get(0)
+    assert ids.shape == (3, 1260) and forced.shape == (3, 20, 2)
+    assert all(bool((forced[i] >= 0).any()) for i in range(3))  # every task row has a target
+    res = train(cfg)
+    assert len(res["history"]) == 2 and all(np.isfinite(h["loss"]) for h in res["history"])
+    import json
+
+    log = [json.loads(line) for line in open(tmp_path / "run" / "log.jsonl")]
+    assert all("ret_loss" in r for r in log)  # step 2 forces with p = 0.5: rows still forced
