@@ -68,6 +68,8 @@ class TrainConfig:
     oracle_steps: int = 0  # first steps: forced rows read only the needle chunk (copy-path warm-up)
     retrieval_loss: float = 0.0  # weight of the forced rows' retrieval cross-entropy (0 = LM loss only)
     gca_out_scale: float = 1.0  # with --init: scale the GCA output projections once at the start
+    lm_loss: float = 1.0  # weight of the LM loss (0 with --retrieval-loss: train the scorer alone)
+    train_only: str = ""  # comma-separated parameter-name fragments to train (others frozen); "" = all
     log_file: str | None = None
 
 
@@ -247,7 +249,11 @@ def param_groups(model, cfg: TrainConfig) -> list[dict]:
     """AdamW groups: weight decay on matrices only; the retrieval path (GCA projections, chunk
     encoder, landmark query norms) at `gca_lr_mult` times the learning rate."""
     groups = {}
+    only = [f for f in cfg.train_only.split(",") if f]
     for n, p in model.named_parameters():
+        if only and not any(f in n for f in only):
+            p.requires_grad_(False)
+            continue
         decay = p.dim() >= 2
         mult = cfg.gca_lr_mult if any(s in n for s in RETRIEVAL_PATH) else 1.0
         g = groups.setdefault((decay, mult), {"params": [], "weight_decay": cfg.weight_decay if decay else 0.0,
@@ -333,12 +339,18 @@ def train(cfg: TrainConfig) -> dict:
             kw["retrieval_targets"] = targets.to(device)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
             res = dmodel(ids, labels=labels, label_weights=weights, **kw)
-        loss = res.loss
+        # lm_loss 0: the LM loss is logged but not back-propagated (no graph through the upper layers)
+        loss = res.loss if cfg.lm_loss == 1.0 else (res.loss * cfg.lm_loss if cfg.lm_loss > 0 else None)
         extra = answer_metrics(res.logits, labels, weights) if weights is not None else {}
+        if cfg.lm_loss != 1.0:
+            extra["lm_loss"] = float(res.loss.detach())
         if res.retrieval_loss is not None:
             extra["ret_loss"] = float(res.retrieval_loss.detach())
             if cfg.retrieval_loss > 0:
-                loss = loss + cfg.retrieval_loss * res.retrieval_loss
+                rl = cfg.retrieval_loss * res.retrieval_loss
+                loss = rl if loss is None else loss + rl
+        if loss is None:  # nothing to learn from in this batch
+            loss = res.loss * 0.0
         if not torch.isfinite(loss):
             emit({"step": step, "error": f"non-finite loss {loss.item()}; stopped (last checkpoint kept)"})
             raise FloatingPointError(f"non-finite loss at step {step}")
@@ -426,9 +438,11 @@ def add_args(p: argparse.ArgumentParser) -> None:
                  "task_pairs", "task_len_min", "task_len_ramp", "task_margin", "force_steps", "oracle_steps"):
         p.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name), help=f"default {getattr(d, name)}")
     for name in ("lr", "min_lr", "weight_decay", "grad_clip", "book_weight", "task_frac", "answer_weight",
-                 "force_retrieval", "gca_lr_mult", "retrieval_loss", "gca_out_scale"):
+                 "force_retrieval", "gca_lr_mult", "retrieval_loss", "gca_out_scale", "lm_loss"):
         p.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(d, name), help=f"default {getattr(d, name)}")
     p.add_argument("--bf16", default="auto", choices=["auto", "on", "off"], help="bf16 autocast")
+    p.add_argument("--train-only", default="", help="train only parameters whose names contain one of these "
+                   "comma-separated fragments, e.g. encoder.,lmk_norms. (the retrieval scorer)")
     p.add_argument("--fsdp", action="store_true", help="FSDP2 instead of DDP under torchrun (large presets)")
     p.add_argument("--task", default=None, type=_tasks_arg,
                    help="retrieval fine-tuning task(s): single, multikey, 2hop, repeat (copy warm-up) "

@@ -155,3 +155,24 @@ def test_training_with_the_copy_warm_up_and_forced_retrieval(tmp_path):
 
     log = [json.loads(line) for line in open(tmp_path / "run" / "log.jsonl")]
     assert all("ret_loss" in r for r in log)  # step 2 forces with p = 0.5: rows still forced
+
+
+def test_training_the_retrieval_scorer_alone_leaves_the_rest_untouched(tmp_path):
+    """--train-only encoder.,lmk_norms. --lm-loss 0: only those parameters move, from the retrieval
+    loss alone; the language model's other weights stay bit-identical."""
+    from drt_core.train import build_model, train
+    from tests.drt_core.record_golden import build_token_dir, golden_config
+
+    data = build_token_dir(tmp_path / "data")
+    init = tmp_path / "init"
+    torch.manual_seed(0)
+    build_model(golden_config(data, tmp_path / "x")).save_pretrained(init)
+    cfg = golden_config(data, tmp_path / "run", steps=2, seq_len=1260, batch_size=2, task="multikey",
+                        task_len_min=1260, task_pairs=2, task_margin=300, retrieval_loss=1.0, lm_loss=0.0,
+                        train_only="encoder.,lmk_norms.", init=str(init), lr=1e-2, warmup=1)
+    train(cfg)
+    before = DRTForCausalLM.from_pretrained(init).state_dict()
+    after = DRTForCausalLM.from_pretrained(tmp_path / "run" / "model").state_dict()
+    moved = {k for k in before if not torch.equal(before[k], after[k])}
+    assert moved and all(k.startswith(("encoder.", "lmk_norms.")) for k in moved)
+    assert any(k.startswith("lmk_norms.") for k in moved)
