@@ -24,41 +24,18 @@ window chunks), where only retrieval can bring the statement back. Only labels o
 from __future__ import annotations
 
 import argparse
-import bisect
 import json
-import re
 import sys
 import time
 from pathlib import Path
 
 import torch
 
-REF_RE = re.compile(r"\\ref\{([^}]+)\}")
-LABEL_RE = re.compile(r"\\label\{([^}]+)\}")
-STATEMENT_KINDS = ("lemma", "proposition", "theorem", "definition", "remark", "example", "exercise",
-                   "situation", "equation")
-
-
 def chapter_pairs(text: str, offsets: list[tuple[int, int]], chunk_tokens: int = 63):
     """(query chunk, target chunk, label) for every \\ref{X} after its \\label{X} (earlier chunk)."""
-    starts = [s for s, _ in offsets]
+    from drt_core.tasks import citation_pairs
 
-    def chunk_of(char_pos: int) -> int:
-        return max(0, bisect.bisect_right(starts, char_pos) - 1) // chunk_tokens
-
-    labels = {}
-    for m in LABEL_RE.finditer(text):
-        name = m.group(1)
-        if name.split("-", 1)[0] in STATEMENT_KINDS and name not in labels:
-            labels[name] = chunk_of(m.start())
-    pairs = set()
-    for m in REF_RE.finditer(text):
-        name = m.group(1)
-        if name in labels:
-            c, t = chunk_of(m.start()), labels[name]
-            if t < c:
-                pairs.add((c, t, name))
-    return sorted(pairs)
+    return citation_pairs(text, [s for s, _ in offsets], chunk_tokens)
 
 
 def drt_selection(model, ids: list[int]) -> torch.Tensor:

@@ -737,3 +737,53 @@ def build_repeat(
             forced[c - 1, : len(src)] = src
     return {"task": "repeat", "ids": ids, "labels": ids.copy(), "weights": weights, "forced": forced,
             "copy_span": (start, start + P), "source_span": (o, o + P)}
+
+
+# ------------------------------------------------------------------------------------------------
+# citation targets: a chunk that cites a statement (\ref{X}) should retrieve the chunk stating it
+# ------------------------------------------------------------------------------------------------
+
+REF_RE = re.compile(r"\\ref\{([^}]+)\}")
+LABEL_RE = re.compile(r"\\label\{([^}]+)\}")
+STATEMENT_KINDS = ("lemma", "proposition", "theorem", "definition", "remark", "example", "exercise",
+                   "situation", "equation")
+
+
+def citation_pairs(text: str, starts: Sequence[int], chunk_tokens: int = CHUNK_TOKENS) -> list[tuple[int, int, str]]:
+    """(citing chunk, stating chunk, label) for every \\ref{X} of a statement whose \\label{X} is in
+    an EARLIER chunk. `starts[i]` is the character offset where token i begins in `text`."""
+    import bisect
+
+    def chunk_of(char_pos: int) -> int:
+        return max(0, bisect.bisect_right(starts, char_pos) - 1) // chunk_tokens
+
+    labels = {}
+    for m in LABEL_RE.finditer(text):
+        name = m.group(1)
+        if name.split("-", 1)[0] in STATEMENT_KINDS and name not in labels:
+            labels[name] = chunk_of(m.start())
+    pairs = set()
+    for m in REF_RE.finditer(text):
+        name = m.group(1)
+        if name in labels:
+            c, t = chunk_of(m.start()), labels[name]
+            if t < c:
+                pairs.add((c, t, name))
+    return sorted(pairs)
+
+
+def citation_targets(ids: Sequence[int], tokenizer_path=None, chunk_tokens: int = CHUNK_TOKENS) -> list[tuple[int, list[int]]]:
+    """Retrieval targets of a window of LaTeX tokens: (row, [stating chunks]) for each citing chunk
+    (row = the citing chunk: its landmark has read the \\ref). At most 2 targets per row."""
+    from .tokenizer import decode
+
+    pieces = [decode([int(t)], tokenizer_path) for t in ids]
+    starts, pos = [], 0
+    for p in pieces:
+        starts.append(pos)
+        pos += len(p)
+    by_row: dict[int, list[int]] = {}
+    for c, t, _ in citation_pairs("".join(pieces), starts, chunk_tokens):
+        if t not in by_row.setdefault(c, []) and len(by_row[c]) < 2:
+            by_row[c].append(t)
+    return sorted(by_row.items())

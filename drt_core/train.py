@@ -142,6 +142,15 @@ class Batches:
         ids = self.train.batch(step, G)[sl]
         return ids, ids, None, None, None
 
+    def stacks_window(self, step: int, i: int):
+        """Row i of step `step` from the Stacks training chapters only (the "cite" task)."""
+        from .data import WindowSampler
+
+        if not hasattr(self, "_stacks"):
+            self._stacks = WindowSampler([(str(Path(self.cfg.data) / "stacks" / "train.bin"), 1.0)],
+                                         self.cfg.seq_len - 1, self.cfg.seed + 7)
+        return self._stacks.batch(step, i + 1)[i]
+
     def task_length(self, step: int) -> int:
         cfg = self.cfg
         frac = min(1.0, step / max(1, cfg.task_len_ramp))
@@ -162,7 +171,7 @@ class Batches:
         targets [G, C, 2] the chunks each row should retrieve (for the retrieval loss)."""
         import random
 
-        from .tasks import build_repeat, build_training_example, retrieval_targets
+        from .tasks import build_repeat, build_training_example, citation_targets, retrieval_targets
 
         cfg = self.cfg
         n_task = round(G * cfg.task_frac)
@@ -182,6 +191,12 @@ class Batches:
             if i >= n_task:
                 ids[i] = labels[i] = hay[i][:length]
                 weights[i] = 1.0
+            elif name == "cite":  # Stacks text: citing chunks should retrieve the cited statement
+                ids[i] = labels[i] = self.stacks_window(step, i)[:length]
+                weights[i] = 1.0
+                for row, chunks in citation_targets(ids[i].tolist(), _tok_dir(self.tokenizer)):
+                    if row < C:
+                        targets[i, row, : len(chunks)] = torch.tensor(chunks)
             elif name == "repeat":
                 ex = build_repeat(hay[i].numpy(), length, rng, copy_weight=cfg.answer_weight)
                 ids[i], labels[i] = torch.from_numpy(ex["ids"]), torch.from_numpy(ex["labels"])
@@ -445,16 +460,16 @@ def add_args(p: argparse.ArgumentParser) -> None:
                    "comma-separated fragments, e.g. encoder.,lmk_norms. (the retrieval scorer)")
     p.add_argument("--fsdp", action="store_true", help="FSDP2 instead of DDP under torchrun (large presets)")
     p.add_argument("--task", default=None, type=_tasks_arg,
-                   help="retrieval fine-tuning task(s): single, multikey, 2hop, repeat (copy warm-up) "
-                        "or a comma-separated mix")
+                   help="retrieval fine-tuning task(s): single, multikey, 2hop, repeat (copy warm-up), "
+                        "cite (Stacks \\ref -> \\label retrieval targets) or a comma-separated mix")
     p.add_argument("--json", action="store_true", help="print one JSON object at the end")
 
 
 def _tasks_arg(s: str) -> str:
     parts = [p.strip() for p in s.split(",") if p.strip()]
-    bad = [p for p in parts if p not in ("single", "multikey", "2hop", "repeat")]
+    bad = [p for p in parts if p not in ("single", "multikey", "2hop", "repeat", "cite")]
     if not parts or bad:
-        raise argparse.ArgumentTypeError(f"unknown task(s) {bad or s!r}; use single, multikey, 2hop, repeat")
+        raise argparse.ArgumentTypeError(f"unknown task(s) {bad or s!r}; use single, multikey, 2hop, repeat, cite")
     return ",".join(parts)
 
 

@@ -176,3 +176,24 @@ def test_training_the_retrieval_scorer_alone_leaves_the_rest_untouched(tmp_path)
     moved = {k for k in before if not torch.equal(before[k], after[k])}
     assert moved and all(k.startswith(("encoder.", "lmk_norms.")) for k in moved)
     assert any(k.startswith("lmk_norms.") for k in moved)
+
+
+def test_citation_pairs_and_targets():
+    """A \\ref of a statement points at the chunk of its \\label when that is earlier; section
+    labels, forward references and unknown labels are ignored."""
+    filler = "word " * 70  # > 63 tokens: pushes what follows into a later chunk
+    text = ("\\begin{lemma}\\label{lemma-a} Stuff.\\end{lemma}\\label{section-s} " + filler +
+            "By Lemma \\ref{lemma-a} and Section \\ref{section-s} and \\ref{lemma-b} and \\ref{lemma-nope}. " +
+            filler + "\\begin{lemma}\\label{lemma-b} More.\\end{lemma} Again \\ref{lemma-a}.")
+    ids = T.encode(text)
+    targets = K.citation_targets(ids)
+    rows = dict(targets)
+    assert all(chunks == [0] for chunks in rows.values())  # only lemma-a (chunk 0) is cited after its label
+    assert len(rows) == 2  # the first citing chunk, and the last "Again \ref{lemma-a}"
+    c1, c2 = sorted(rows)
+    assert 0 < c1 < c2
+    # the citing chunk really holds the \ref
+    from drt_core.tokenizer import decode
+
+    assert "\\ref{lemma-a}" in decode(ids[c2 * 63:(c2 + 1) * 63] + ids[(c2 + 1) * 63:(c2 + 2) * 63]) or \
+        "ref{lemma-a}" in decode(ids[c2 * 63 - 8:(c2 + 1) * 63])
