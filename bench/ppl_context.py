@@ -19,10 +19,7 @@ import sys
 import numpy as np
 
 
-def parse_len(s: str) -> int:
-    s = s.strip().lower()
-    mult = {"k": 1024, "m": 1024 * 1024}.get(s[-1], 1)
-    return int(float(s[:-1] if s[-1] in "km" else s) * mult)
+from drt_core.evaluate import parse_length as parse_len  # noqa: E402  (one length syntax: 4k, 1m)
 
 
 def run(models: list[str], file: str, context: int, tail: int, windows: int) -> dict:

@@ -48,13 +48,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TOKENS = ROOT / "data" / "books" / "train.bin"
 ARCHS = ("drt", "sliding_window", "full_attention", "full_attention_kv")
-UNIT = {"": 1, "k": 1024, "m": 1024**2}
 
 
-def parse_length(s: str) -> int:
-    s = str(s).strip().lower()
-    suf = s[-1] if s and s[-1] in "km" else ""
-    return int(float(s[: len(s) - len(suf)]) * UNIT[suf])
+from drt_core.evaluate import parse_length  # noqa: E402  (one length syntax: 4k, 1m)
 
 
 def fmt_length(n: int) -> str:
