@@ -34,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         for r in recs:  # a resumed run logs some steps twice: keep the last
             by_step[r["step"]] = r
         steps = sorted(by_step)
+        color = None  # the run's val curve takes the colour of its first training curve
         for key in keys:
             ks = [s for s in steps if key in by_step[s]]
             sm, acc = [], None
@@ -43,9 +44,10 @@ def main(argv: list[str] | None = None) -> int:
                 sm.append(acc)
             if ks:
                 line, = ax.plot(ks, sm, label=f"{label or path} {'train' if key == 'loss' else key} (EMA)")
+                color = color or line.get_color()
         vs = [s for s in steps if "val_loss" in by_step[s]]
         if vs:
-            ax.plot(vs, [by_step[s]["val_loss"] for s in vs], "o--", color=line.get_color(), label=f"{label or path} val")
+            ax.plot(vs, [by_step[s]["val_loss"] for s in vs], "o--", color=color, label=f"{label or path} val")
     ax.set_xlabel("step")
     ax.set_ylabel("loss (nats/token)")
     ax.grid(alpha=0.3)

@@ -337,11 +337,16 @@ def select_topk(scores: torch.Tensor, k: int, gumbel: bool, generator: torch.Gen
         u = torch.rand(scores.shape, device=scores.device, generator=generator).clamp_(1e-20, 1.0)
         sel = scores - torch.log(-torch.log(u))
     idx = sel.detach().topk(k, dim=-1).indices
+    w, valid = fusion_weights(scores, idx)
+    return idx.masked_fill(~valid, 0), w
+
+
+def fusion_weights(scores: torch.Tensor, idx: torch.Tensor, keep: torch.Tensor | None = None):
+    """Softmax of the clean scores over the selected chunks idx [..., k]; slots that are not
+    eligible (score -inf) or not kept get weight 0. Returns (w, valid)."""
     picked = scores.gather(-1, idx)
-    valid = torch.isfinite(picked)
-    w = torch.softmax(picked.masked_fill(~valid, -1e30), dim=-1) * valid
-    idx = idx.masked_fill(~valid, 0)
-    return idx, w
+    valid = torch.isfinite(picked) if keep is None else torch.isfinite(picked) & keep
+    return torch.softmax(picked.masked_fill(~valid, -1e30), dim=-1) * valid, valid
 
 
 def force_selection(idx: torch.Tensor, scores: torch.Tensor, forced: torch.Tensor, oracle: bool = False):
@@ -368,10 +373,7 @@ def force_selection(idx: torch.Tensor, scores: torch.Tensor, forced: torch.Tenso
     keep = (cand >= 0) & ~dup
     order = torch.where(keep, pos, pos + n).argsort(dim=-1)[..., :k]
     new = cand.gather(-1, order).clamp_min(0)
-    kept = keep.gather(-1, order)
-    picked = scores.gather(-1, new)
-    valid = torch.isfinite(picked) & kept
-    w = torch.softmax(picked.masked_fill(~valid, -1e30), dim=-1) * valid
+    w, valid = fusion_weights(scores, new, keep.gather(-1, order))
     if oracle:  # forced rows read only their forced chunks; the other rows read nothing
         is_forced = (order < F_) & valid
         nf = is_forced.sum(-1, keepdim=True)
@@ -505,17 +507,17 @@ class DRTForCausalLM(DRTPreTrainedModel):
         force_selection. retrieval_targets (same shape, default: forced_chunks) are the chunks the
         output's retrieval_loss asks those rows to rank first (forced_retrieval_loss)."""
         B, L = input_ids.shape
-        self._retrieval_loss = None
+        retrieval_loss = None
         if self.config.uses_chunks:
-            h, retrieval = self._forward_drt(input_ids, output_retrieval, chunk_embeddings, forced_chunks,
-                                             forced_oracle, retrieval_targets)
+            h, retrieval, retrieval_loss = self._forward_drt(input_ids, output_retrieval, chunk_embeddings,
+                                                             forced_chunks, forced_oracle, retrieval_targets)
         else:
             h, retrieval = self._forward_plain(input_ids), None
         logits = self.lm_head(self.norm(h))
         loss = None
         if labels is not None:
             loss = lm_loss(logits, labels, label_weights)
-        return DRTOutput(loss=loss, logits=logits, retrieval=retrieval, retrieval_loss=self._retrieval_loss)
+        return DRTOutput(loss=loss, logits=logits, retrieval=retrieval, retrieval_loss=retrieval_loss)
 
     def _forward_plain(self, input_ids):
         x = self.embed(input_ids.clamp_min(0))
@@ -539,7 +541,7 @@ class DRTForCausalLM(DRTPreTrainedModel):
         mem_k = mem_k.view(B, C, N, H, d).permute(0, 1, 3, 2, 4)
         mem_v = mem_v.view(B, C, N, H, d).permute(0, 1, 3, 2, 4)
         chunk_ids = torch.arange(C, device=x.device)
-        retrieval = []
+        retrieval, retrieval_loss = [], None
         for g, group in enumerate(self.groups):
             if cfg.arch == "fixed_retriever":
                 scores = self._fixed_scores(input_ids, C, chunk_embeddings)
@@ -554,7 +556,7 @@ class DRTForCausalLM(DRTPreTrainedModel):
                 rl = forced_retrieval_loss(scores, targets[:, :C])
                 if rl is not None:
                     rl = rl / cfg.num_groups
-                    self._retrieval_loss = rl if self._retrieval_loss is None else self._retrieval_loss + rl
+                    retrieval_loss = rl if retrieval_loss is None else retrieval_loss + rl
             if cfg.arch == "fixed_retriever":
                 w = w.detach()
             if output_retrieval:
@@ -564,7 +566,7 @@ class DRTForCausalLM(DRTPreTrainedModel):
                 x = layer(x, gca_fn)
         # drop landmark slots and padding
         x = x.view(B, C, S, D)[:, :, : S - 1].reshape(B, C * (S - 1), D)[:, :L]
-        return x, (retrieval if output_retrieval else None)
+        return x, (retrieval if output_retrieval else None), retrieval_loss
 
     def _batch_gca_fn(self, idx, w, mem_k, mem_v, B, C):
         """GCA closure for the whole sequence: chunk c >= 1 uses row c-1's selection; chunk 0 gets 0."""

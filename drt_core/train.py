@@ -171,12 +171,14 @@ class Batches:
         targets [G, C, 2] the chunks each row should retrieve (for the retrieval loss)."""
         import random
 
-        from .tasks import build_repeat, build_training_example, citation_targets, retrieval_targets
+        from .prompts import CHUNK_TOKENS
+        from .tasks import _tokenizer_path, build_repeat, build_training_example, citation_targets, retrieval_targets
 
         cfg = self.cfg
         n_task = round(G * cfg.task_frac)
         length = self.task_length(step)
-        C = -(-length // 63)
+        C = -(-length // CHUNK_TOKENS)
+        tok_dir = _tokenizer_path(self.tokenizer)
         hay = self.train.batch(step, G)
         p_force = self.force_prob(step)
         names = cfg.task.split(",")
@@ -194,7 +196,7 @@ class Batches:
             elif name == "cite":  # Stacks text: citing chunks should retrieve the cited statement
                 ids[i] = labels[i] = self.stacks_window(step, i)[:length]
                 weights[i] = 1.0
-                for row, chunks in citation_targets(ids[i].tolist(), _tok_dir(self.tokenizer)):
+                for row, chunks in citation_targets(ids[i].tolist(), tok_dir):
                     if row < C:
                         targets[i, row, : len(chunks)] = torch.tensor(chunks)
             elif name == "repeat":
@@ -212,17 +214,11 @@ class Batches:
                 )
                 ids[i], labels[i] = torch.from_numpy(ex["ids"]), torch.from_numpy(ex["labels"])
                 weights[i] = torch.from_numpy(ex["weights"])
-                for row, chunks in retrieval_targets(ex["example"], _tok_dir(self.tokenizer)):
+                for row, chunks in retrieval_targets(ex["example"], tok_dir):
                     targets[i, row, : len(chunks[:2])] = torch.tensor(chunks[:2])
                     if p_force > 0 and rng.random() < p_force:
                         forced[i, row] = targets[i, row]
         return ids, labels, weights, forced, targets
-
-
-def _tok_dir(tokenizer):
-    from .tasks import _tokenizer_path
-
-    return _tokenizer_path(tokenizer)
 
 
 def _copy_tokenizer(dst: Path) -> None:
@@ -355,7 +351,7 @@ def train(cfg: TrainConfig) -> dict:
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
             res = dmodel(ids, labels=labels, label_weights=weights, **kw)
         # lm_loss 0: the LM loss is logged but not back-propagated (no graph through the upper layers)
-        loss = res.loss if cfg.lm_loss == 1.0 else (res.loss * cfg.lm_loss if cfg.lm_loss > 0 else None)
+        loss = res.loss * cfg.lm_loss if cfg.lm_loss > 0 else None
         extra = answer_metrics(res.logits, labels, weights) if weights is not None else {}
         if cfg.lm_loss != 1.0:
             extra["lm_loss"] = float(res.loss.detach())
