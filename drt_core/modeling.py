@@ -27,6 +27,7 @@ of a frozen MiniLM embedding of each chunk's text (RPT-style).
 from __future__ import annotations
 
 import math
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -192,10 +193,13 @@ class SelfAttention(nn.Module):
     def _attend_cached(self, q, k, v, pos0: int, cache: KVWindow):
         T = q.shape[2]
         assert cache.next_pos == pos0, f"cache at position {cache.next_pos}, input at {pos0}"
-        keys = torch.cat([cache.k, k.to(cache.k.dtype)], dim=2)
-        vals = torch.cat([cache.v, v.to(cache.v.dtype)], dim=2)
+        # until the ring wraps, position p sits in slot p: attend to the filled slots only (a
+        # full-attention cache of 64K slots otherwise costs 64K keys per query from the first token)
+        n = min(cache.next_pos, cache.k.shape[2])
+        keys = torch.cat([cache.k[:, :, :n], k.to(cache.k.dtype)], dim=2)
+        vals = torch.cat([cache.v[:, :, :n], v.to(cache.v.dtype)], dim=2)
         q_pos = torch.arange(pos0, pos0 + T, device=q.device)
-        k_pos = torch.cat([cache.pos, q_pos])
+        k_pos = torch.cat([cache.pos[:n], q_pos])
         if self.rope:
             ok = (k_pos[None, :] <= q_pos[:, None]) & (k_pos[None, :] >= 0)
             bias = torch.zeros(ok.shape, device=q.device).masked_fill(~ok, NEG_INF)[None]
@@ -500,23 +504,33 @@ class DRTForCausalLM(DRTPreTrainedModel):
         forced_chunks: torch.Tensor | None = None,
         forced_oracle: bool = False,
         retrieval_targets: torch.Tensor | None = None,
+        scorer_only: bool = False,
         **kwargs,
     ) -> DRTOutput:
         """forced_chunks [B, C] or [B, C, F] (optional, DRT fine-tuning): chunk(s) to force into
         the selection of retrieval row c (which serves chunk c + 1), -1 for none; see
         force_selection. retrieval_targets (same shape, default: forced_chunks) are the chunks the
-        output's retrieval_loss asks those rows to rank first (forced_retrieval_loss)."""
+        output's retrieval_loss asks those rows to rank first (forced_retrieval_loss).
+
+        scorer_only (training the retrieval scorer alone, `drt-reader train --lm-loss 0`): the upper
+        layers run without an autograd graph, so the loss and logits carry no gradient and only
+        retrieval_loss trains (the landmark keys through the chunk encoder, the query norms). The
+        memory of a step no longer grows with the upper layers' activations. With several groups,
+        the retrieval loss of group g > 0 then no longer reaches the encoder through the content
+        that earlier groups read (only through the landmark keys)."""
         B, L = input_ids.shape
         retrieval_loss = None
         if self.config.uses_chunks:
             h, retrieval, retrieval_loss = self._forward_drt(input_ids, output_retrieval, chunk_embeddings,
-                                                             forced_chunks, forced_oracle, retrieval_targets)
+                                                             forced_chunks, forced_oracle, retrieval_targets,
+                                                             scorer_only)
         else:
             h, retrieval = self._forward_plain(input_ids), None
-        logits = self.lm_head(self.norm(h))
-        loss = None
-        if labels is not None:
-            loss = lm_loss(logits, labels, label_weights)
+        with torch.no_grad() if scorer_only else nullcontext():
+            logits = self.lm_head(self.norm(h))
+            loss = None
+            if labels is not None:
+                loss = lm_loss(logits, labels, label_weights)
         return DRTOutput(loss=loss, logits=logits, retrieval=retrieval, retrieval_loss=retrieval_loss)
 
     def _forward_plain(self, input_ids):
@@ -526,7 +540,7 @@ class DRTForCausalLM(DRTPreTrainedModel):
         return x
 
     def _forward_drt(self, input_ids, output_retrieval: bool, chunk_embeddings=None, forced_chunks=None,
-                     forced_oracle: bool = False, retrieval_targets=None):
+                     forced_oracle: bool = False, retrieval_targets=None, scorer_only: bool = False):
         cfg = self.config
         B, L = input_ids.shape
         S, D, H, d = cfg.chunk_size, cfg.hidden_size, cfg.num_heads, cfg.head_dim
@@ -561,9 +575,10 @@ class DRTForCausalLM(DRTPreTrainedModel):
                 w = w.detach()
             if output_retrieval:
                 retrieval.append({"idx": idx, "weights": w.detach(), "scores": scores.detach()})
-            gca_fn = self._batch_gca_fn(idx, w, mem_k, mem_v, B, C)
-            for layer in group:
-                x = layer(x, gca_fn)
+            with torch.no_grad() if scorer_only else nullcontext():
+                gca_fn = self._batch_gca_fn(idx, w, mem_k, mem_v, B, C)
+                for layer in group:
+                    x = layer(x, gca_fn)
         # drop landmark slots and padding
         x = x.view(B, C, S, D)[:, :, : S - 1].reshape(B, C * (S - 1), D)[:, :L]
         return x, (retrieval if output_retrieval else None), retrieval_loss

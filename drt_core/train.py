@@ -348,9 +348,11 @@ def train(cfg: TrainConfig) -> dict:
             kw = {"forced_chunks": forced.to(device), "forced_oracle": step < cfg.oracle_steps}
         if targets is not None and cfg.retrieval_loss > 0:
             kw["retrieval_targets"] = targets.to(device)
+        if cfg.lm_loss == 0 and cfg.retrieval_loss > 0 and model.config.uses_chunks:
+            kw["scorer_only"] = True  # no graph through the upper layers: only the scorer learns
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
             res = dmodel(ids, labels=labels, label_weights=weights, **kw)
-        # lm_loss 0: the LM loss is logged but not back-propagated (no graph through the upper layers)
+        # lm_loss 0: the LM loss is logged but not back-propagated
         loss = res.loss * cfg.lm_loss if cfg.lm_loss > 0 else None
         extra = answer_metrics(res.logits, labels, weights) if weights is not None else {}
         if cfg.lm_loss != 1.0:
@@ -360,8 +362,8 @@ def train(cfg: TrainConfig) -> dict:
             if cfg.retrieval_loss > 0:
                 rl = cfg.retrieval_loss * res.retrieval_loss
                 loss = rl if loss is None else loss + rl
-        if loss is None:  # nothing to learn from in this batch
-            loss = res.loss * 0.0
+        if loss is None or not loss.requires_grad:  # nothing to learn from in this batch
+            loss = sum(p.sum() * 0.0 for p in model.parameters() if p.requires_grad)
         if not torch.isfinite(loss):
             emit({"step": step, "error": f"non-finite loss {loss.item()}; stopped (last checkpoint kept)"})
             raise FloatingPointError(f"non-finite loss at step {step}")

@@ -178,6 +178,34 @@ def test_training_the_retrieval_scorer_alone_leaves_the_rest_untouched(tmp_path)
     assert any(k.startswith("lmk_norms.") for k in moved)
 
 
+def test_scorer_only_gives_the_scorer_the_same_gradients_without_a_graph_through_the_upper_layers():
+    """forward(scorer_only=True) (used by --lm-loss 0): same logits and retrieval loss; the retrieval
+    loss's gradients on the encoder and query norms are those of the full graph (one group); the LM
+    loss carries no graph."""
+    cfg = DRTConfig.from_preset("tiny", hidden_size=64, num_heads=2, intermediate_size=128, window=64,
+                                gca_backend="reference")
+    torch.manual_seed(0)
+    m = DRTForCausalLM(cfg).eval()
+    C = 7
+    ids = torch.randint(3, cfg.vocab_size, (2, C * cfg.chunk_tokens))
+    targets = torch.full((2, C, 2), -1)
+    targets[0, 5, 0], targets[1, 6, 0], targets[1, 3, :] = 1, 4, torch.tensor([0, 2])
+    outs, grads = [], []
+    for so in (False, True):
+        m.zero_grad()
+        out = m(ids, labels=ids, retrieval_targets=targets, scorer_only=so)
+        out.retrieval_loss.backward()
+        outs.append(out)
+        grads.append({n: p.grad.clone() for n, p in m.named_parameters()
+                      if p.grad is not None and n.startswith(("encoder.", "lmk_norms."))})
+    full, so = outs
+    assert torch.allclose(full.logits, so.logits) and torch.allclose(full.retrieval_loss, so.retrieval_loss)
+    assert full.loss.requires_grad and not so.loss.requires_grad
+    assert grads[1].keys() == grads[0].keys() and any(k.startswith("lmk_norms.") for k in grads[1])
+    for k in grads[0]:
+        assert torch.allclose(grads[0][k], grads[1][k], atol=1e-6), k
+
+
 def test_citation_pairs_and_targets():
     """A \\ref of a statement points at the chunk of its \\label when that is earlier; section
     labels, forward references and unknown labels are ignored."""
