@@ -235,13 +235,11 @@ def _resolve_tok(tokenizer_path) -> str:
 def _boundary_ids(tok_path: str) -> tuple[frozenset[int], frozenset[int]]:
     """(ids whose text ends a sentence, ids whose text starts with whitespace). A needle (" The
     passkey is 84613.") reads naturally between the two: "... end. The passkey is 84613. Next ..."."""
-    from .tokenizer import backend
+    from .tokenizer import backend, decode_pieces
 
-    tok = backend(tok_path)
     ends = (".", "!", "?", '."', ".\u201d", "!\u201d", "?\u201d", ".)", ".'", "!'", "?'")
     end_ids, space_ids = set(), set()
-    for i in range(tok.get_vocab_size()):
-        t = tok.decode([i], skip_special_tokens=False)
+    for i, t in enumerate(decode_pieces(range(backend(tok_path).get_vocab_size()), tok_path)):
         if t.endswith(ends):
             end_ids.add(i)
         if t[:1].isspace():
@@ -775,9 +773,9 @@ def citation_pairs(text: str, starts: Sequence[int], chunk_tokens: int = CHUNK_T
 def citation_targets(ids: Sequence[int], tokenizer_path=None, chunk_tokens: int = CHUNK_TOKENS) -> list[tuple[int, list[int]]]:
     """Retrieval targets of a window of LaTeX tokens: (row, [stating chunks]) for each citing chunk
     (row = the citing chunk: its landmark has read the \\ref). At most 2 targets per row."""
-    from .tokenizer import decode
+    from .tokenizer import decode_pieces
 
-    pieces = [decode([int(t)], tokenizer_path) for t in ids]
+    pieces = decode_pieces(ids, tokenizer_path)
     starts, pos = [], 0
     for p in pieces:
         starts.append(pos)

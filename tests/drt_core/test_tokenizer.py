@@ -107,6 +107,14 @@ def test_offsets_map_back_to_text():
             assert text[s:e] == piece
 
 
+def test_decode_pieces_is_decode_of_each_id():
+    """The batched per-token text (citation targets, sentence boundaries) == decode([i]) one by one,
+    special ids and tokens that split a multi-byte character included."""
+    ids = [T.PAD_ID, T.EOT_ID, T.LMK_ID] + T.encode("The passkey is 48213. Der Bär 中文 😀 ok")
+    assert T.decode_pieces(ids) == [T.decode([i]) for i in ids]
+    assert any("\ufffd" in p for p in T.decode_pieces(ids))  # a split character is in the sample
+
+
 def test_iter_pieces_is_exact(assets):
     for name in ("frankenstein_excerpt.txt", "stacks-brauer.tex"):
         text = (assets / name).read_text(encoding="utf-8")
