@@ -7,6 +7,9 @@ the landmark just before it, after the question was read):
     chance       k / number of eligible chunks (what a random retriever would get)
     first_tok    teacher-forced accuracy of the first answer token
     answer       greedy answer scored with tasks.score_answer
+    sem hit@k    with --semantic: the same question served by the frozen MiniLM retriever of the
+                 fixed_retriever baseline instead (cosine of the serving row's chunk text against every
+                 earlier chunk's, top-k; drt_core.fixed_retriever), on the same example
 This separates the two skills the paper's NIAH accuracy needs: finding the chunk, and copying from it.
 """
 
@@ -23,6 +26,21 @@ import numpy as np
 from drt_core.evaluate import parse_length as parse_len  # noqa: E402  (one length syntax: 4k, 1m)
 
 
+def semantic_hit(prompt: list[int], row: int, target: int, cfg) -> bool:
+    """Is chunk `target` in the top-k of the frozen MiniLM retriever for retrieval row `row`?
+
+    Row r is chunk r's text; its candidates are chunks 0..r-1 (as `DRTForCausalLM._fixed_scores`)."""
+    import torch
+
+    from drt_core.fixed_retriever import embed_chunks
+
+    if row < 1:
+        return False
+    e = embed_chunks(torch.tensor([prompt[: (row + 1) * cfg.chunk_tokens]]), cfg)[0]  # [row+1, 384]
+    top = (e[:row] @ e[row]).topk(min(cfg.chunk_topk, row)).indices
+    return target in top.tolist()
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench.niah_retrieval", description=__doc__.splitlines()[0])
     p.add_argument("--model", default="checkpoints/drt-tiny")
@@ -32,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--task", default="single", choices=["single", "multikey"])
     p.add_argument("--phrasings", default="train", choices=["train", "heldout"])
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--semantic", action="store_true",
+                   help="also score the frozen MiniLM retriever (fixed_retriever baseline) on each example")
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
 
@@ -58,18 +78,20 @@ def main(argv: list[str] | None = None) -> int:
             (_, (value_chunk, *_)), *_ = retrieval_targets(ex, a.model)
             eligible = chunk - 1
             hit = value_chunk in selected  # the chunk holding the answer's first token
+            sem_hit = semantic_hit(prompt, chunk - 1, value_chunk, eng.cfg) if a.semantic else None
             a0, a1 = ex.answer_spans[0]
             gen = list(eng.generate(st, prompt_ids=prompt[-1:], max_new_tokens=(a1 - a0) + 4))
             first_ok = gen[0].token_id == int(ex.ids[a0])
             answer = gen[-1].answer or ""
             rows.append({"depth": round(depth, 3), "hit": hit, "chance": min(1.0, eng.cfg.chunk_topk / max(1, eligible)),
-                         "first_tok": first_ok, "answer_ok": score_answer(answer, ex.answer),
+                         "sem_hit": sem_hit, "first_tok": first_ok, "answer_ok": score_answer(answer, ex.answer),
                          "answer": answer, "expected": ex.answer})
         n = len(rows)
         results[L] = {
             "samples": n,
             "hit@k": sum(r["hit"] for r in rows) / n,
             "chance@k": sum(r["chance"] for r in rows) / n,
+            "semantic_hit@k": sum(r["sem_hit"] for r in rows) / n if a.semantic else None,
             "first_token_acc": sum(r["first_tok"] for r in rows) / n,
             "answer_acc": sum(r["answer_ok"] for r in rows) / n,
             "seconds": round(time.time() - t0, 1),
@@ -79,10 +101,11 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"model": a.model, "task": a.task, "phrasings": a.phrasings, "results": results}))
     else:
         print(f"model {a.model}  task {a.task}  phrasings {a.phrasings}  top-k {eng.cfg.chunk_topk}")
-        print(f"{'length':>8} {'n':>4} {'hit@k':>7} {'chance':>7} {'1st tok':>8} {'answer':>7} {'s':>7}")
+        print(f"{'length':>8} {'n':>4} {'hit@k':>7} {'sem hit':>8} {'chance':>7} {'1st tok':>8} {'answer':>7} {'s':>7}")
         for L, r in results.items():
-            print(f"{L:>8} {r['samples']:>4} {r['hit@k']:>7.2f} {r['chance@k']:>7.2f} {r['first_token_acc']:>8.2f}"
-                  f" {r['answer_acc']:>7.2f} {r['seconds']:>7}")
+            sem = "-" if r["semantic_hit@k"] is None else f"{r['semantic_hit@k']:.2f}"
+            print(f"{L:>8} {r['samples']:>4} {r['hit@k']:>7.2f} {sem:>8} {r['chance@k']:>7.2f}"
+                  f" {r['first_token_acc']:>8.2f} {r['answer_acc']:>7.2f} {r['seconds']:>7}")
     return 0
 
 

@@ -298,3 +298,23 @@ def test_bench_full_attention_kv_loop_matches_batch():
         ref = m(torch.from_numpy(ids)[None]).logits[0, 256:]
         got = m.lm_head(m.norm(x))[0]
     torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4)
+
+
+# ----------------------------------------------------------------------------------------------
+# bench.niah_retrieval --semantic: the fixed retriever's (frozen MiniLM) hit on a NIAH example
+
+
+def test_semantic_hit_finds_the_chunk_with_the_same_text(assets):
+    """Row r's text is an exact copy of chunk 2: with k = 1 the MiniLM retriever must select chunk 2
+    and nothing else; chunks at or after the row are never candidates."""
+    from bench.niah_retrieval import semantic_hit
+    from drt_core.config import DRTConfig
+    from drt_core.tokenizer import encode
+
+    cfg = DRTConfig.from_preset("tiny", chunk_topk=1)
+    S1 = cfg.chunk_tokens
+    ids = encode((assets / "frankenstein_excerpt.txt").read_text(encoding="utf-8"))[: 6 * S1]
+    prompt = ids + ids[2 * S1 : 3 * S1] + ids[:40]  # row 6 = chunk 2's text, then part of a chunk 7
+    assert semantic_hit(prompt, 6, 2, cfg)
+    assert not any(semantic_hit(prompt, 6, t, cfg) for t in (0, 1, 3, 4, 5))
+    assert not semantic_hit(prompt, 2, 2, cfg)  # a chunk is not its own candidate
