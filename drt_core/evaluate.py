@@ -34,7 +34,9 @@ Real perplexity = exp(mean NLL over every predicted token), per evaluation lengt
 into non-overlapping windows of L tokens from its start (at most --windows of them), each window
 streamed through a fresh state with Engine.nll (no memory across windows; the first token of a
 window is not predicted). FILE is a uint16 token file (.bin, e.g. data/books/val.bin) or text,
-tokenized with each model's tokenizer.
+tokenized with each model's tokenizer. The fixed_retriever, which the engine cannot stream, is
+scored by one batch forward per window instead (`batch_nll`, the same numbers for a streamable
+model; its memory grows with L).
 """
 
 from __future__ import annotations
@@ -184,11 +186,14 @@ def load_models(paths: Sequence[str], device: str | None = None, use_faiss: bool
     return out
 
 
-def unsupported(entry: ModelEntry, length: int) -> str | None:
-    """Why a model cannot run `length` tokens in the streaming engine, or None."""
+def unsupported(entry: ModelEntry, length: int, kind: str = "niah") -> str | None:
+    """Why a model cannot run `length` tokens for `kind` ("niah" or "ppl"), or None.
+
+    The fixed_retriever has no streaming path; its perplexity comes from one batch forward per
+    window instead (`batch_nll`), its NIAH answers would need streamed generation: n/a."""
     eng = entry.engine
     if entry.arch == "fixed_retriever":
-        return "n/a: fixed_retriever has no streaming path in the engine"
+        return None if kind == "ppl" else "n/a: fixed_retriever has no streaming path in the engine"
     if entry.arch == "full_attention" and length > eng.full_attention_capacity:
         return f"n/a: exceeds capacity ({length} > {eng.full_attention_capacity} positions)"
     return None
@@ -414,6 +419,25 @@ def run_niah(entries: Sequence[ModelEntry], lengths: Sequence[int], *, task: str
 # perplexity
 
 
+def batch_nll(model, ids: np.ndarray, head_rows: int = 8192) -> np.ndarray:
+    """Per-token NLL of ids[1:] from ONE forward of the whole window (no streaming, no store): the
+    path of architectures the engine cannot stream (fixed_retriever). Memory grows with the window;
+    the LM head runs on `head_rows` positions at a time. Equals Engine.nll for streamable models."""
+    import torch
+    import torch.nn.functional as F
+
+    dev = next(model.parameters()).device
+    x = torch.as_tensor(np.asarray(ids, dtype=np.int64), device=dev)[None]
+    with torch.no_grad():
+        h = model.hidden_states(x)[0]  # [L, D], real tokens
+        out = []
+        for i in range(0, h.shape[0] - 1, head_rows):
+            j = min(i + head_rows, h.shape[0] - 1)
+            lg = model.lm_head(h[i:j]).float()
+            out.append(F.cross_entropy(lg, x[0, i + 1:j + 1], reduction="none"))
+    return torch.cat(out).double().cpu().numpy()
+
+
 def run_ppl(entries: Sequence[ModelEntry], lengths: Sequence[int], *, file: str, windows: int = 4,
             memmap_above: int = 65536, tmp_dir: str | None = None, block_chunks: int = 16) -> dict:
     """Perplexity per model and evaluation length (see the module docstring)."""
@@ -429,7 +453,7 @@ def run_ppl(entries: Sequence[ModelEntry], lengths: Sequence[int], *, file: str,
         rows = []
         for L in lengths:
             row: dict = {"length": L, "label": format_length(L)}
-            why = unsupported(entry, L)
+            why = unsupported(entry, L, "ppl")
             if why:
                 rows.append(row | {"status": why, "ppl": why})
                 continue
@@ -443,8 +467,11 @@ def run_ppl(entries: Sequence[ModelEntry], lengths: Sequence[int], *, file: str,
             with RssMonitor() as mon:
                 for w in range(nw):
                     win = np.asarray(ids[w * L: (w + 1) * L], dtype=np.int64)
-                    with _StateFactory(entry.engine, L, memmap_above, tmp_dir) as state:
-                        nll = entry.engine.nll(win.tolist(), state=state, block_chunks=block_chunks)
+                    if entry.arch == "fixed_retriever":
+                        nll = batch_nll(entry.engine.model, win)
+                    else:
+                        with _StateFactory(entry.engine, L, memmap_above, tmp_dir) as state:
+                            nll = entry.engine.nll(win.tolist(), state=state, block_chunks=block_chunks)
                     tot += float(nll.sum())
                     cnt += nll.size
                     per.append(float(np.exp(nll.mean())))

@@ -533,6 +533,15 @@ class DRTForCausalLM(DRTPreTrainedModel):
                 loss = lm_loss(logits, labels, label_weights)
         return DRTOutput(loss=loss, logits=logits, retrieval=retrieval, retrieval_loss=retrieval_loss)
 
+    def hidden_states(self, input_ids: torch.Tensor, chunk_embeddings: torch.Tensor | None = None) -> torch.Tensor:
+        """Final hidden states [B, L, D] of the real tokens, after the final norm: `logits =
+        lm_head(hidden_states(ids))`, for callers that apply the head in slices (long windows)."""
+        if self.config.uses_chunks:
+            h = self._forward_drt(input_ids, False, chunk_embeddings)[0]
+        else:
+            h = self._forward_plain(input_ids)
+        return self.norm(h)
+
     def _forward_plain(self, input_ids):
         x = self.embed(input_ids.clamp_min(0))
         for layer in self.layers:

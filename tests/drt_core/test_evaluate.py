@@ -149,7 +149,7 @@ def test_full_attention_over_capacity_is_na(haystack, tmp_path):
 # perplexity
 
 
-@pytest.mark.parametrize("arch", ["drt", "sliding_window", "full_attention"])
+@pytest.mark.parametrize("arch", ["drt", "sliding_window", "full_attention", "fixed_retriever"])
 def test_ppl_equals_batch_model(haystack, tmp_path, arch):
     e = entry(arch)
     f = tmp_path / "toks.bin"
