@@ -29,16 +29,14 @@ from drt_core.evaluate import parse_length as parse_len  # noqa: E402  (one leng
 def semantic_hit(prompt: list[int], row: int, target: int, cfg) -> bool:
     """Is chunk `target` in the top-k of the frozen MiniLM retriever for retrieval row `row`?
 
-    Row r is chunk r's text; its candidates are chunks 0..r-1 (as `DRTForCausalLM._fixed_scores`)."""
-    import torch
-
-    from drt_core.fixed_retriever import embed_chunks
+    Row r is chunk r's text; its candidates are chunks 0..r-1 (as `DRTForCausalLM._fixed_scores`),
+    ranked by `bench.lemma_retrieval.semantic_selection`, the semantic retriever of the case study."""
+    from bench.lemma_retrieval import semantic_selection
 
     if row < 1:
         return False
-    e = embed_chunks(torch.tensor([prompt[: (row + 1) * cfg.chunk_tokens]]), cfg)[0]  # [row+1, 384]
-    top = (e[:row] @ e[row]).topk(min(cfg.chunk_topk, row)).indices
-    return target in top.tolist()
+    sel = semantic_selection(prompt[: (row + 1) * cfg.chunk_tokens], cfg, cfg.chunk_topk)  # [row+1, k]
+    return target in sel[row].tolist()
 
 
 def main(argv: list[str] | None = None) -> int:
