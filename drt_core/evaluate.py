@@ -495,13 +495,17 @@ def _pct(x) -> str:
     return f"{100 * x:.1f}%"
 
 
+def _table_head(cols: list[str]) -> list[str]:
+    """The header and rule of a Markdown table."""
+    return ["| " + " | ".join(cols) + " |", "|---" * len(cols) + "|"]
+
+
 def niah_text(res: dict) -> str:
     names = [m["name"] + f" ({m['arch']})" for m in res["models"]]
     head = (f"NIAH {res['task']} — {res.get('haystack', '')}; {res['samples']} samples/length over depths "
             f"{res['depths']}; phrasings {res['phrasings']}; seed {res['seed']}; {res['length_units']}")
     lines = [head, "accuracy (generated) / first answer token (teacher-forced)", ""]
-    lines.append("| length | " + " | ".join(names) + " |")
-    lines.append("|---" * (len(names) + 1) + "|")
+    lines += _table_head(["length", *names])
     for i, L in enumerate(res["lengths"]):
         cells = []
         for m in res["models"]:
@@ -526,8 +530,7 @@ def ppl_text(res: dict) -> str:
     names = [m["name"] + f" ({m['arch']})" for m in res["models"]]
     lines = [f"perplexity = exp(mean NLL) on {res['file']}, up to {res['max_windows']} non-overlapping windows "
              f"per length; {res['length_units']}", ""]
-    lines.append("| length | " + " | ".join(names) + " |")
-    lines.append("|---" * (len(names) + 1) + "|")
+    lines += _table_head(["length", *names])
     for i, L in enumerate(res["lengths"]):
         cells = []
         for m in res["models"]:

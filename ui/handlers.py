@@ -30,7 +30,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Generator, Iterator
 
 import gradio as gr
 
@@ -522,6 +522,28 @@ class IngestUpdate:
     result: dict | None = None  # the final result (Contract 2 ingest object + status)
 
 
+def _board_updates(work: Callable, job: Job, board: StageBoard) -> Generator[IngestUpdate, None, Any]:
+    """Run an ingest `work(emit)` in a thread, feeding its stage events to `board` and yielding the
+    board as it changes; return the work's result. A user error is shown on the board ("Failed: ...")
+    and re-raised; Cancelled is re-raised untouched for the caller to word."""
+    result = None
+    try:
+        for kind, payload in _run_threaded(work, job):
+            if kind == "events":
+                for ev in payload:
+                    board.update(ev)
+                yield IngestUpdate(board.markdown())
+            else:
+                result = payload
+    except Cancelled:
+        raise
+    except Exception as e:
+        if getattr(e, "user_error", False):
+            yield IngestUpdate(board.markdown(f"**Failed:** {md_escape(str(e))}"), finished=True)
+        raise
+    return result
+
+
 def ingest_upload(
     ctx: UIContext,
     path: str | Path | None,
@@ -554,25 +576,14 @@ def ingest_upload(
                 cancel=job.cancel,
             )
 
-        result = None
         try:
-            for kind, payload in _run_threaded(work, job):
-                if kind == "events":
-                    for ev in payload:
-                        board.update(ev)
-                    yield IngestUpdate(board.markdown())
-                else:
-                    result = payload
+            result = yield from _board_updates(work, job, board)
         except Cancelled:
             yield IngestUpdate(
                 board.markdown("**Cancelled** before anything was stored; upload the file again to start over."),
                 finished=True,
             )
             return
-        except Exception as e:
-            if getattr(e, "user_error", False):
-                yield IngestUpdate(board.markdown(f"**Failed:** {md_escape(str(e))}"), finished=True)
-            raise
     finally:
         ctx.end(session, "ingest", job)
     discard_upload(ctx, p)  # stored: the token ids are in the library, resume does not need the file
@@ -616,19 +627,7 @@ def resume_prefill(ctx: UIContext, doc_id: str | None, *, session: str = "") -> 
         def work(emit: Callable) -> dict:
             return pipeline.prefill_document(lib, ctx.engine(), doc_id, progress=emit, cancel=job.cancel)
 
-        row: dict = {}
-        try:
-            for kind, payload in _run_threaded(work, job):
-                if kind == "events":
-                    for ev in payload:
-                        board.update(ev)
-                    yield IngestUpdate(board.markdown())
-                else:
-                    row = payload or {}
-        except Exception as e:
-            if getattr(e, "user_error", False):
-                yield IngestUpdate(board.markdown(f"**Failed:** {md_escape(str(e))}"), finished=True)
-            raise
+        row: dict = (yield from _board_updates(work, job, board)) or {}
     finally:
         ctx.end(session, "ingest", job)
     done, total = int(row.get("n_tokens_done", 0)), int(row.get("n_tokens_total", 0))
