@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -39,6 +42,16 @@ def semantic_hit(prompt: list[int], row: int, target: int, cfg) -> bool:
     return target in sel[row].tolist()
 
 
+def prefix_share(answer: str, expected: str) -> float:
+    """How much of the expected answer the generated one gets right before its first mistake:
+    len(common prefix) / len(expected), after stripping spaces (partial credit beside exact match)."""
+    a, e = answer.strip(), str(expected).strip()
+    n = 0
+    while n < min(len(a), len(e)) and a[n] == e[n]:
+        n += 1
+    return n / max(1, len(e))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench.niah_retrieval", description=__doc__.splitlines()[0])
     p.add_argument("--model", default="checkpoints/drt-tiny")
@@ -50,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--semantic", action="store_true",
                    help="also score the frozen MiniLM retriever (fixed_retriever baseline) on each example")
+    p.add_argument("--state-dir", default=None,
+                   help="keep each sample's chunk memory on disk here (fp16 memmaps, removed after the "
+                        "sample) instead of in RAM: needed at 16M tokens, whose fp32 memory is ~26 GB")
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
 
@@ -67,7 +83,10 @@ def main(argv: list[str] | None = None) -> int:
             depth = (i + 0.5) / a.samples
             ex = build(a.task, hay, L, a.seed * 100003 + i, depth=depth, phrasings=a.phrasings,
                        tokenizer_path=a.model)
-            st = eng.new_state()
+            sdir = None
+            if a.state_dir:
+                sdir = Path(tempfile.mkdtemp(prefix=f"niah-{L}-", dir=a.state_dir))
+            st = eng.new_state(sdir)
             prompt = ex.prompt_ids(0).tolist()
             eng.feed(st, prompt[:-1])  # ends with the landmark that serves the answer chunk
             chunk = ex.prompt_ends[0] // S1  # the answer chunk
@@ -81,8 +100,12 @@ def main(argv: list[str] | None = None) -> int:
             gen = list(eng.generate(st, prompt_ids=prompt[-1:], max_new_tokens=(a1 - a0) + 4))
             first_ok = gen[0].token_id == int(ex.ids[a0])
             answer = gen[-1].answer or ""
+            if sdir is not None:
+                st = None
+                shutil.rmtree(sdir, ignore_errors=True)
             rows.append({"depth": round(depth, 3), "hit": hit, "chance": min(1.0, eng.cfg.chunk_topk / max(1, eligible)),
                          "sem_hit": sem_hit, "first_tok": first_ok, "answer_ok": score_answer(answer, ex.answer),
+                         "prefix": prefix_share(answer, ex.answer),
                          "answer": answer, "expected": ex.answer})
         n = len(rows)
         results[L] = {
@@ -92,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             "semantic_hit@k": sum(r["sem_hit"] for r in rows) / n if a.semantic else None,
             "first_token_acc": sum(r["first_tok"] for r in rows) / n,
             "answer_acc": sum(r["answer_ok"] for r in rows) / n,
+            "prefix_share": sum(r["prefix"] for r in rows) / n,
             "seconds": round(time.time() - t0, 1),
             "rows": rows,
         }
@@ -99,11 +123,11 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"model": a.model, "task": a.task, "phrasings": a.phrasings, "results": results}))
     else:
         print(f"model {a.model}  task {a.task}  phrasings {a.phrasings}  top-k {eng.cfg.chunk_topk}")
-        print(f"{'length':>8} {'n':>4} {'hit@k':>7} {'sem hit':>8} {'chance':>7} {'1st tok':>8} {'answer':>7} {'s':>7}")
+        print(f"{'length':>8} {'n':>4} {'hit@k':>7} {'sem hit':>8} {'chance':>7} {'1st tok':>8} {'answer':>7} {'prefix':>7} {'s':>7}")
         for L, r in results.items():
             sem = "-" if r["semantic_hit@k"] is None else f"{r['semantic_hit@k']:.2f}"
             print(f"{L:>8} {r['samples']:>4} {r['hit@k']:>7.2f} {sem:>8} {r['chance@k']:>7.2f}"
-                  f" {r['first_token_acc']:>8.2f} {r['answer_acc']:>7.2f} {r['seconds']:>7}")
+                  f" {r['first_token_acc']:>8.2f} {r['answer_acc']:>7.2f} {r['prefix_share']:>7.2f} {r['seconds']:>7}")
     return 0
 
 

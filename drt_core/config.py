@@ -63,6 +63,10 @@ class DRTConfig(PretrainedConfig):
         baseline_layers: int | None = None,  # depth of sliding_window / full_attention baselines
         retriever_temperature: float = 0.05,  # fixed_retriever: softmax temperature of cosine scores
         gca_backend: str = "auto",  # "auto" | "reference" | "triton" (kernels.gca)
+        detach_fusion_weights: bool = False,  # ablation: no scorer gradient (retrieval stays at init)
+        copy_head: bool = False,  # pointer over the retrieved chunks' tokens, mixed into the LM output
+        smear_keys: bool = False,  # per-head mix of each key with the previous position's (copying)
+        smear_init: float = 0.0,  # initial logit of that mix's own-key share (sigmoid; 0 -> 0.5)
         pad_token_id: int = 0,
         eos_token_id: int = 1,
         lmk_token_id: int = 2,
@@ -103,6 +107,12 @@ class DRTConfig(PretrainedConfig):
         self.baseline_layers = baseline_layers
         self.retriever_temperature = retriever_temperature
         self.gca_backend = gca_backend
+        if copy_head and arch != "drt":
+            raise ValueError(f"copy_head needs arch 'drt' (it reads the streamed selections), got {arch!r}")
+        self.detach_fusion_weights = bool(detach_fusion_weights)
+        self.copy_head = bool(copy_head)
+        self.smear_keys = bool(smear_keys)
+        self.smear_init = float(smear_init)
         self.lmk_token_id = lmk_token_id
         super().__init__(
             pad_token_id=pad_token_id,

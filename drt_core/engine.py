@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from store.chunk_store import ChunkMemory, MemmapChunkMemory, RamChunkMemory, atomic_write_bytes
 
 from .config import DRTConfig
-from .modeling import DRTForCausalLM, KVWindow, retrieval_scores, select_topk
+from .modeling import DRTForCausalLM, KVWindow, mix_copy, retrieval_scores, select_topk, slot_predecessors
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +113,16 @@ class OverlayMemory(ChunkMemory):
             tk, tv = self.top.gather(idx[~lo] - self.n0)
             k[~lo], v[~lo] = tk, tv
         return k, v
+
+    def tokens(self, idx):
+        idx = np.asarray(idx)
+        lo = idx < self.n0
+        out = np.zeros((*idx.shape, self.N), np.int32)
+        if lo.any():
+            out[lo] = self.base.tokens(idx[lo])
+        if (~lo).any():
+            out[~lo] = self.top.tokens(idx[~lo] - self.n0)
+        return out
 
     def selections(self):
         bi, bw = self.base.selections()
@@ -253,6 +263,7 @@ class Engine:
         G = c.num_groups if c.uses_chunks else 1
         k = c.chunk_topk
         win = c.window if c.arch != "full_attention" else self.full_attention_capacity
+        win += int(c.smear_keys)  # smeared keys: the oldest key in the window needs its predecessor
         windows = [KVWindow.empty(1, c.num_heads, win, c.head_dim, dev, torch.float32) for _ in self.attn_layers]
         return Carry(0, 0, windows, torch.zeros(G, k, dtype=torch.long, device=dev),
                      torch.zeros(G, k, device=dev), torch.zeros(0, c.hidden_size, device=dev))
@@ -372,15 +383,20 @@ class Engine:
             x = layer(x, pos0, win)
         # complete chunks: encoder -> landmark keys and memory, appended before the groups run
         full = torch.cat([car.h_buf, x[0]])  # starts at the current chunk's first slot
+        if len(car.tok_buf) != len(car.h_buf):  # a state saved before token ids were kept
+            car.tok_buf = [c.pad_token_id] * (len(car.h_buf) - len(car.tok_buf)) + car.tok_buf[-len(car.h_buf):]
+        full_tok = car.tok_buf + list(aug)  # the token id of every slot of `full`
         c0 = (pos0 - len(car.h_buf)) // S  # chunk index of full[0]
         m = len(full) // S  # chunks completed in this run
         if m:
             keys, mk, mv = model.encoder(full[: m * S].view(m, S, D))
             assert mem.n == c0, f"memory has {mem.n} chunks, stream is at chunk {c0}"
             G, k = c.num_groups, c.chunk_topk
+            toks = np.asarray(full_tok[: m * S], dtype=np.int32).reshape(m, S)[:, : S - 1]
             mem.append(keys.float().cpu().numpy(), mk.float().cpu().numpy(), mv.float().cpu().numpy(),
-                       np.zeros((m, G, k), np.int32), np.zeros((m, G, k), np.float32))
+                       np.zeros((m, G, k), np.int32), np.zeros((m, G, k), np.float32), toks)
         car.h_buf = full[m * S:].clone()
+        car.tok_buf = full_tok[m * S:]
         # landmark positions (local indices in this run) and the chunk each position belongs to
         lmk_local = [t for t in range(T) if (pos0 + t) % S == S - 1]
         chunk_of = (pos0 + torch.arange(T, device=dev)) // S
@@ -423,7 +439,10 @@ class Engine:
             sw = torch.stack([nw for nw in new_w], dim=1).float().cpu().numpy()
             mem.set_selection(rows, si, sw)
         car.pos += T
-        return self._logits(x, real) if want_logits else None
+        if not want_logits:
+            return None
+        copy = self._stream_copy(mem, gi, gw, pos0, x, aug) if model.copy_head is not None else None
+        return self._logits(x, real, copy)
 
     def _topk(self, scores: torch.Tensor | None, mem: ChunkMemory, q: torch.Tensor | None = None,
               q_chunk: torch.Tensor | None = None):
@@ -502,9 +521,34 @@ class Engine:
 
         return fn
 
-    def _logits(self, x: torch.Tensor, real: list[bool]) -> torch.Tensor:
+    def _stream_copy(self, mem: ChunkMemory, sel_idx: torch.Tensor, sel_w: torch.Tensor, pos0: int, x: torch.Tensor,
+                     aug: list[int]):
+        """CopyHead for a run of positions touching n_seg chunks (segment s reads selection s, of
+        the last group): gate [T], pointer weights [T, k*N], their token ids [T, k*N]."""
+        c = self.cfg
+        S, D, N = c.chunk_size, c.hidden_size, c.chunk_size - 1
+        n_seg, k = sel_idx.shape
+        T, dev = x.shape[1], self.device
+        idx = sel_idx.cpu().numpy()
+        gk, _ = mem.gather(idx) if mem.n else (np.zeros((n_seg, k, N, D), np.float32), None)
+        toks = torch.from_numpy(mem.tokens(idx).astype(np.int64) if mem.n else np.zeros((n_seg, k, N), np.int64))
+        gk = torch.from_numpy(np.asarray(gk, dtype=np.float32)).to(dev)
+        off = pos0 % S
+        padded = F.pad(x[0], (0, 0, off, n_seg * S - off - T)).view(n_seg, S, D)
+        emb = F.pad(self.model.embed(torch.tensor(aug, device=dev)), (0, 0, off, n_seg * S - off - T)).view(n_seg, S, D)
+        toks = toks.to(dev)
+        prev_emb = self.model.embed(slot_predecessors(toks, c.pad_token_id))  # [n_seg, k, N, D]
+        gate, p = self.model.copy_head(padded, emb, gk, prev_emb, sel_w.float())  # [n_seg, S], [n_seg, S, k, N]
+        toks = toks.view(n_seg, 1, k * N).expand(n_seg, S, k * N)
+        return (gate.reshape(-1)[off: off + T], p.reshape(n_seg * S, k * N)[off: off + T],
+                toks.reshape(n_seg * S, k * N)[off: off + T])
+
+    def _logits(self, x: torch.Tensor, real: list[bool], copy=None) -> torch.Tensor:
         keep = torch.tensor(real, device=x.device)
-        return self.model.lm_head(self.model.norm(x[0, keep])).float()
+        logits = self.model.lm_head(self.model.norm(x[0, keep])).float()
+        if copy is not None:  # log-probabilities of the LM/pointer mixture, as in the batch forward
+            logits = mix_copy(logits, *(t[keep] for t in copy))
+        return logits
 
     # -- prefill -----------------------------------------------------------------------------------
 

@@ -105,6 +105,16 @@ def window_bias(q_pos: torch.Tensor, k_pos: torch.Tensor, slopes: torch.Tensor, 
     return bias.masked_fill(~ok.unsqueeze(0), NEG_INF)
 
 
+def smear(k: torch.Tensor, logit: torch.Tensor) -> torch.Tensor:
+    """Smeared keys (Olsson et al., 2022, "In-context learning and induction heads"): per head h,
+    k'[t] = a_h k[t] + (1 - a_h) k[t-1] with a_h = sigmoid(logit_h) and k[-1] = 0.
+
+    k [B, H, T, d] (or [..., H, T, d]), logit [H]. A head that mixes in the previous position's key
+    can match "the token before this one", so one layer can copy (an induction head) instead of two."""
+    a = torch.sigmoid(logit.float()).to(k.dtype).view(-1, 1, 1)
+    return a * k + (1 - a) * F.pad(k, (0, 0, 1, 0))[..., :-1, :]
+
+
 @dataclass
 class KVWindow:
     """Sliding-window KV cache of one self-attention layer: a ring of the last `window` positions.
@@ -151,6 +161,8 @@ class SelfAttention(nn.Module):
         self.rope_theta = cfg.rope_theta
         self.window = window
         self.register_buffer("slopes", alibi_slopes(H), persistent=False)
+        # smeared keys: the ring must also hold the predecessor of the oldest key in the window
+        self.smear = nn.Parameter(torch.full((H,), cfg.smear_init)) if cfg.smear_keys else None
 
     def _split(self, x):
         B, T, _ = x.shape
@@ -165,7 +177,10 @@ class SelfAttention(nn.Module):
             q, k = apply_rope(q, cos[pos0:], sin[pos0:]), apply_rope(k, cos[pos0:], sin[pos0:])
         if cache is not None:
             o = self._attend_cached(q, k, v, pos0, cache)
-        elif self.rope:  # full causal attention
+            return self.o(o.transpose(1, 2).reshape(B, T, D))
+        if self.smear is not None:
+            k = smear(k, self.smear)
+        if self.rope:  # full causal attention
             o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
             o = self._attend_blocked(q, k, v)
@@ -196,10 +211,17 @@ class SelfAttention(nn.Module):
         # until the ring wraps, position p sits in slot p: attend to the filled slots only (a
         # full-attention cache of 64K slots otherwise costs 64K keys per query from the first token)
         n = min(cache.next_pos, cache.k.shape[2])
-        keys = torch.cat([cache.k[:, :, :n], k.to(cache.k.dtype)], dim=2)
-        vals = torch.cat([cache.v[:, :, :n], v.to(cache.v.dtype)], dim=2)
+        ck, cv, cpos = cache.k[:, :, :n], cache.v[:, :, :n], cache.pos[:n]
+        if self.smear is not None:  # the ring holds raw keys: put them in position order, then smear
+            assert self.window is None or cache.k.shape[2] > self.window, "smeared keys need a ring of window + 1"
+            order = cpos.argsort()
+            ck, cv, cpos = ck[:, :, order], cv[:, :, order], cpos[order]
+        keys = torch.cat([ck, k.to(cache.k.dtype)], dim=2)
+        vals = torch.cat([cv, v.to(cache.v.dtype)], dim=2)
+        if self.smear is not None:  # the oldest key's predecessor is gone, but no query sees that key
+            keys = smear(keys, self.smear)
         q_pos = torch.arange(pos0, pos0 + T, device=q.device)
-        k_pos = torch.cat([cache.pos[:n], q_pos])
+        k_pos = torch.cat([cpos, q_pos])
         if self.rope:
             ok = (k_pos[None, :] <= q_pos[:, None]) & (k_pos[None, :] >= 0)
             bias = torch.zeros(ok.shape, device=q.device).masked_fill(~ok, NEG_INF)[None]
@@ -260,6 +282,9 @@ class ChunkEncoder(nn.Module):
         self.norm = RMSNorm(D, 1e-6)
         self.k_proj = nn.Linear(D, D, bias=False)
         self.v_proj = nn.Linear(D, D, bias=False)
+        self.H = cfg.num_heads
+        # smeared memory keys: a GCA head can match the slot before the one it reads (copying)
+        self.smear = nn.Parameter(torch.full((self.H,), cfg.smear_init)) if cfg.smear_keys else None
 
     def forward(self, h: torch.Tensor):
         """h: [N, S, D] lower-layer states of N complete chunks (landmark in the last slot).
@@ -270,7 +295,11 @@ class ChunkEncoder(nn.Module):
             e = layer(e)
         e = self.norm(e)
         real = e[:, :-1]
-        return e[:, -1], self.k_proj(real), self.v_proj(real)
+        k = self.k_proj(real)
+        if self.smear is not None:  # within each chunk: [N, S-1, H, d] -> heads first and back
+            N, S1, D = k.shape
+            k = smear(k.view(N, S1, self.H, D // self.H).transpose(1, 2), self.smear).transpose(1, 2).reshape(N, S1, D)
+        return e[:, -1], k, self.v_proj(real)
 
 
 class GCA(nn.Module):
@@ -312,6 +341,71 @@ class UpperBlock(nn.Module):
         """gca_fn(a) -> GCA contribution for every position of a (zeros where nothing is served)."""
         a = x + self.attn(self.norm1(x), pos0, cache)
         return a + self.mlp(self.norm2(a + gca_fn(self.gca, a)))
+
+
+class CopyHead(nn.Module):
+    """Pointer over the tokens of the retrieved chunks (config copy_head; our extension, not in the
+    paper). One head attends from a token's final state to the slots of the chunks its retrieval
+    row selected, with the same fusion weights as GCA (softmax-one per chunk, times w). Its query
+    reads the token's final state and the token's own embedding; the key of slot s reads the chunk
+    memory's K[s], K[s-1] and the embedding of the token in slot s-1. So the head can point at "the
+    slot after the one holding my token" (an induction head, linear in the embeddings, which unlike
+    the contextual states are nearly orthogonal between tokens) as well as at a matching slot. A
+    gate g mixes it into the LM:
+
+        p(y) = (1 - g P) softmax(logits)(y) + g * sum of the pointer's weights on slots holding y
+
+    with P the pointer's total weight (< 1: the softmax-one null slots and unused rows give their
+    share back to the LM, so p sums to 1 and a chunk with nothing retrieved gets the plain LM).
+    The copied token gets the answer gradient directly (pointer-generator networks, See et al.,
+    2017), which copying through GCA -> MLP -> residual did not get at our scale (RESULTS.md §5)."""
+
+    def __init__(self, cfg: DRTConfig):
+        super().__init__()
+        D, d = cfg.hidden_size, cfg.head_dim
+        self.d = d
+        self.norm = RMSNorm(D, cfg.rms_eps)
+        self.q = nn.Linear(D, d, bias=False)
+        self.k = nn.Linear(D, d, bias=False)
+        self.k_prev = nn.Linear(D, d, bias=False)
+        self.tok_norm = RMSNorm(D, cfg.rms_eps)
+        self.q_tok = nn.Linear(D, d, bias=False)
+        self.k_tok = nn.Linear(D, d, bias=False)
+        self.gate = nn.Linear(D, 1)
+
+    def forward(self, h: torch.Tensor, emb: torch.Tensor, mem_k: torch.Tensor, prev_emb: torch.Tensor,
+                w: torch.Tensor):
+        """h [Z, M, D] final states (before the final norm) and emb [Z, M, D] the embeddings of the
+        tokens at those positions; mem_k [Z, k, N, D] the selected chunks' memory keys and prev_emb
+        [Z, k, N, D] the embeddings of the token before each slot (pad before slot 0); w [Z, k]
+        fusion weights. Returns gate logits [Z, M] and pointer weights [Z, M, k, N] (float32)."""
+        hn = self.norm(h)
+        q = (self.q(hn) + self.q_tok(self.tok_norm(emb))).float()  # [Z, M, d]
+        prev = F.pad(mem_k, (0, 0, 1, 0))[..., :-1, :]  # slot s-1's memory key (zero for slot 0)
+        keys = (self.k(mem_k) + self.k_prev(prev) + self.k_tok(self.tok_norm(prev_emb))).float()  # [Z, k, N, d]
+        s = torch.einsum("zmd,zjnd->zmjn", q, keys) / math.sqrt(self.d)
+        top = s.amax(-1, keepdim=True).clamp_min(0)  # softmax-one: exp(s) / (1 + sum exp(s))
+        e = torch.exp(s - top)
+        p = e / (e.sum(-1, keepdim=True) + torch.exp(-top))
+        return self.gate(hn).squeeze(-1).float(), p * w.float()[:, None, :, None]
+
+
+def slot_predecessors(toks: torch.Tensor, pad_id: int) -> torch.Tensor:
+    """toks [..., N] a chunk's token ids -> the id before each slot (pad before slot 0)."""
+    return F.pad(toks, (1, 0), value=pad_id)[..., :-1]
+
+
+def mix_copy(logits: torch.Tensor, gate: torch.Tensor, p: torch.Tensor, toks: torch.Tensor) -> torch.Tensor:
+    """log p(y) of the LM/pointer mixture (CopyHead): logits [..., V]; gate [...]; p [..., R] the
+    pointer's weights on R slots; toks [..., R] their token ids (broadcastable to p).
+    Returns log-probabilities [..., V] float32 (valid logits: softmax gives back p)."""
+    V = logits.shape[-1]
+    copy = torch.zeros(*p.shape[:-1], V, device=p.device, dtype=torch.float32)
+    copy = copy.scatter_add(-1, toks.expand(p.shape).long(), p.float())
+    g = torch.sigmoid(gate.float()).unsqueeze(-1)
+    keep = (1 - g * p.float().sum(-1, keepdim=True)).clamp_min(1e-30)
+    return torch.logaddexp(torch.log(keep) + torch.log_softmax(logits.float(), -1),
+                           torch.log(g * copy + 1e-30))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -437,6 +531,9 @@ class DRTPreTrainedModel(PreTrainedModel):
             # on _init_weights to fill it, so without this line loaded models had garbage ALiBi slopes
             with torch.no_grad():
                 module.slopes.copy_(alibi_slopes(module.H))
+        if isinstance(module, (SelfAttention, ChunkEncoder)) and module.smear is not None:
+            # nn.init, not fill_: transformers guards it so that a loaded value is not overwritten
+            nn.init.constant_(module.smear, self.config.smear_init)
 
 
 class DRTForCausalLM(DRTPreTrainedModel):
@@ -458,6 +555,7 @@ class DRTForCausalLM(DRTPreTrainedModel):
             self.groups = nn.ModuleList(
                 [nn.ModuleList([UpperBlock(cfg) for _ in range(n)]) for n in cfg.upper_groups]
             )
+            self.copy_head = CopyHead(cfg) if cfg.copy_head else None
         else:
             depth = cfg.baseline_layers or (cfg.lower_layers + sum(cfg.upper_groups) + 2)
             full = cfg.arch == "full_attention"
@@ -520,14 +618,17 @@ class DRTForCausalLM(DRTPreTrainedModel):
         that earlier groups read (only through the landmark keys)."""
         B, L = input_ids.shape
         retrieval_loss = None
+        copy = None
         if self.config.uses_chunks:
-            h, retrieval, retrieval_loss = self._forward_drt(input_ids, output_retrieval, chunk_embeddings,
-                                                             forced_chunks, forced_oracle, retrieval_targets,
-                                                             scorer_only)
+            h, retrieval, retrieval_loss, copy = self._forward_drt(input_ids, output_retrieval, chunk_embeddings,
+                                                                   forced_chunks, forced_oracle, retrieval_targets,
+                                                                   scorer_only)
         else:
             h, retrieval = self._forward_plain(input_ids), None
         with torch.no_grad() if scorer_only else nullcontext():
             logits = self.lm_head(self.norm(h))
+            if copy is not None:  # log-probabilities of the LM/pointer mixture (CopyHead)
+                logits = mix_copy(logits, *copy)
             loss = None
             if labels is not None:
                 loss = lm_loss(logits, labels, label_weights)
@@ -536,6 +637,8 @@ class DRTForCausalLM(DRTPreTrainedModel):
     def hidden_states(self, input_ids: torch.Tensor, chunk_embeddings: torch.Tensor | None = None) -> torch.Tensor:
         """Final hidden states [B, L, D] of the real tokens, after the final norm: `logits =
         lm_head(hidden_states(ids))`, for callers that apply the head in slices (long windows)."""
+        if self.config.copy_head:
+            raise NotImplementedError("hidden_states: a copy_head model's output is not lm_head(states); use forward")
         if self.config.uses_chunks:
             h = self._forward_drt(input_ids, False, chunk_embeddings)[0]
         else:
@@ -560,6 +663,7 @@ class DRTForCausalLM(DRTPreTrainedModel):
         lmk_keys, mem_k, mem_v = self.encoder(x.view(B * C, S, D))
         lmk_keys = lmk_keys.view(B, C, D)
         N = S - 1
+        flat_k = mem_k.view(B, C, N, D)
         # [B, C, N, H, d] -> per chunk, heads first
         mem_k = mem_k.view(B, C, N, H, d).permute(0, 1, 3, 2, 4)
         mem_v = mem_v.view(B, C, N, H, d).permute(0, 1, 3, 2, 4)
@@ -580,17 +684,44 @@ class DRTForCausalLM(DRTPreTrainedModel):
                 if rl is not None:
                     rl = rl / cfg.num_groups
                     retrieval_loss = rl if retrieval_loss is None else retrieval_loss + rl
-            if cfg.arch == "fixed_retriever":
-                w = w.detach()
+            if cfg.arch == "fixed_retriever" or cfg.detach_fusion_weights:
+                w = w.detach()  # constants: the LM loss no longer reaches the scorer
             if output_retrieval:
                 retrieval.append({"idx": idx, "weights": w.detach(), "scores": scores.detach()})
             with torch.no_grad() if scorer_only else nullcontext():
                 gca_fn = self._batch_gca_fn(idx, w, mem_k, mem_v, B, C)
                 for layer in group:
                     x = layer(x, gca_fn)
+        copy = self._batch_copy(x, aug, flat_k, idx, w, B, C, L) if self.copy_head is not None else None
         # drop landmark slots and padding
         x = x.view(B, C, S, D)[:, :, : S - 1].reshape(B, C * (S - 1), D)[:, :L]
-        return x, (retrieval if output_retrieval else None), retrieval_loss
+        return x, (retrieval if output_retrieval else None), retrieval_loss, copy
+
+    def _batch_copy(self, x, aug, flat_k, idx, w, B, C, L):
+        """CopyHead over the last group's selections, in the real-token layout: (gate [B, L],
+        p [B, L, k*N], toks [B, L, k*N]); chunk 0 reads nothing (p = 0)."""
+        S, D, N = self.config.chunk_size, self.config.hidden_size, self.config.chunk_size - 1
+        k = idx.shape[-1]
+        gate = torch.zeros(B, C, S, device=x.device)
+        p = torch.zeros(B, C, S, k * N, device=x.device)
+        toks = torch.zeros(B, C, S, k * N, dtype=torch.long, device=x.device)
+        if C > 1:
+            bi = torch.arange(B, device=x.device).view(B, 1, 1)
+            sel = idx[:, :-1]  # rows 0..C-2 serve chunks 1..C-1
+            ids = aug.view(B, C, S)[:, :, :N]
+            prev_emb = self.embed(slot_predecessors(ids, self.config.pad_token_id))  # [B, C, N, D]
+            emb = self.embed(aug).view(B, C, S, D)[:, 1:]
+            g_, p_ = self.copy_head(x.view(B, C, S, D)[:, 1:].reshape(B * (C - 1), S, D), emb.reshape(B * (C - 1), S, D),
+                                    flat_k[bi, sel].reshape(B * (C - 1), k, N, D),
+                                    prev_emb[bi, sel].reshape(B * (C - 1), k, N, D), w[:, :-1].reshape(B * (C - 1), k))
+            gate = torch.cat([gate[:, :1], g_.view(B, C - 1, S)], dim=1)
+            p = torch.cat([p[:, :1], p_.reshape(B, C - 1, S, k * N)], dim=1)
+            toks = torch.cat([toks[:, :1], ids[bi, sel].reshape(B, C - 1, 1, k * N).expand(B, C - 1, S, k * N)], dim=1)
+
+        def real(t):
+            return t[:, :, :N].reshape(B, C * N, *t.shape[3:])[:, :L]
+
+        return real(gate), real(p), real(toks)
 
     def _batch_gca_fn(self, idx, w, mem_k, mem_v, B, C):
         """GCA closure for the whole sequence: chunk c >= 1 uses row c-1's selection; chunk 0 gets 0."""

@@ -65,6 +65,8 @@ class TrainConfig:
     force_retrieval: float = 0.0  # P(answer's needle chunk forced into the selection) at step 0...
     force_steps: int = 0  # ...decaying linearly to 0 over this many steps (teacher-forced retrieval)
     gca_lr_mult: float = 1.0  # lr multiplier of the retrieval path (GCA, chunk encoder, query norms)
+    smear_lr_mult: float = 30.0  # lr multiplier of the smeared-key logits (one scalar per head)
+    copy_lr_mult: float = 3.0  # lr multiplier of the copy head (config copy_head), new on a trained model
     oracle_steps: int = 0  # first steps: forced rows read only the needle chunk (copy-path warm-up)
     retrieval_loss: float = 0.0  # weight of the forced rows' retrieval cross-entropy (0 = LM loss only)
     gca_out_scale: float = 1.0  # with --init: scale the GCA output projections once at the start
@@ -238,9 +240,9 @@ def build_model(cfg: TrainConfig):
     from .modeling import DRTForCausalLM
 
     if cfg.init:
-        model = DRTForCausalLM.from_pretrained(cfg.init)
-        for k, v in cfg.model_overrides.items():
-            setattr(model.config, k, v)
+        # overrides go into the config before the model is built, so structural ones (copy_head,
+        # smear_keys) add their modules, initialised by _init_weights; loaded weights are kept
+        model = DRTForCausalLM.from_pretrained(cfg.init, **cfg.model_overrides)
         if cfg.gca_out_scale != 1.0 and model.config.uses_chunks:
             # a pretrained DRT whose GCA stayed small next to the residual stream (we measured 4%
             # of its norm in the upper layers) cannot pass retrieved content on; see RESULTS.md §5
@@ -258,7 +260,10 @@ RETRIEVAL_PATH = ("gca.", "encoder.", "lmk_norms.")
 
 def param_groups(model, cfg: TrainConfig) -> list[dict]:
     """AdamW groups: weight decay on matrices only; the retrieval path (GCA projections, chunk
-    encoder, landmark query norms) at `gca_lr_mult` times the learning rate."""
+    encoder, landmark query norms) at `gca_lr_mult` times the learning rate, the copy head at
+    `copy_lr_mult` times; the smeared-key logits
+    (config smear_keys) at `smear_lr_mult` times: one scalar per head, which at the matrices' rate
+    would take thousands of steps to move a head from its own key to the previous one."""
     groups = {}
     only = [f for f in cfg.train_only.split(",") if f]
     for n, p in model.named_parameters():
@@ -267,6 +272,10 @@ def param_groups(model, cfg: TrainConfig) -> list[dict]:
             continue
         decay = p.dim() >= 2
         mult = cfg.gca_lr_mult if any(s in n for s in RETRIEVAL_PATH) else 1.0
+        if n.startswith("copy_head."):
+            mult = cfg.copy_lr_mult
+        if n.endswith("smear"):
+            mult = cfg.smear_lr_mult
         g = groups.setdefault((decay, mult), {"params": [], "weight_decay": cfg.weight_decay if decay else 0.0,
                                               "lr_mult": mult})
         g["params"].append(p)
@@ -451,7 +460,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
                  "task_pairs", "task_len_min", "task_len_ramp", "task_margin", "force_steps", "oracle_steps"):
         p.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name), help=f"default {getattr(d, name)}")
     for name in ("lr", "min_lr", "weight_decay", "grad_clip", "book_weight", "task_frac", "answer_weight",
-                 "force_retrieval", "gca_lr_mult", "retrieval_loss", "gca_out_scale", "lm_loss"):
+                 "force_retrieval", "gca_lr_mult", "smear_lr_mult", "copy_lr_mult", "retrieval_loss", "gca_out_scale", "lm_loss"):
         p.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(d, name), help=f"default {getattr(d, name)}")
     p.add_argument("--bf16", default="auto", choices=["auto", "on", "off"], help="bf16 autocast")
     p.add_argument("--train-only", default="", help="train only parameters whose names contain one of these "

@@ -6,6 +6,7 @@ For every chunk c of a document the engine stores
     mem_v[c]    [N, D]   the chunk's V memory
     sel_idx[c]  [G, k]   the chunks that chunk c's landmark selected (serving chunk c+1), int32
     sel_w[c]    [G, k]   their fusion weights, float32
+    tokens[c]   [N]      the chunk's token ids, int32 (what a copy head points at)
 so the document's dependency map is stored beside its memory.
 
 Two tiers share one interface (`ChunkMemory`): `RamChunkMemory` (numpy arrays that grow) and
@@ -40,7 +41,10 @@ class ChunkMemory:
     k: int
     n: int
 
-    def append(self, key, mem_k, mem_v, sel_idx, sel_w) -> None:  # each with a leading [m] axis
+    def append(self, key, mem_k, mem_v, sel_idx, sel_w, tokens=None) -> None:  # each with a leading [m] axis
+        raise NotImplementedError
+
+    def tokens(self, idx: np.ndarray) -> np.ndarray:  # [..., N] int32 token ids of chunks idx
         raise NotImplementedError
 
     def keys(self) -> np.ndarray:  # [n, D] float32
@@ -85,16 +89,21 @@ class RamChunkMemory(ChunkMemory):
         self._v = grow(getattr(self, "_v", None), (self.N, self.D), self.dtype)
         self._si = grow(getattr(self, "_si", None), (self.G, self.k), np.int32)
         self._sw = grow(getattr(self, "_sw", None), (self.G, self.k), np.float32)
+        self._tok = grow(getattr(self, "_tok", None), (self.N,), np.int32)
         self._cap = cap
 
-    def append(self, key, mem_k, mem_v, sel_idx, sel_w) -> None:
+    def append(self, key, mem_k, mem_v, sel_idx, sel_w, tokens=None) -> None:
         m = len(key)
         if self.n + m > self._cap:
             self._alloc(max(2 * self._cap, self.n + m))
         s = slice(self.n, self.n + m)
         self._key[s], self._k[s], self._v[s] = key, mem_k, mem_v
         self._si[s], self._sw[s] = sel_idx, sel_w
+        self._tok[s] = 0 if tokens is None else tokens
         self.n += m
+
+    def tokens(self, idx):
+        return self._tok[idx]
 
     def set_selection(self, rows: np.ndarray, sel_idx, sel_w) -> None:
         self._si[rows], self._sw[rows] = sel_idx, sel_w
@@ -113,7 +122,8 @@ class RamChunkMemory(ChunkMemory):
 
 
 class MemmapChunkMemory(ChunkMemory):
-    """Disk tier: directory with key.f32, k.bin, v.bin, sel_idx.i32, sel_w.f32 and meta.json."""
+    """Disk tier: directory with key.f32, k.bin, v.bin, sel_idx.i32, sel_w.f32, tok.i32 and meta.json
+    (tok.i32 came later: a directory written before it gets a zero-filled one, read as pad ids)."""
 
     BLOCK = 1024  # chunks added per file growth
 
@@ -137,7 +147,7 @@ class MemmapChunkMemory(ChunkMemory):
     def _spec(self):
         return [("key.f32", (self.D,), np.float32), ("k.bin", (self.N, self.D), self.dtype),
                 ("v.bin", (self.N, self.D), self.dtype), ("sel_idx.i32", (self.G, self.k), np.int32),
-                ("sel_w.f32", (self.G, self.k), np.float32)]
+                ("sel_w.f32", (self.G, self.k), np.float32), ("tok.i32", (self.N,), np.int32)]
 
     def _open(self, cap: int) -> None:
         maps = []
@@ -148,7 +158,7 @@ class MemmapChunkMemory(ChunkMemory):
                 if f.tell() < nbytes:
                     f.truncate(nbytes)
             maps.append(np.memmap(path, dtype=dt, mode="r+", shape=(cap, *shape)))
-        self._key, self._k, self._v, self._si, self._sw = maps
+        self._key, self._k, self._v, self._si, self._sw, self._tok = maps
         self._cap = cap
 
     @staticmethod
@@ -159,7 +169,7 @@ class MemmapChunkMemory(ChunkMemory):
         return json.loads(p.read_text())
 
     # interface ---------------------------------------------------------------------------------
-    def append(self, key, mem_k, mem_v, sel_idx, sel_w) -> None:
+    def append(self, key, mem_k, mem_v, sel_idx, sel_w, tokens=None) -> None:
         m = len(key)
         if self.n + m > self._cap:
             self.flush()
@@ -168,6 +178,7 @@ class MemmapChunkMemory(ChunkMemory):
         self._key[s], self._k[s] = key, mem_k.astype(self.dtype, copy=False)
         self._v[s] = mem_v.astype(self.dtype, copy=False)
         self._si[s], self._sw[s] = sel_idx, sel_w
+        self._tok[s] = 0 if tokens is None else tokens
         if self.n + m > len(self._key_ram):  # grow by doubling: appends stay O(1) amortised
             grown = np.empty((max(2 * len(self._key_ram), self.n + m), self.D), np.float32)
             grown[: self.n] = self._key_ram[: self.n]
@@ -197,6 +208,9 @@ class MemmapChunkMemory(ChunkMemory):
             out.append(a.reshape(*idx.shape, self.N, self.D))
         return out[0], out[1]
 
+    def tokens(self, idx):
+        return np.asarray(self._tok[np.asarray(idx)])
+
     def _fds(self) -> tuple[int, int]:
         if getattr(self, "_kv_fds", None) is None:
             self._kv_fds = (os.open(self.dir / "k.bin", os.O_RDONLY), os.open(self.dir / "v.bin", os.O_RDONLY))
@@ -220,7 +234,7 @@ class MemmapChunkMemory(ChunkMemory):
         self.n = min(self.n, n)
 
     def flush(self) -> None:
-        for m in (self._key, self._k, self._v, self._si, self._sw):
+        for m in (self._key, self._k, self._v, self._si, self._sw, self._tok):
             m.flush()
 
     def commit(self, extra: dict | None = None) -> None:
@@ -240,7 +254,7 @@ class MemmapChunkMemory(ChunkMemory):
         self.meta = meta
         # drop the written pages from this process's mapping (they stay in the file and the page
         # cache): without it, resident memory grows with every chunk appended
-        for m in (self._key, self._k, self._v, self._si, self._sw):
+        for m in (self._key, self._k, self._v, self._si, self._sw, self._tok):
             m._mmap.madvise(mmap.MADV_DONTNEED)
 
     def disk_bytes(self) -> int:

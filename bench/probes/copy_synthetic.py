@@ -45,6 +45,11 @@ ap.add_argument("--qk-init", type=float, default=0.0,
                 help="if > 0: GCA query and chunk-memory key projections start as this times the identity")
 ap.add_argument("--vo-init", type=float, default=0.0,
                 help="if > 0: chunk-memory value and GCA output projections start as this times the identity")
+ap.add_argument("--smear-lr-mult", type=float, default=1.0,
+                help="learning-rate multiplier of the smeared-key logits (with --set smear_keys=true)")
+ap.add_argument("--smear-spread", type=float, default=0.0,
+                help="if > 0: the smear logits of each layer's heads start spread from +x to -x "
+                     "(the last head keyed mostly on the previous position)")
 ap.add_argument("--threads", type=int, default=0)
 ap.add_argument("--seed", type=int, default=0)
 ap.add_argument("--out", default=None)
@@ -62,12 +67,13 @@ if a.wiring == "residual":
 
 if a.init == "scratch":
     cfg = DRTConfig.from_pretrained("checkpoints/drt-tiny")
+    cfg.copy_head = False  # the synthetic probe is about copying without the copy head
     for kv in a.set:
         k, v = kv.split("=", 1)
         setattr(cfg, k, json.loads(v))
     m = DRTForCausalLM(cfg)
-else:
-    m = DRTForCausalLM.from_pretrained(a.init)
+else:  # --set applies here too (e.g. smear_keys=true on a plain checkpoint: the logits start at smear_init)
+    m = DRTForCausalLM.from_pretrained(a.init, **{k: json.loads(v) for k, v in (kv.split("=", 1) for kv in a.set)})
 if a.qk_init or a.vo_init:
     eye = torch.eye(m.config.hidden_size)
     with torch.no_grad():
@@ -81,6 +87,11 @@ if a.qk_init or a.vo_init:
                     blk.gca.q.weight.copy_(a.qk_init * eye)
                 if a.vo_init:
                     blk.gca.o.weight.copy_(a.vo_init * eye)
+if a.smear_spread:
+    with torch.no_grad():
+        for n, p in m.named_parameters():
+            if n.endswith("smear"):
+                p.copy_(torch.linspace(a.smear_spread, -a.smear_spread, p.numel()))
 m.train()
 
 
@@ -95,11 +106,14 @@ def dense_row(noise, rng):
             "forced": np.full((-(-n // tasks.CHUNK_TOKENS), 2), -1, np.int64)}
 
 
-opt = torch.optim.AdamW(m.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.0)
+smear_p = [p for n, p in m.named_parameters() if n.endswith("smear")]
+other_p = [p for n, p in m.named_parameters() if not n.endswith("smear")]
+opt = torch.optim.AdamW([{"params": other_p, "mult": 1.0}, {"params": smear_p, "mult": a.smear_lr_mult}],
+                        lr=a.lr, betas=(0.9, 0.95), weight_decay=0.0)
 t0 = time.time()
 for step in range(a.steps):
     for g in opt.param_groups:
-        g["lr"] = a.lr * min(1.0, (step + 1) / a.warmup)
+        g["lr"] = a.lr * g["mult"] * min(1.0, (step + 1) / a.warmup)
     rng = random.Random(f"copy:{a.seed}:{step}")
     rows, near = [], []
     for i in range(a.bs):
@@ -130,6 +144,8 @@ for step in range(a.steps):
     if step % 5 == 0 or step == a.steps - 1:
         print(json.dumps({"step": step, "copy_loss": round(met["ans_loss"], 3), "copy_acc": round(met["ans_acc"], 3),
                           "chance_loss": round(float(np.log(a.vocab)), 3),
-                          **{k: round(v, 3) for k, v in met.items() if k.startswith(("near", "far"))}, "s": round(time.time() - t0)}), flush=True)
+                          **{k: round(v, 3) for k, v in met.items() if k.startswith(("near", "far"))},
+                          **({"own_key_share": [[round(float(x), 2) for x in torch.sigmoid(p)] for p in smear_p]} if smear_p else {}),
+                          "s": round(time.time() - t0)}), flush=True)
 if a.out:
     m.save_pretrained(a.out)

@@ -21,6 +21,18 @@ def make_model(arch="drt", groups=(2,), seed=0, **kw):
         upper_groups=list(groups), window=128, chunk_topk=3, **kw,
     )
     m = DRTForCausalLM(cfg).eval()
+    with torch.no_grad():  # smeared keys: a different own/previous mix per head
+        for p in (mod.smear for mod in m.modules() if getattr(mod, "smear", None) is not None):
+            p.copy_(torch.linspace(-1.5, 2.0, p.numel()))
+    if getattr(m, "copy_head", None) is not None:  # an open gate and a peaked pointer
+        with torch.no_grad():
+            m.copy_head.gate.bias.fill_(0.5)
+            m.copy_head.gate.weight.normal_(0, 0.05)
+            m.copy_head.q.weight.normal_(0, 0.3)
+            m.copy_head.k.weight.normal_(0, 0.3)
+            m.copy_head.k_prev.weight.normal_(0, 0.3)
+            m.copy_head.q_tok.weight.normal_(0, 0.3)
+            m.copy_head.k_tok.weight.normal_(0, 0.3)
     # non-trivial query norms, so a path that forgot them would retrieve differently (spec §6.2)
     with torch.no_grad():
         for n in getattr(m, "lmk_norms", []):
@@ -33,11 +45,16 @@ def ids_of(L, seed=1):
     return torch.randint(3, V, (1, L), generator=g)
 
 
-@pytest.mark.parametrize("arch,groups", [("drt", (2,)), ("drt", (1, 1)), ("sliding_window", (2,)),
-                                          ("full_attention", (2,))])
-def test_streaming_logits_equal_batch(arch, groups):
-    """Teacher-forced streaming in uneven pieces == one batch forward (within the training length)."""
-    m = make_model(arch, groups)
+@pytest.mark.parametrize("arch,groups,smear", [("drt", (2,), False), ("drt", (1, 1), False),
+                                                ("sliding_window", (2,), False), ("full_attention", (2,), False),
+                                                ("drt", (2,), True), ("sliding_window", (2,), True),
+                                                ("full_attention", (2,), True), ("drt", (2,), "copy"),
+                                                ("drt", (1, 1), "copy")])
+def test_streaming_logits_equal_batch(arch, groups, smear):
+    """Teacher-forced streaming in uneven pieces == one batch forward (within the training length);
+    with smeared keys too (the ring then holds raw keys and one slot more than the window), and with
+    the copy head (smeared keys and a pointer over the stored chunks' tokens)."""
+    m = make_model(arch, groups, smear_keys=bool(smear), copy_head=smear == "copy")
     ids = ids_of(700)
     with torch.no_grad():
         ref = m(ids).logits[0]
@@ -69,10 +86,12 @@ def test_streaming_attends_only_to_filled_cache_slots(monkeypatch):
     assert seen and max(seen) <= 200
 
 
-@pytest.mark.parametrize("arch,groups", [("drt", (2,)), ("drt", (1, 1)), ("sliding_window", (2,))])
-def test_token_by_token_equals_batch(arch, groups):
+@pytest.mark.parametrize("arch,groups,smear", [("drt", (2,), False), ("drt", (1, 1), False),
+                                                ("sliding_window", (2,), False), ("drt", (2,), True),
+                                                ("drt", (2,), "copy")])
+def test_token_by_token_equals_batch(arch, groups, smear):
     """Decoding one token at a time (the landmark inserted at chunk completion) == batch forward."""
-    m = make_model(arch, groups)
+    m = make_model(arch, groups, smear_keys=bool(smear), copy_head=smear == "copy")
     ids = ids_of(260, seed=2)
     with torch.no_grad():
         ref = m(ids).logits[0]
@@ -119,10 +138,12 @@ def test_no_gca_gap_at_segment_boundaries():
     torch.testing.assert_close(logits[0], logits[1], atol=2e-5, rtol=1e-4)
 
 
-def test_store_reload_equals_recompute(tmp_path):
+@pytest.mark.parametrize("copy", [False, True])
+def test_store_reload_equals_recompute(tmp_path, copy):
     """Prefill into a state directory, reopen it with a new engine, continue: same logits as
-    streaming everything in RAM."""
-    m = make_model()
+    streaming everything in RAM. With the copy head, the chunks' token ids (tok.i32) and the
+    partial chunk's (the carry's tok_buf) come back from disk too: 600 is not a chunk boundary."""
+    m = make_model(copy_head=copy, smear_keys=copy)
     ids = ids_of(900, seed=5)[0].tolist()
     eng = Engine(m, memory_dtype=np.float32)
     st = eng.new_state()
@@ -193,8 +214,11 @@ class _Tok:
         return "".join(chr(97 + (i % 26)) for i in ids)
 
 
-def test_generate_streams_and_leaves_state_untouched():
-    m = make_model()
+@pytest.mark.parametrize("copy", [False, True])
+def test_generate_streams_and_leaves_state_untouched(copy):
+    """Generation runs on a fork (OverlayMemory over the stored chunks; with the copy head it also
+    reads their token ids through it) and leaves the stored document as it was."""
+    m = make_model(copy_head=copy)
     eng = Engine(m, tokenizer=_Tok(), memory_dtype=np.float32)
     st = eng.new_state()
     eng.feed(st, ids_of(63 * 8 + 5, seed=8)[0].tolist())

@@ -318,3 +318,13 @@ def test_semantic_hit_finds_the_chunk_with_the_same_text(assets):
     assert semantic_hit(prompt, 6, 2, cfg)
     assert not any(semantic_hit(prompt, 6, t, cfg) for t in (0, 1, 3, 4, 5))
     assert not semantic_hit(prompt, 2, 2, cfg)  # a chunk is not its own candidate
+
+
+def test_niah_prefix_share_is_the_right_part_before_the_first_mistake():
+    from bench.niah_retrieval import prefix_share
+
+    assert prefix_share("84666", "84606") == 0.6
+    assert prefix_share(" 84606", "84606") == 1.0
+    assert prefix_share("9", "84606") == 0.0
+    assert prefix_share("846061234", "84606") == 1.0  # extra text after the answer: still all of it
+    assert prefix_share("", "84606") == 0.0

@@ -7,6 +7,8 @@ any input length, the loss, checkpoints and the configuration presets.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -86,6 +88,18 @@ def test_causal_all_archs(arch, groups):
     ids = rand_ids(2, 5 * S1 - 20)
     extra = torch.randint(0, ids.shape[1], (4,), generator=torch.Generator().manual_seed(1)).tolist()
     assert_causal(model, ids, EDGES + extra)
+
+
+def test_causal_with_copy_head_and_smeared_keys():
+    """The pointer reads only chunks that retrieval may read; smeared keys only the previous key."""
+    model = make("drt", copy_head=True, smear_keys=True)
+    with torch.no_grad():
+        model.copy_head.gate.bias.fill_(0.5)
+        model.copy_head.q.weight.normal_(0, 0.3)
+        for p in (m.smear for m in model.modules() if getattr(m, "smear", None) is not None):
+            p.fill_(-0.5)
+    ids = rand_ids(2, 5 * S1 - 20)
+    assert_causal(model, ids, EDGES)
 
 
 def test_causal_fixed_retriever_real_minilm(assets):
@@ -277,6 +291,21 @@ def test_gradients_flow_through_fusion_weights(monkeypatch, groups):
         _nonzero_finite(grads, names)
 
 
+@pytest.mark.parametrize("detach", [False, True])
+def test_detached_fusion_weights_cut_only_the_scorer_gradient(detach):
+    """The ablation `detach_fusion_weights`: the loss no longer reaches the landmark query norms
+    (which only the scores use); GCA and the rest still train."""
+    model = make("drt", chunk_topk=2, detach_fusion_weights=detach).train()
+    ids = rand_ids(2, 6 * S1)
+    model(ids, labels=ids).loss.backward()
+    g = model.lmk_norms[0].weight.grad
+    if detach:
+        assert g is None or not g.any()
+    else:
+        assert g is not None and g.abs().sum() > 0
+    assert model.groups[0][0].gca.q.weight.grad.abs().sum() > 0
+
+
 def test_loss_gradients_with_memory_detached(monkeypatch):
     """Training loss with the K/V chunk memory cut off: the encoder and the query norm still learn
     (through w alone); the memory projections get nothing. All gradients finite, incl. chunk 1's
@@ -366,6 +395,40 @@ def test_from_pretrained_restores_alibi_slopes(tmp_path):
         assert torch.equal(b, modeling.alibi_slopes(2)), name
 
 
+def test_smear_mixes_each_key_with_the_previous():
+    k = torch.randn(2, 3, 5, 4)
+    logit = torch.tensor([-30.0, 0.0, 30.0])  # head 0: previous key only, 1: half/half, 2: own key
+    out = modeling.smear(k, logit)
+    prev = torch.cat([torch.zeros_like(k[:, :, :1]), k[:, :, :-1]], dim=2)
+    torch.testing.assert_close(out[:, 0], prev[:, 0])
+    torch.testing.assert_close(out[:, 1], 0.5 * (k[:, 1] + prev[:, 1]))
+    torch.testing.assert_close(out[:, 2], k[:, 2])
+
+
+def test_smeared_keys_save_load_and_start_from_a_plain_checkpoint(tmp_path):
+    """The smear logits are saved and restored; a plain checkpoint loaded with smear_keys=True gets
+    them at smear_init (so `train --init plain --set smear_keys=true` starts near the old model)."""
+    model = make("drt", smear_keys=True)
+    with torch.no_grad():
+        for p in (m.smear for m in model.modules() if getattr(m, "smear", None) is not None):
+            p.copy_(torch.linspace(-1.0, 1.0, p.numel()))
+    ids = rand_ids(1, 3 * S1)
+    model.save_pretrained(tmp_path / "smear")
+    loaded = DRTForCausalLM.from_pretrained(tmp_path / "smear").eval()
+    assert torch.equal(logits_of(loaded, ids), logits_of(model, ids))
+    n_smear = sum(1 for m in loaded.modules() if getattr(m, "smear", None) is not None)
+    assert n_smear == 3  # lower and upper self-attention, chunk memory keys
+
+    plain = make("drt")
+    plain.save_pretrained(tmp_path / "plain")
+    conv = DRTForCausalLM.from_pretrained(tmp_path / "plain", smear_keys=True, smear_init=6.0).eval()
+    for m in conv.modules():
+        if getattr(m, "smear", None) is not None:
+            assert torch.equal(m.smear.data, torch.full_like(m.smear.data, 6.0))
+    # own-key share sigmoid(6) = 0.9975: nearly the plain model
+    assert (logits_of(conv, ids) - logits_of(plain, ids)).abs().max() < 0.05
+
+
 def _expected_params(cfg: DRTConfig) -> int:
     """Parameter count of the architecture of spec §1.1, written out by hand."""
     D, F_, V_ = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size
@@ -430,3 +493,52 @@ def test_config_rejects_values_that_fail_later(bad):
     """Regression: these were accepted and failed (or silently misbehaved) deep in the forward pass."""
     with pytest.raises(ValueError):
         DRTConfig.from_preset("tiny", **bad)
+
+
+def test_copy_head_mixture_against_a_naive_reference():
+    """The CopyHead output, recomputed by hand for a few positions: the LM's softmax scaled by
+    1 - g*P plus g times the pointer's weight on each retrieved slot's token; chunks 0 and 1
+    (nothing retrieved) get the plain LM; every row sums to 1."""
+    model = make("drt", chunk_topk=2, copy_head=True, smear_keys=True)
+    ch = model.copy_head
+    with torch.no_grad():
+        ch.gate.bias.fill_(0.3)
+        ch.q.weight.normal_(0, 0.3)
+        ch.k.weight.normal_(0, 0.3)
+        ch.k_prev.weight.normal_(0, 0.3)
+        ch.q_tok.weight.normal_(0, 0.3)
+        ch.k_tok.weight.normal_(0, 0.3)
+    ids = rand_ids(1, 4 * S1 + 10)
+    cap = {}
+    model.encoder.register_forward_hook(lambda mod, i, o: cap.__setitem__("mem_k", o[1]))
+    model.norm.register_forward_hook(lambda mod, i, o: cap.__setitem__("inp", i[0]))
+    with torch.no_grad():
+        out = model(ids, output_retrieval=True)
+    lp = out.logits[0]
+    torch.testing.assert_close(lp.exp().sum(-1), torch.ones(lp.shape[0]), atol=1e-4, rtol=0)
+    h = cap["inp"][0]  # [L, D] final states of the real tokens (before the final norm)
+    lm = torch.log_softmax(model.lm_head(model.norm(h)).float(), -1)
+    # chunks 0 and 1 read nothing (row 0, chunk 0's landmark, has no earlier chunk to select)
+    torch.testing.assert_close(lp[:2 * S1], lm[:2 * S1], atol=1e-5, rtol=1e-5)
+    mem_k = cap["mem_k"].view(-1, S1, TINY["hidden_size"])  # [C, N, D]
+    r = out.retrieval[0]
+    for t in (2 * S1, 2 * S1 + 30, 3 * S1 + 5, 4 * S1 + 9):
+        c = t // S1
+        idx, w = r["idx"][0, c - 1], r["weights"][0, c - 1]
+        q = ch.q(ch.norm(h[t])) + ch.q_tok(ch.tok_norm(model.embed(ids[0, t])))
+        expect = lm[t].exp() * 0
+        total = 0.0
+        for j in range(len(idx)):
+            mk = mem_k[idx[j]]
+            chunk = ids[0, int(idx[j]) * S1:(int(idx[j]) + 1) * S1]
+            before = torch.cat([torch.zeros_like(chunk[:1]), chunk[:-1]])  # pad id 0 before slot 0
+            kk = (ch.k(mk) + ch.k_prev(torch.cat([torch.zeros_like(mk[:1]), mk[:-1]]))
+                  + ch.k_tok(ch.tok_norm(model.embed(before))))
+            s = kk @ q / math.sqrt(ch.d)
+            p = s.exp() / (1 + s.exp().sum()) * w[j]
+            total = total + p.sum()
+            expect = expect.index_add(0, ids[0, int(idx[j]) * S1:(int(idx[j]) + 1) * S1], p)
+        g = torch.sigmoid(ch.gate(ch.norm(h[t])))[0]
+        expect = (1 - g * total) * lm[t].exp() + g * expect
+        torch.testing.assert_close(lp[t].exp(), expect, atol=1e-5, rtol=1e-4)
+        assert (lp[t] - lm[t]).abs().max() > 1e-2  # the pointer did change this row

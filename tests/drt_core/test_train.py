@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from drt_core.config import DRTConfig
 from drt_core.modeling import DRTForCausalLM
 from drt_core.train import TrainConfig, lr_at, train
 from tests.drt_core.record_golden import build_token_dir, golden_config
@@ -39,3 +40,46 @@ def test_non_finite_loss_stops_and_keeps_the_last_checkpoint(tmp_path, monkeypat
     st = torch.load(out / "state.pt", weights_only=False)
     assert st["step"] == 2  # steps 1 and 2 were checkpointed; step 3 was never applied
     assert all(torch.isfinite(v).all() for v in st["model"].values())
+
+
+def test_param_groups_give_smeared_key_logits_their_own_rate():
+    """Each smear logit is one scalar per head: at the matrices' rate (Adam moves it ~lr per step)
+    it could not leave 0.5 within a fine-tuning run, so it gets `smear_lr_mult`."""
+    from drt_core.train import TrainConfig, param_groups
+
+    cfg = DRTConfig.from_preset("tiny", vocab_size=300, hidden_size=64, num_heads=2, intermediate_size=128,
+                                smear_keys=True)
+    model = DRTForCausalLM(cfg)
+    groups = param_groups(model, TrainConfig(smear_lr_mult=25.0, gca_lr_mult=2.0))
+    by_id = {id(p): g for g in groups for p in g["params"]}
+    for n, p in model.named_parameters():
+        g = by_id[id(p)]
+        if n.endswith("smear"):
+            assert g["lr_mult"] == 25.0 and g["weight_decay"] == 0.0, n
+        elif "gca." in n:
+            assert g["lr_mult"] == 2.0, n
+        else:
+            assert g["lr_mult"] in (1.0, 2.0), n
+    assert sum(n.endswith("smear") for n, _ in model.named_parameters()) == 2 + 2 + 1
+
+
+def test_init_with_structural_overrides_adds_the_new_modules(tmp_path):
+    """`train --init CKPT --set copy_head=true`: the override reaches the config before the model is
+    built, so the copy head exists (freshly initialised like any layer: the gate's bias at 0) and every loaded
+    weight is kept. Regression: overrides were set on the config after loading, adding nothing."""
+    from drt_core.train import build_model
+
+    data = build_token_dir(tmp_path / "data")
+    torch.manual_seed(0)
+    base = build_model(golden_config(data, tmp_path / "x"))
+    base.save_pretrained(tmp_path / "init")
+    cfg = golden_config(data, tmp_path / "run", init=str(tmp_path / "init"),
+                        model_overrides={"copy_head": True, "smear_keys": True, "smear_init": 5.0})
+    model = build_model(cfg)
+    assert model.copy_head is not None and model.config.copy_head
+    assert float(model.copy_head.gate.bias.detach()) == 0.0
+    assert 0 < float(model.copy_head.q.weight.detach().std()) < 0.05
+    sd = model.state_dict()
+    for k, v in base.state_dict().items():
+        assert torch.equal(sd[k], v), k
+    assert all(float(p.detach().min()) == 5.0 for n, p in model.named_parameters() if n.endswith("attn.smear"))
