@@ -383,8 +383,10 @@ class Engine:
             x = layer(x, pos0, win)
         # complete chunks: encoder -> landmark keys and memory, appended before the groups run
         full = torch.cat([car.h_buf, x[0]])  # starts at the current chunk's first slot
-        if len(car.tok_buf) != len(car.h_buf):  # a state saved before token ids were kept
-            car.tok_buf = [c.pad_token_id] * (len(car.h_buf) - len(car.tok_buf)) + car.tok_buf[-len(car.h_buf):]
+        if len(car.tok_buf) != len(car.h_buf):  # a state saved before token ids were kept: pad ids
+            n = len(car.h_buf)
+            tail = car.tok_buf[len(car.tok_buf) - n:] if n else []
+            car.tok_buf = [c.pad_token_id] * (n - len(tail)) + tail
         full_tok = car.tok_buf + list(aug)  # the token id of every slot of `full`
         c0 = (pos0 - len(car.h_buf)) // S  # chunk index of full[0]
         m = len(full) // S  # chunks completed in this run

@@ -267,3 +267,22 @@ def test_orphan_carry_file_is_removed_on_open(tmp_path):
     st = eng.open_state(tmp_path / "s")
     assert sorted(p.name for p in (tmp_path / "s").glob("carry-*")) == ["carry-200.safetensors"]
     assert st.n_tokens == 200
+
+
+def test_state_saved_before_token_ids_were_kept_still_streams():
+    """A carry from before `tok_buf` was maintained (empty, while h_buf holds a partial chunk):
+    the missing ids are read as pad ids, the stream goes on, and later chunks get their real ids."""
+    m = make_model(copy_head=True)
+    eng = Engine(m, memory_dtype=np.float32)
+    st = eng.new_state()
+    ids = ids_of(300, seed=9)[0].tolist()
+    eng.feed(st, ids[:100])  # chunk 0 complete, 37 tokens of chunk 1 buffered
+    assert len(st.carry.tok_buf) == len(st.carry.h_buf) > 0
+    st.carry.tok_buf = []  # as an old state reopens
+    out = eng.feed(st, ids[100:], want_logits=True)
+    assert out.shape == (200, V) and torch.isfinite(out).all()
+    toks = st.memory.tokens(np.array([0, 1, 2]))
+    assert toks[0].tolist() == ids[:63]
+    n_old = 100 - 63  # chunk 1's slots that were buffered when the ids were lost
+    assert toks[1].tolist() == [0] * n_old + ids[100:126]
+    assert toks[2].tolist() == ids[126:189]
