@@ -371,7 +371,7 @@ class Engine:
         dev = self.device
         pos0 = car.pos
         T = len(aug)
-        x = model.embed(torch.tensor(aug, device=dev)[None])  # [1, T, D]
+        x = emb = model.embed(torch.tensor(aug, device=dev)[None])  # [1, T, D]; emb: the copy head's queries
         if not c.uses_chunks:
             for layer, win in zip(model.layers, car.windows):
                 x = layer(x, pos0, win)
@@ -443,7 +443,7 @@ class Engine:
         car.pos += T
         if not want_logits:
             return None
-        copy = self._stream_copy(mem, gi, gw, pos0, x, aug) if model.copy_head is not None else None
+        copy = self._stream_copy(mem, gi, gw, pos0, x, emb[0]) if model.copy_head is not None else None
         return self._logits(x, real, copy)
 
     def _topk(self, scores: torch.Tensor | None, mem: ChunkMemory, q: torch.Tensor | None = None,
@@ -524,7 +524,7 @@ class Engine:
         return fn
 
     def _stream_copy(self, mem: ChunkMemory, sel_idx: torch.Tensor, sel_w: torch.Tensor, pos0: int, x: torch.Tensor,
-                     aug: list[int]):
+                     emb: torch.Tensor):
         """CopyHead for a run of positions touching n_seg chunks (segment s reads selection s, of
         the last group): gate [T], pointer weights [T, k*N], their token ids [T, k*N]."""
         c = self.cfg
@@ -537,7 +537,7 @@ class Engine:
         gk = torch.from_numpy(np.asarray(gk, dtype=np.float32)).to(dev)
         off = pos0 % S
         padded = F.pad(x[0], (0, 0, off, n_seg * S - off - T)).view(n_seg, S, D)
-        emb = F.pad(self.model.embed(torch.tensor(aug, device=dev)), (0, 0, off, n_seg * S - off - T)).view(n_seg, S, D)
+        emb = F.pad(emb, (0, 0, off, n_seg * S - off - T)).view(n_seg, S, D)  # the run's token embeddings
         toks = toks.to(dev)
         prev_emb = self.model.embed(slot_predecessors(toks, c.pad_token_id))  # [n_seg, k, N, D]
         gate, p = self.model.copy_head(padded, emb, gk, prev_emb, sel_w.float())  # [n_seg, S], [n_seg, S, k, N]

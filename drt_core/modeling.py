@@ -657,7 +657,7 @@ class DRTForCausalLM(DRTPreTrainedModel):
         B, L = input_ids.shape
         S, D, H, d = cfg.chunk_size, cfg.hidden_size, cfg.num_heads, cfg.head_dim
         aug, C = self.augment(input_ids)
-        x = self.embed(aug)
+        x = emb = self.embed(aug)  # emb: kept for the copy head's queries
         for layer in self.lower:
             x = layer(x)
         lmk_keys, mem_k, mem_v = self.encoder(x.view(B * C, S, D))
@@ -692,12 +692,12 @@ class DRTForCausalLM(DRTPreTrainedModel):
                 gca_fn = self._batch_gca_fn(idx, w, mem_k, mem_v, B, C)
                 for layer in group:
                     x = layer(x, gca_fn)
-        copy = self._batch_copy(x, aug, flat_k, idx, w, B, C, L) if self.copy_head is not None else None
+        copy = self._batch_copy(x, emb, aug, flat_k, idx, w, B, C, L) if self.copy_head is not None else None
         # drop landmark slots and padding
         x = x.view(B, C, S, D)[:, :, : S - 1].reshape(B, C * (S - 1), D)[:, :L]
         return x, (retrieval if output_retrieval else None), retrieval_loss, copy
 
-    def _batch_copy(self, x, aug, flat_k, idx, w, B, C, L):
+    def _batch_copy(self, x, emb, aug, flat_k, idx, w, B, C, L):
         """CopyHead over the last group's selections, in the real-token layout: (gate [B, L],
         p [B, L, k*N], toks [B, L, k*N]); chunk 0 reads nothing (p = 0)."""
         S, D, N = self.config.chunk_size, self.config.hidden_size, self.config.chunk_size - 1
@@ -710,8 +710,8 @@ class DRTForCausalLM(DRTPreTrainedModel):
             sel = idx[:, :-1]  # rows 0..C-2 serve chunks 1..C-1
             ids = aug.view(B, C, S)[:, :, :N]
             prev_emb = self.embed(slot_predecessors(ids, self.config.pad_token_id))  # [B, C, N, D]
-            emb = self.embed(aug).view(B, C, S, D)[:, 1:]
-            g_, p_ = self.copy_head(x.view(B, C, S, D)[:, 1:].reshape(B * (C - 1), S, D), emb.reshape(B * (C - 1), S, D),
+            g_, p_ = self.copy_head(x.view(B, C, S, D)[:, 1:].reshape(B * (C - 1), S, D),
+                                    emb.view(B, C, S, D)[:, 1:].reshape(B * (C - 1), S, D),
                                     flat_k[bi, sel].reshape(B * (C - 1), k, N, D),
                                     prev_emb[bi, sel].reshape(B * (C - 1), k, N, D), w[:, :-1].reshape(B * (C - 1), k))
             gate = torch.cat([gate[:, :1], g_.view(B, C - 1, S)], dim=1)
