@@ -388,6 +388,7 @@ class Engine:
             tail = car.tok_buf[len(car.tok_buf) - n:] if n else []
             car.tok_buf = [c.pad_token_id] * (n - len(tail)) + tail
         full_tok = car.tok_buf + list(aug)  # the token id of every slot of `full`
+        before = self._tokens_before(mem, car.tok_buf, pos0, aug, real) if model.copy_head is not None else None
         c0 = (pos0 - len(car.h_buf)) // S  # chunk index of full[0]
         m = len(full) // S  # chunks completed in this run
         if m:
@@ -443,7 +444,8 @@ class Engine:
         car.pos += T
         if not want_logits:
             return None
-        copy = self._stream_copy(mem, gi, gw, pos0, x, emb[0]) if model.copy_head is not None else None
+        copy = (self._stream_copy(mem, gi, gw, pos0, x, emb[0], before, gca_fn.mem_k)
+                if model.copy_head is not None else None)
         return self._logits(x, real, copy)
 
     def _topk(self, scores: torch.Tensor | None, mem: ChunkMemory, q: torch.Tensor | None = None,
@@ -507,9 +509,14 @@ class Engine:
         dev = self.device
         active = sel_w.sum(-1) > 0
         if not bool(active.any()):
-            return lambda gca_mod, a: torch.zeros_like(a)
+            def off_fn(gca_mod, a):
+                return torch.zeros_like(a)
+
+            off_fn.mem_k = None
+            return off_fn
         gk, gv = mem.gather(sel_idx.cpu().numpy())  # [n_seg, k, N, D]
-        gk = torch.from_numpy(np.asarray(gk, dtype=np.float32)).to(dev).view(n_seg, k, N, H, d).permute(0, 3, 1, 2, 4)
+        mem_k = torch.from_numpy(np.asarray(gk, dtype=np.float32)).to(dev)
+        gk = mem_k.view(n_seg, k, N, H, d).permute(0, 3, 1, 2, 4)
         gv = torch.from_numpy(np.asarray(gv, dtype=np.float32)).to(dev).view(n_seg, k, N, H, d).permute(0, 3, 1, 2, 4)
         off = pos0 % S
 
@@ -521,26 +528,52 @@ class Engine:
             out = gca_mod(padded.view(n_seg, S, D), gk, gv, sel_w.to(a.dtype)).reshape(n_seg * S, D)
             return out[off: off + T][None]
 
+        fn.mem_k = mem_k  # the copy head reads the same keys (the last group's selection)
         return fn
 
+    def _tokens_before(self, mem: ChunkMemory, tok_buf: list[int], pos0: int, aug: list[int], real: list[bool]):
+        """The real token before each position of a run (the copy head's bigram query; a landmark
+        gets its chunk's last token), as the batch forward lays them out: it is in the carry's
+        token buffer, or, at a chunk boundary, the last slot of the chunk stored before."""
+        c = self.cfg
+        if tok_buf:
+            last = tok_buf[-1]
+        elif pos0 >= c.chunk_size:
+            last = int(mem.tokens(np.array([pos0 // c.chunk_size - 1]))[0, -1])
+        else:
+            last = c.pad_token_id
+        out = []
+        for t, r in zip(aug, real):
+            out.append(last)
+            if r:
+                last = t
+        return out
+
     def _stream_copy(self, mem: ChunkMemory, sel_idx: torch.Tensor, sel_w: torch.Tensor, pos0: int, x: torch.Tensor,
-                     emb: torch.Tensor):
+                     emb: torch.Tensor, before: list[int], mem_k: torch.Tensor | None = None):
         """CopyHead for a run of positions touching n_seg chunks (segment s reads selection s, of
-        the last group): gate [T], pointer weights [T, k*N], their token ids [T, k*N]."""
+        the last group): gate [T], pointer weights [T, k*N], their token ids [T, k*N]; `before`
+        the real token before each position (used with copy_bigram); `mem_k` [n_seg, k, N, D] the
+        selection's memory keys, as GCA read them (None when every weight is 0: GCA read nothing, and
+        the pointer's weights are 0 whatever the keys)."""
         c = self.cfg
         S, D, N = c.chunk_size, c.hidden_size, c.chunk_size - 1
         n_seg, k = sel_idx.shape
         T, dev = x.shape[1], self.device
         idx = sel_idx.cpu().numpy()
-        gk, _ = mem.gather(idx) if mem.n else (np.zeros((n_seg, k, N, D), np.float32), None)
+        gk = mem_k if mem_k is not None else torch.zeros(n_seg, k, N, D, device=dev)
         toks = torch.from_numpy(mem.tokens(idx).astype(np.int64) if mem.n else np.zeros((n_seg, k, N), np.int64))
-        gk = torch.from_numpy(np.asarray(gk, dtype=np.float32)).to(dev)
         off = pos0 % S
         padded = F.pad(x[0], (0, 0, off, n_seg * S - off - T)).view(n_seg, S, D)
         emb = F.pad(emb, (0, 0, off, n_seg * S - off - T)).view(n_seg, S, D)  # the run's token embeddings
         toks = toks.to(dev)
         prev_emb = self.model.embed(slot_predecessors(toks, c.pad_token_id))  # [n_seg, k, N, D]
-        gate, p = self.model.copy_head(padded, emb, gk, prev_emb, sel_w.float())  # [n_seg, S], [n_seg, S, k, N]
+        bigram = None
+        if self.model.copy_head.bigram:
+            q_prev = self.model.embed(torch.tensor(before, device=dev))
+            bigram = (F.pad(q_prev, (0, 0, off, n_seg * S - off - T)).view(n_seg, S, D),
+                      self.model.embed(slot_predecessors(toks, c.pad_token_id, 2)), self.model.embed(toks))
+        gate, p = self.model.copy_head(padded, emb, gk, prev_emb, sel_w.float(), bigram)  # [n_seg, S], [n_seg, S, k, N]
         toks = toks.view(n_seg, 1, k * N).expand(n_seg, S, k * N)
         return (gate.reshape(-1)[off: off + T], p.reshape(n_seg * S, k * N)[off: off + T],
                 toks.reshape(n_seg * S, k * N)[off: off + T])

@@ -372,27 +372,42 @@ class CopyHead(nn.Module):
         self.q_tok = nn.Linear(D, d, bias=False)
         self.k_tok = nn.Linear(D, d, bias=False)
         self.gate = nn.Linear(D, 1)
+        self.bigram = cfg.copy_bigram
+        if self.bigram:  # config copy_bigram: match (token before, token) against (slot s-2, slot s-1)
+            self.q_tok2 = nn.Linear(D, d, bias=False)
+            self.k_tok2 = nn.Linear(D, d, bias=False)
+            self.gate_tok = nn.Linear(D, 1, bias=False)  # reads the token the pointer would copy
 
     def forward(self, h: torch.Tensor, emb: torch.Tensor, mem_k: torch.Tensor, prev_emb: torch.Tensor,
-                w: torch.Tensor):
+                w: torch.Tensor, bigram: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None):
         """h [Z, M, D] final states (before the final norm) and emb [Z, M, D] the embeddings of the
         tokens at those positions; mem_k [Z, k, N, D] the selected chunks' memory keys and prev_emb
         [Z, k, N, D] the embeddings of the token before each slot (pad before slot 0); w [Z, k]
-        fusion weights. Returns gate logits [Z, M] and pointer weights [Z, M, k, N] (float32)."""
+        fusion weights. With copy_bigram, `bigram` = (the embeddings of the real token before each
+        position [Z, M, D], of the token two slots before each slot [Z, k, N, D], of each slot's own
+        token [Z, k, N, D]). Returns gate logits [Z, M] and pointer weights [Z, M, k, N] (float32)."""
         hn = self.norm(h)
-        q = (self.q(hn) + self.q_tok(self.tok_norm(emb))).float()  # [Z, M, d]
+        q = self.q(hn) + self.q_tok(self.tok_norm(emb))
         prev = F.pad(mem_k, (0, 0, 1, 0))[..., :-1, :]  # slot s-1's memory key (zero for slot 0)
-        keys = (self.k(mem_k) + self.k_prev(prev) + self.k_tok(self.tok_norm(prev_emb))).float()  # [Z, k, N, d]
-        s = torch.einsum("zmd,zjnd->zmjn", q, keys) / math.sqrt(self.d)
+        keys = self.k(mem_k) + self.k_prev(prev) + self.k_tok(self.tok_norm(prev_emb))
+        if self.bigram:
+            q_prev_emb, prev2_emb, slot_emb = bigram
+            q = q + self.q_tok2(self.tok_norm(q_prev_emb))
+            keys = keys + self.k_tok2(self.tok_norm(prev2_emb))
+        s = torch.einsum("zmd,zjnd->zmjn", q.float(), keys.float()) / math.sqrt(self.d)
         top = s.amax(-1, keepdim=True).clamp_min(0)  # softmax-one: exp(s) / (1 + sum exp(s))
         e = torch.exp(s - top)
-        p = e / (e.sum(-1, keepdim=True) + torch.exp(-top))
-        return self.gate(hn).squeeze(-1).float(), p * w.float()[:, None, :, None]
+        p = e / (e.sum(-1, keepdim=True) + torch.exp(-top)) * w.float()[:, None, :, None]
+        gate = self.gate(hn).squeeze(-1).float()
+        if self.bigram:  # the gate also sees the (pointer-weighted) token it would copy
+            what = torch.einsum("zmjn,zjnd->zmd", p, self.tok_norm(slot_emb).float())
+            gate = gate + self.gate_tok(what.to(hn.dtype)).squeeze(-1).float()
+        return gate, p
 
 
-def slot_predecessors(toks: torch.Tensor, pad_id: int) -> torch.Tensor:
-    """toks [..., N] a chunk's token ids -> the id before each slot (pad before slot 0)."""
-    return F.pad(toks, (1, 0), value=pad_id)[..., :-1]
+def slot_predecessors(toks: torch.Tensor, pad_id: int, n: int = 1) -> torch.Tensor:
+    """toks [..., N] a chunk's token ids -> the id n slots before each slot (pad before slot 0)."""
+    return F.pad(toks, (n, 0), value=pad_id)[..., :-n]
 
 
 def mix_copy(logits: torch.Tensor, gate: torch.Tensor, p: torch.Tensor, toks: torch.Tensor) -> torch.Tensor:
@@ -709,11 +724,21 @@ class DRTForCausalLM(DRTPreTrainedModel):
             bi = torch.arange(B, device=x.device).view(B, 1, 1)
             sel = idx[:, :-1]  # rows 0..C-2 serve chunks 1..C-1
             ids = aug.view(B, C, S)[:, :, :N]
-            prev_emb = self.embed(slot_predecessors(ids, self.config.pad_token_id))  # [B, C, N, D]
+            pad = self.config.pad_token_id
+            prev_emb = self.embed(slot_predecessors(ids, pad))  # [B, C, N, D]
+            bigram = None
+            if self.copy_head.bigram:
+                # the real token before each position (the landmark slot: its chunk's last token)
+                before = F.pad(ids.reshape(B, C * N), (1, 0), value=pad)[:, :-1].view(B, C, N)
+                before = torch.cat([before, ids[:, :, N - 1:]], dim=-1)  # [B, C, S]
+                bigram = (self.embed(before[:, 1:]).reshape(B * (C - 1), S, D),
+                          self.embed(slot_predecessors(ids, pad, 2))[bi, sel].reshape(B * (C - 1), k, N, D),
+                          self.embed(ids)[bi, sel].reshape(B * (C - 1), k, N, D))
             g_, p_ = self.copy_head(x.view(B, C, S, D)[:, 1:].reshape(B * (C - 1), S, D),
                                     emb.view(B, C, S, D)[:, 1:].reshape(B * (C - 1), S, D),
                                     flat_k[bi, sel].reshape(B * (C - 1), k, N, D),
-                                    prev_emb[bi, sel].reshape(B * (C - 1), k, N, D), w[:, :-1].reshape(B * (C - 1), k))
+                                    prev_emb[bi, sel].reshape(B * (C - 1), k, N, D), w[:, :-1].reshape(B * (C - 1), k),
+                                    bigram)
             gate = torch.cat([gate[:, :1], g_.view(B, C - 1, S)], dim=1)
             p = torch.cat([p[:, :1], p_.reshape(B, C - 1, S, k * N)], dim=1)
             toks = torch.cat([toks[:, :1], ids[bi, sel].reshape(B, C - 1, 1, k * N).expand(B, C - 1, S, k * N)], dim=1)

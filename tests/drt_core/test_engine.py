@@ -33,6 +33,10 @@ def make_model(arch="drt", groups=(2,), seed=0, **kw):
             m.copy_head.k_prev.weight.normal_(0, 0.3)
             m.copy_head.q_tok.weight.normal_(0, 0.3)
             m.copy_head.k_tok.weight.normal_(0, 0.3)
+            if m.copy_head.bigram:
+                m.copy_head.q_tok2.weight.normal_(0, 0.3)
+                m.copy_head.k_tok2.weight.normal_(0, 0.3)
+                m.copy_head.gate_tok.weight.normal_(0, 0.3)
     # non-trivial query norms, so a path that forgot them would retrieve differently (spec §6.2)
     with torch.no_grad():
         for n in getattr(m, "lmk_norms", []):
@@ -49,12 +53,13 @@ def ids_of(L, seed=1):
                                                 ("sliding_window", (2,), False), ("full_attention", (2,), False),
                                                 ("drt", (2,), True), ("sliding_window", (2,), True),
                                                 ("full_attention", (2,), True), ("drt", (2,), "copy"),
-                                                ("drt", (1, 1), "copy")])
+                                                ("drt", (1, 1), "copy"), ("drt", (2,), "bigram")])
 def test_streaming_logits_equal_batch(arch, groups, smear):
     """Teacher-forced streaming in uneven pieces == one batch forward (within the training length);
     with smeared keys too (the ring then holds raw keys and one slot more than the window), and with
     the copy head (smeared keys and a pointer over the stored chunks' tokens)."""
-    m = make_model(arch, groups, smear_keys=bool(smear), copy_head=smear == "copy")
+    m = make_model(arch, groups, smear_keys=bool(smear), copy_head=smear in ("copy", "bigram"),
+                   copy_bigram=smear == "bigram")
     ids = ids_of(700)
     with torch.no_grad():
         ref = m(ids).logits[0]
@@ -88,10 +93,11 @@ def test_streaming_attends_only_to_filled_cache_slots(monkeypatch):
 
 @pytest.mark.parametrize("arch,groups,smear", [("drt", (2,), False), ("drt", (1, 1), False),
                                                 ("sliding_window", (2,), False), ("drt", (2,), True),
-                                                ("drt", (2,), "copy")])
+                                                ("drt", (2,), "copy"), ("drt", (2,), "bigram")])
 def test_token_by_token_equals_batch(arch, groups, smear):
     """Decoding one token at a time (the landmark inserted at chunk completion) == batch forward."""
-    m = make_model(arch, groups, smear_keys=bool(smear), copy_head=smear == "copy")
+    m = make_model(arch, groups, smear_keys=bool(smear), copy_head=smear in ("copy", "bigram"),
+                   copy_bigram=smear == "bigram")
     ids = ids_of(260, seed=2)
     with torch.no_grad():
         ref = m(ids).logits[0]
@@ -138,12 +144,12 @@ def test_no_gca_gap_at_segment_boundaries():
     torch.testing.assert_close(logits[0], logits[1], atol=2e-5, rtol=1e-4)
 
 
-@pytest.mark.parametrize("copy", [False, True])
+@pytest.mark.parametrize("copy", [False, True, "bigram"])
 def test_store_reload_equals_recompute(tmp_path, copy):
     """Prefill into a state directory, reopen it with a new engine, continue: same logits as
     streaming everything in RAM. With the copy head, the chunks' token ids (tok.i32) and the
     partial chunk's (the carry's tok_buf) come back from disk too: 600 is not a chunk boundary."""
-    m = make_model(copy_head=copy, smear_keys=copy)
+    m = make_model(copy_head=bool(copy), smear_keys=copy is True, copy_bigram=copy == "bigram")
     ids = ids_of(900, seed=5)[0].tolist()
     eng = Engine(m, memory_dtype=np.float32)
     st = eng.new_state()
@@ -214,11 +220,11 @@ class _Tok:
         return "".join(chr(97 + (i % 26)) for i in ids)
 
 
-@pytest.mark.parametrize("copy", [False, True])
+@pytest.mark.parametrize("copy", [False, True, "bigram"])
 def test_generate_streams_and_leaves_state_untouched(copy):
     """Generation runs on a fork (OverlayMemory over the stored chunks; with the copy head it also
     reads their token ids through it) and leaves the stored document as it was."""
-    m = make_model(copy_head=copy)
+    m = make_model(copy_head=bool(copy), copy_bigram=copy == "bigram")
     eng = Engine(m, tokenizer=_Tok(), memory_dtype=np.float32)
     st = eng.new_state()
     eng.feed(st, ids_of(63 * 8 + 5, seed=8)[0].tolist())
@@ -286,3 +292,18 @@ def test_state_saved_before_token_ids_were_kept_still_streams():
     n_old = 100 - 63  # chunk 1's slots that were buffered when the ids were lost
     assert toks[1].tolist() == [0] * n_old + ids[100:126]
     assert toks[2].tolist() == ids[126:189]
+
+
+def test_copy_head_reads_the_keys_gca_gathered(monkeypatch):
+    """The copy head reuses the memory keys GCA gathered for the same selection: one read of the
+    chunk store per group and run (a second read doubled the I/O of a disk-backed document)."""
+    m = make_model(copy_head=True, copy_bigram=True)
+    eng = Engine(m, memory_dtype=np.float32)
+    st = eng.new_state()
+    ids = ids_of(63 * 6 + 10, seed=11)[0].tolist()
+    eng.feed(st, ids[:-1])
+    calls = []
+    gather = type(st.memory).gather
+    monkeypatch.setattr(type(st.memory), "gather", lambda self, idx: calls.append(idx.shape) or gather(self, idx))
+    out = eng.feed(st, ids[-1:], want_logits=True)
+    assert len(calls) == 1 and torch.isfinite(out).all()

@@ -488,18 +488,21 @@ def test_baseline_sizes_match_tiny():
 
 
 @pytest.mark.parametrize("bad", [dict(chunk_topk=0), dict(window=0), dict(gca_backend="x"),
-                                 dict(lower_layers=-1), dict(vocab_size=2)])
+                                 dict(lower_layers=-1), dict(vocab_size=2), dict(copy_bigram=True)])
 def test_config_rejects_values_that_fail_later(bad):
     """Regression: these were accepted and failed (or silently misbehaved) deep in the forward pass."""
     with pytest.raises(ValueError):
         DRTConfig.from_preset("tiny", **bad)
 
 
-def test_copy_head_mixture_against_a_naive_reference():
+@pytest.mark.parametrize("bigram", [False, True])
+def test_copy_head_mixture_against_a_naive_reference(bigram):
     """The CopyHead output, recomputed by hand for a few positions: the LM's softmax scaled by
     1 - g*P plus g times the pointer's weight on each retrieved slot's token; chunks 0 and 1
-    (nothing retrieved) get the plain LM; every row sums to 1."""
-    model = make("drt", chunk_topk=2, copy_head=True, smear_keys=True)
+    (nothing retrieved) get the plain LM; every row sums to 1. With copy_bigram the query also
+    reads the token before, each key the token two slots back, and the gate the pointer-weighted
+    embedding of the slots' tokens."""
+    model = make("drt", chunk_topk=2, copy_head=True, smear_keys=True, copy_bigram=bigram)
     ch = model.copy_head
     with torch.no_grad():
         ch.gate.bias.fill_(0.3)
@@ -508,6 +511,10 @@ def test_copy_head_mixture_against_a_naive_reference():
         ch.k_prev.weight.normal_(0, 0.3)
         ch.q_tok.weight.normal_(0, 0.3)
         ch.k_tok.weight.normal_(0, 0.3)
+        if bigram:
+            ch.q_tok2.weight.normal_(0, 0.3)
+            ch.k_tok2.weight.normal_(0, 0.3)
+            ch.gate_tok.weight.normal_(0, 0.3)
     ids = rand_ids(1, 4 * S1 + 10)
     cap = {}
     model.encoder.register_forward_hook(lambda mod, i, o: cap.__setitem__("mem_k", o[1]))
@@ -526,19 +533,25 @@ def test_copy_head_mixture_against_a_naive_reference():
         c = t // S1
         idx, w = r["idx"][0, c - 1], r["weights"][0, c - 1]
         q = ch.q(ch.norm(h[t])) + ch.q_tok(ch.tok_norm(model.embed(ids[0, t])))
+        if bigram:
+            q = q + ch.q_tok2(ch.tok_norm(model.embed(ids[0, t - 1])))
         expect = lm[t].exp() * 0
-        total = 0.0
+        total, what = 0.0, 0.0
         for j in range(len(idx)):
             mk = mem_k[idx[j]]
             chunk = ids[0, int(idx[j]) * S1:(int(idx[j]) + 1) * S1]
             before = torch.cat([torch.zeros_like(chunk[:1]), chunk[:-1]])  # pad id 0 before slot 0
             kk = (ch.k(mk) + ch.k_prev(torch.cat([torch.zeros_like(mk[:1]), mk[:-1]]))
                   + ch.k_tok(ch.tok_norm(model.embed(before))))
+            if bigram:
+                before2 = torch.cat([torch.zeros_like(chunk[:2]), chunk[:-2]])
+                kk = kk + ch.k_tok2(ch.tok_norm(model.embed(before2)))
             s = kk @ q / math.sqrt(ch.d)
             p = s.exp() / (1 + s.exp().sum()) * w[j]
             total = total + p.sum()
-            expect = expect.index_add(0, ids[0, int(idx[j]) * S1:(int(idx[j]) + 1) * S1], p)
-        g = torch.sigmoid(ch.gate(ch.norm(h[t])))[0]
+            what = what + p @ ch.tok_norm(model.embed(chunk))
+            expect = expect.index_add(0, chunk, p)
+        g = torch.sigmoid(ch.gate(ch.norm(h[t])) + (ch.gate_tok(what) if bigram else 0))[0]
         expect = (1 - g * total) * lm[t].exp() + g * expect
         torch.testing.assert_close(lp[t].exp(), expect, atol=1e-5, rtol=1e-4)
         assert (lp[t] - lm[t]).abs().max() > 1e-2  # the pointer did change this row
