@@ -651,12 +651,14 @@ class Engine:
     @torch.no_grad()
     def generate(self, state: DocState, question: str | None = None, *, prompt_ids: Sequence[int] | None = None,
                  max_new_tokens: int = 64, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
-                 stop_at_newline: bool = True, seed: int | None = None,
+                 stop_at_newline: bool = True, seed: int | None = None, no_repeat_ngram: int = 0,
                  cancel: threading.Event | None = None) -> Iterator[GenEvent]:
         """Ask `question` about the document in `state` (None: ask for a summary), streaming tokens.
 
         The stored state is not modified (generation runs on a fork). The last event has done=True,
-        the whole answer and the RetrievalTrace of the generated chunks."""
+        the whole answer and the RetrievalTrace of the generated chunks. `no_repeat_ngram` = n > 0
+        forbids a token that would repeat an n-gram of the answer so far (the answer only: copying
+        from the document stays allowed), which stops a small model's loops."""
         from .prompts import clean_answer
 
         n_doc_chunks = state.n_chunks
@@ -678,6 +680,8 @@ class Engine:
             if cancel is not None and cancel.is_set():
                 reason = "cancelled"
                 break
+            if no_repeat_ngram > 0:
+                logits = ban_repeats(logits, out_ids, no_repeat_ngram)
             tok = sample(logits, temperature, top_k, top_p, gen)
             if tok == eos:
                 reason = "eos"
@@ -734,6 +738,17 @@ class Engine:
                     acc[cid] = acc.get(cid, 0.0) + w
         total = sum(acc.values()) or 1.0
         return sorted(((c, w / total) for c, w in acc.items()), key=lambda t: -t[1])
+
+
+def ban_repeats(logits: torch.Tensor, ids: Sequence[int], n: int) -> torch.Tensor:
+    """logits [V] with -inf on every token that would complete an n-gram already in `ids`."""
+    if len(ids) < n or n < 1:
+        return logits
+    head = tuple(ids[len(ids) - n + 1:]) if n > 1 else ()
+    banned = {ids[i + n - 1] for i in range(len(ids) - n + 1) if tuple(ids[i:i + n - 1]) == head}
+    if not banned:
+        return logits
+    return logits.index_fill(0, torch.tensor(sorted(banned), device=logits.device), float("-inf"))
 
 
 def sample(logits: torch.Tensor, temperature: float, top_k: int, top_p: float, gen: torch.Generator) -> int:

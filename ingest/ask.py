@@ -17,6 +17,9 @@ from .errors import Cancelled, IngestError
 from .pipeline import EngineLike, ready_state
 
 MAX_EVIDENCE = 8
+# answers and summaries never repeat a 4-gram of their own (engine.generate's no_repeat_ngram): the
+# shipped model, asked what it was not trained to answer, otherwise loops on a copied phrase
+NO_REPEAT_NGRAM = 4
 
 
 def trace_json(trace: Any) -> dict:
@@ -68,7 +71,8 @@ def generate(
     `question` is the user's question (None asks for a summary): the engine lays out the prompt
     with drt_core.prompts, the same function that built the fine-tuning examples."""
     answer, trace, parts = None, None, []
-    for ev in engine.generate(state, question, max_new_tokens=max_new_tokens, temperature=0.0):
+    for ev in engine.generate(state, question, max_new_tokens=max_new_tokens, temperature=0.0,
+                              no_repeat_ngram=NO_REPEAT_NGRAM):
         delta = getattr(ev, "text_delta", "") or ""
         if delta:
             parts.append(delta)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from drt_core import DRTConfig, DRTForCausalLM
-from drt_core.engine import Engine
+from drt_core.engine import Engine, ban_repeats
 from drt_core.errors import CheckpointMismatch
 
 V = 300
@@ -307,3 +307,34 @@ def test_copy_head_reads_the_keys_gca_gathered(monkeypatch):
     monkeypatch.setattr(type(st.memory), "gather", lambda self, idx: calls.append(idx.shape) or gather(self, idx))
     out = eng.feed(st, ids[-1:], want_logits=True)
     assert len(calls) == 1 and torch.isfinite(out).all()
+
+
+def test_ban_repeats_forbids_only_the_tokens_that_repeat_an_ngram():
+    lg = torch.zeros(10)
+    out = ban_repeats(lg, [5, 6, 7, 5, 6], 3)  # "5 6" was followed by 7
+    assert torch.isinf(out[7]) and torch.isfinite(out).sum() == 9
+    assert torch.equal(ban_repeats(lg, [5, 6, 7, 5, 8], 3), lg)  # no repeated head
+    assert torch.equal(ban_repeats(lg, [5, 6], 3), lg)  # too short
+    assert torch.isinf(ban_repeats(lg, [1, 2, 1], 1)[[1, 2]]).all()  # n = 1: no token twice
+
+
+def test_generate_with_no_repeat_ngram_does_not_loop():
+    """Greedy decoding of a random model loops; with no_repeat_ngram = 2 no bigram of the answer
+    repeats (the app asks with 4: ingest.ask.NO_REPEAT_NGRAM)."""
+    m = make_model(copy_head=True)
+    eng = Engine(m, tokenizer=_Tok(), memory_dtype=np.float32)
+    st = eng.new_state()
+    eng.feed(st, ids_of(63 * 3 + 5, seed=12)[0].tolist())
+
+    def answer_ids(n):
+        evs = list(eng.generate(st, prompt_ids=[5, 6, 7], max_new_tokens=40, stop_at_newline=False,
+                                no_repeat_ngram=n))
+        return [e.token_id for e in evs if e.token_id is not None]
+
+    def bigrams(ids):
+        return list(zip(ids, ids[1:]))
+
+    loop = answer_ids(0)
+    assert len(set(bigrams(loop))) < len(bigrams(loop))  # the plain greedy answer does repeat itself
+    ids = answer_ids(2)
+    assert len(ids) == 40 and len(set(bigrams(ids))) == len(bigrams(ids))
