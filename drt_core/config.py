@@ -66,6 +66,7 @@ class DRTConfig(PretrainedConfig):
         detach_fusion_weights: bool = False,  # ablation: no scorer gradient (retrieval stays at init)
         copy_head: bool = False,  # pointer over the retrieved chunks' tokens, mixed into the LM output
         copy_bigram: bool = False,  # the pointer matches the last two tokens; its gate sees what it would copy
+        copy_global: bool = False,  # one pointer softmax over all retrieved slots (log fusion weight as prior)
         smear_keys: bool = False,  # per-head mix of each key with the previous position's (copying)
         smear_init: float = 0.0,  # initial logit of that mix's own-key share (sigmoid; 0 -> 0.5)
         pad_token_id: int = 0,
@@ -111,10 +112,11 @@ class DRTConfig(PretrainedConfig):
         if copy_head and arch != "drt":
             raise ValueError(f"copy_head needs arch 'drt' (it reads the streamed selections), got {arch!r}")
         self.detach_fusion_weights = bool(detach_fusion_weights)
-        if copy_bigram and not copy_head:
-            raise ValueError("copy_bigram extends the copy head: set copy_head=true too")
+        if (copy_bigram or copy_global) and not copy_head:
+            raise ValueError("copy_bigram and copy_global extend the copy head: set copy_head=true too")
         self.copy_head = bool(copy_head)
         self.copy_bigram = bool(copy_bigram)
+        self.copy_global = bool(copy_global)
         self.smear_keys = bool(smear_keys)
         self.smear_init = float(smear_init)
         self.lmk_token_id = lmk_token_id

@@ -358,7 +358,13 @@ class CopyHead(nn.Module):
     with P the pointer's total weight (< 1: the softmax-one null slots and unused rows give their
     share back to the LM, so p sums to 1 and a chunk with nothing retrieved gets the plain LM).
     The copied token gets the answer gradient directly (pointer-generator networks, See et al.,
-    2017), which copying through GCA -> MLP -> residual did not get at our scale (RESULTS.md §5)."""
+    2017), which copying through GCA -> MLP -> residual did not get at our scale (RESULTS.md §5).
+
+    Options: copy_bigram adds the token before the query's (query) and the token two slots back
+    (key), so a repeated digit no longer confuses it, and lets the gate read the pointer-weighted
+    embedding of what it would copy (an answer's end); copy_global replaces the per-chunk softmaxes
+    by one softmax-one over all k * N slots with log w as each chunk's prior, so a sharp match in a
+    chunk of small fusion weight can still take the whole pointer."""
 
     def __init__(self, cfg: DRTConfig):
         super().__init__()
@@ -373,6 +379,7 @@ class CopyHead(nn.Module):
         self.k_tok = nn.Linear(D, d, bias=False)
         self.gate = nn.Linear(D, 1)
         self.bigram = cfg.copy_bigram
+        self.global_softmax = cfg.copy_global
         if self.bigram:  # config copy_bigram: match (token before, token) against (slot s-2, slot s-1)
             self.q_tok2 = nn.Linear(D, d, bias=False)
             self.k_tok2 = nn.Linear(D, d, bias=False)
@@ -395,14 +402,24 @@ class CopyHead(nn.Module):
             q = q + self.q_tok2(self.tok_norm(q_prev_emb))
             keys = keys + self.k_tok2(self.tok_norm(prev2_emb))
         s = torch.einsum("zmd,zjnd->zmjn", q.float(), keys.float()) / math.sqrt(self.d)
-        top = s.amax(-1, keepdim=True).clamp_min(0)  # softmax-one: exp(s) / (1 + sum exp(s))
-        e = torch.exp(s - top)
-        p = e / (e.sum(-1, keepdim=True) + torch.exp(-top)) * w.float()[:, None, :, None]
+        if self.global_softmax:  # one softmax-one over every slot, each chunk's log weight as a prior
+            wf = w.float()[:, None, :, None]
+            s = (s + torch.log(wf.clamp_min(1e-30))).masked_fill(wf <= 0, float("-inf"))
+            p = _softmax_one(s.flatten(-2)).view_as(s)
+        else:  # softmax-one per chunk, times the chunk's fusion weight (as GCA)
+            p = _softmax_one(s) * w.float()[:, None, :, None]
         gate = self.gate(hn).squeeze(-1).float()
         if self.bigram:  # the gate also sees the (pointer-weighted) token it would copy
             what = torch.einsum("zmjn,zjnd->zmd", p, self.tok_norm(slot_emb).float())
             gate = gate + self.gate_tok(what.to(hn.dtype)).squeeze(-1).float()
         return gate, p
+
+
+def _softmax_one(s: torch.Tensor) -> torch.Tensor:
+    """exp(s) / (1 + sum exp(s)) over the last dim, stable; rows of -inf give 0."""
+    top = s.amax(-1, keepdim=True).clamp_min(0)
+    e = torch.exp(s - top)
+    return e / (e.sum(-1, keepdim=True) + torch.exp(-top))
 
 
 def slot_predecessors(toks: torch.Tensor, pad_id: int, n: int = 1) -> torch.Tensor:

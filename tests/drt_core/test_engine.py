@@ -53,13 +53,14 @@ def ids_of(L, seed=1):
                                                 ("sliding_window", (2,), False), ("full_attention", (2,), False),
                                                 ("drt", (2,), True), ("sliding_window", (2,), True),
                                                 ("full_attention", (2,), True), ("drt", (2,), "copy"),
-                                                ("drt", (1, 1), "copy"), ("drt", (2,), "bigram")])
+                                                ("drt", (1, 1), "copy"), ("drt", (2,), "bigram"),
+                                                ("drt", (2,), "global")])
 def test_streaming_logits_equal_batch(arch, groups, smear):
     """Teacher-forced streaming in uneven pieces == one batch forward (within the training length);
     with smeared keys too (the ring then holds raw keys and one slot more than the window), and with
     the copy head (smeared keys and a pointer over the stored chunks' tokens)."""
-    m = make_model(arch, groups, smear_keys=bool(smear), copy_head=smear in ("copy", "bigram"),
-                   copy_bigram=smear == "bigram")
+    m = make_model(arch, groups, smear_keys=bool(smear), copy_head=smear in ("copy", "bigram", "global"),
+                   copy_bigram=smear in ("bigram", "global"), copy_global=smear == "global")
     ids = ids_of(700)
     with torch.no_grad():
         ref = m(ids).logits[0]
@@ -93,11 +94,12 @@ def test_streaming_attends_only_to_filled_cache_slots(monkeypatch):
 
 @pytest.mark.parametrize("arch,groups,smear", [("drt", (2,), False), ("drt", (1, 1), False),
                                                 ("sliding_window", (2,), False), ("drt", (2,), True),
-                                                ("drt", (2,), "copy"), ("drt", (2,), "bigram")])
+                                                ("drt", (2,), "copy"), ("drt", (2,), "bigram"),
+                                                ("drt", (2,), "global")])
 def test_token_by_token_equals_batch(arch, groups, smear):
     """Decoding one token at a time (the landmark inserted at chunk completion) == batch forward."""
-    m = make_model(arch, groups, smear_keys=bool(smear), copy_head=smear in ("copy", "bigram"),
-                   copy_bigram=smear == "bigram")
+    m = make_model(arch, groups, smear_keys=bool(smear), copy_head=smear in ("copy", "bigram", "global"),
+                   copy_bigram=smear in ("bigram", "global"), copy_global=smear == "global")
     ids = ids_of(260, seed=2)
     with torch.no_grad():
         ref = m(ids).logits[0]

@@ -488,21 +488,23 @@ def test_baseline_sizes_match_tiny():
 
 
 @pytest.mark.parametrize("bad", [dict(chunk_topk=0), dict(window=0), dict(gca_backend="x"),
-                                 dict(lower_layers=-1), dict(vocab_size=2), dict(copy_bigram=True)])
+                                 dict(lower_layers=-1), dict(vocab_size=2), dict(copy_bigram=True),
+                                 dict(copy_global=True)])
 def test_config_rejects_values_that_fail_later(bad):
     """Regression: these were accepted and failed (or silently misbehaved) deep in the forward pass."""
     with pytest.raises(ValueError):
         DRTConfig.from_preset("tiny", **bad)
 
 
-@pytest.mark.parametrize("bigram", [False, True])
-def test_copy_head_mixture_against_a_naive_reference(bigram):
+@pytest.mark.parametrize("bigram,glob", [(False, False), (True, False), (True, True)])
+def test_copy_head_mixture_against_a_naive_reference(bigram, glob):
     """The CopyHead output, recomputed by hand for a few positions: the LM's softmax scaled by
     1 - g*P plus g times the pointer's weight on each retrieved slot's token; chunks 0 and 1
     (nothing retrieved) get the plain LM; every row sums to 1. With copy_bigram the query also
     reads the token before, each key the token two slots back, and the gate the pointer-weighted
-    embedding of the slots' tokens."""
-    model = make("drt", chunk_topk=2, copy_head=True, smear_keys=True, copy_bigram=bigram)
+    embedding of the slots' tokens; with copy_global one softmax-one covers every retrieved slot,
+    each chunk's score shifted by its log fusion weight."""
+    model = make("drt", chunk_topk=2, copy_head=True, smear_keys=True, copy_bigram=bigram, copy_global=glob)
     ch = model.copy_head
     with torch.no_grad():
         ch.gate.bias.fill_(0.3)
@@ -537,6 +539,7 @@ def test_copy_head_mixture_against_a_naive_reference(bigram):
             q = q + ch.q_tok2(ch.tok_norm(model.embed(ids[0, t - 1])))
         expect = lm[t].exp() * 0
         total, what = 0.0, 0.0
+        scores = []
         for j in range(len(idx)):
             mk = mem_k[idx[j]]
             chunk = ids[0, int(idx[j]) * S1:(int(idx[j]) + 1) * S1]
@@ -547,7 +550,12 @@ def test_copy_head_mixture_against_a_naive_reference(bigram):
                 before2 = torch.cat([torch.zeros_like(chunk[:2]), chunk[:-2]])
                 kk = kk + ch.k_tok2(ch.tok_norm(model.embed(before2)))
             s = kk @ q / math.sqrt(ch.d)
-            p = s.exp() / (1 + s.exp().sum()) * w[j]
+            scores.append(s + torch.log(w[j]) if glob else s)
+        norm = 1 + sum(s.exp().sum() for s in scores)  # global: one null slot for all chunks
+        for j in range(len(idx)):
+            chunk = ids[0, int(idx[j]) * S1:(int(idx[j]) + 1) * S1]
+            s = scores[j]
+            p = s.exp() / norm if glob else s.exp() / (1 + s.exp().sum()) * w[j]
             total = total + p.sum()
             what = what + p @ ch.tok_norm(model.embed(chunk))
             expect = expect.index_add(0, chunk, p)
