@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import argparse
 import copy
-import shutil
 from pathlib import Path
 
 
 def regroup(model_dir: str, groups: list[int], out: str) -> Path:
     from drt_core import DRTForCausalLM
+    from drt_core.train import _copy_tokenizer
 
     src = DRTForCausalLM.from_pretrained(model_dir)
     old = list(src.config.upper_groups)
@@ -46,10 +46,7 @@ def regroup(model_dir: str, groups: list[int], out: str) -> Path:
         raise SystemExit(f"regroup: missing {missing}, unexpected {unexpected}")
     out_dir = Path(out)
     dst.save_pretrained(out_dir)
-    src_tok = Path(model_dir)
-    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
-        if (src_tok / name).exists():
-            shutil.copy2(src_tok / name, out_dir / name)
+    _copy_tokenizer(out_dir, Path(model_dir))
     return out_dir
 
 

@@ -388,7 +388,9 @@ class Engine:
             tail = car.tok_buf[len(car.tok_buf) - n:] if n else []
             car.tok_buf = [c.pad_token_id] * (n - len(tail)) + tail
         full_tok = car.tok_buf + list(aug)  # the token id of every slot of `full`
-        before = self._tokens_before(mem, car.tok_buf, pos0, aug, real) if model.copy_head is not None else None
+        # the copy head's bigram query: read before the token buffer moves on, and only for logits
+        bigram = want_logits and model.copy_head is not None and model.copy_head.bigram
+        before = self._tokens_before(mem, car.tok_buf, pos0, aug, real) if bigram else None
         c0 = (pos0 - len(car.h_buf)) // S  # chunk index of full[0]
         m = len(full) // S  # chunks completed in this run
         if m:
@@ -550,10 +552,10 @@ class Engine:
         return out
 
     def _stream_copy(self, mem: ChunkMemory, sel_idx: torch.Tensor, sel_w: torch.Tensor, pos0: int, x: torch.Tensor,
-                     emb: torch.Tensor, before: list[int], mem_k: torch.Tensor | None = None):
+                     emb: torch.Tensor, before: list[int] | None, mem_k: torch.Tensor | None = None):
         """CopyHead for a run of positions touching n_seg chunks (segment s reads selection s, of
         the last group): gate [T], pointer weights [T, k*N], their token ids [T, k*N]; `before`
-        the real token before each position (used with copy_bigram); `mem_k` [n_seg, k, N, D] the
+        the real token before each position (copy_bigram only, else None); `mem_k` [n_seg, k, N, D] the
         selection's memory keys, as GCA read them (None when every weight is 0: GCA read nothing, and
         the pointer's weights are 0 whatever the keys)."""
         c = self.cfg

@@ -223,13 +223,14 @@ class Batches:
         return ids, labels, weights, forced, targets
 
 
-def _copy_tokenizer(dst: Path) -> None:
-    """A checkpoint directory is complete: weights, config and the tokenizer it was trained with."""
+def _copy_tokenizer(dst: Path, src: Path | None = None) -> None:
+    """A checkpoint directory is complete: weights, config and the tokenizer it was trained with
+    (the tokenizer files of `src`, a checkpoint directory; default the shipped tokenizer)."""
     import shutil
 
     from .tokenizer import _resolve
 
-    src = _resolve(None)
+    src = _resolve(None) if src is None else Path(src)
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
         if (src / name).exists() and not (dst / name).exists():
             shutil.copy2(src / name, dst / name)
