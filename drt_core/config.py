@@ -67,6 +67,9 @@ class DRTConfig(PretrainedConfig):
         copy_head: bool = False,  # pointer over the retrieved chunks' tokens, mixed into the LM output
         copy_bigram: bool = False,  # the pointer matches the last two tokens; its gate sees what it would copy
         copy_global: bool = False,  # one pointer softmax over all retrieved slots (log fusion weight as prior)
+        copy_match: int = 0,  # > 0: the pointer and its gate read exact suffix-match lengths (capped here)
+        copy_recall: int = 0,  # > 0: slots up to this many after an n-gram the question / answer holds get biases
+        copy_span: int = 0,  # the pointer also reads this many slots of the chunk after each retrieved one
         smear_keys: bool = False,  # per-head mix of each key with the previous position's (copying)
         smear_init: float = 0.0,  # initial logit of that mix's own-key share (sigmoid; 0 -> 0.5)
         pad_token_id: int = 0,
@@ -112,11 +115,21 @@ class DRTConfig(PretrainedConfig):
         if copy_head and arch != "drt":
             raise ValueError(f"copy_head needs arch 'drt' (it reads the streamed selections), got {arch!r}")
         self.detach_fusion_weights = bool(detach_fusion_weights)
-        if (copy_bigram or copy_global) and not copy_head:
-            raise ValueError("copy_bigram and copy_global extend the copy head: set copy_head=true too")
+        if (copy_bigram or copy_global or copy_match or copy_recall or copy_span) and not copy_head:
+            raise ValueError("copy_bigram, copy_global, copy_match, copy_recall and copy_span extend the copy head: "
+                             "set copy_head=true too")
+        if not 0 <= int(copy_match) < chunk_size - 1:
+            raise ValueError(f"copy_match must be in [0, {chunk_size - 1}) (a match stays inside a chunk), got {copy_match}")
         self.copy_head = bool(copy_head)
         self.copy_bigram = bool(copy_bigram)
         self.copy_global = bool(copy_global)
+        self.copy_match = int(copy_match)
+        if not 0 <= int(copy_recall) < chunk_size - 1:
+            raise ValueError(f"copy_recall must be in [0, {chunk_size - 1}), got {copy_recall}")
+        self.copy_recall = int(copy_recall)
+        if not 0 <= int(copy_span) <= chunk_size - 1:
+            raise ValueError(f"copy_span must be in [0, {chunk_size - 1}], got {copy_span}")
+        self.copy_span = int(copy_span)
         self.smear_keys = bool(smear_keys)
         self.smear_init = float(smear_init)
         self.lmk_token_id = lmk_token_id

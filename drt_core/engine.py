@@ -39,7 +39,18 @@ import torch.nn.functional as F
 from store.chunk_store import ChunkMemory, MemmapChunkMemory, RamChunkMemory, atomic_write_bytes
 
 from .config import DRTConfig
-from .modeling import DRTForCausalLM, KVWindow, mix_copy, retrieval_scores, select_topk, slot_predecessors
+from .modeling import (
+    DRTForCausalLM,
+    KVWindow,
+    mix_copy,
+    recall_lengths,
+    recall_limits,
+    retrieval_scores,
+    select_topk,
+    slot_contexts,
+    slot_predecessors,
+    suffix_match,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -391,6 +402,8 @@ class Engine:
         # the copy head's bigram query: read before the token buffer moves on, and only for logits
         bigram = want_logits and model.copy_head is not None and model.copy_head.bigram
         before = self._tokens_before(mem, car.tok_buf, pos0, aug, real) if bigram else None
+        n_match = model.copy_head.match if want_logits and model.copy_head is not None else 0
+        history = self._token_history(mem, car.tok_buf, pos0, aug, real, n_match) if n_match else None
         c0 = (pos0 - len(car.h_buf)) // S  # chunk index of full[0]
         m = len(full) // S  # chunks completed in this run
         if m:
@@ -446,7 +459,7 @@ class Engine:
         car.pos += T
         if not want_logits:
             return None
-        copy = (self._stream_copy(mem, gi, gw, pos0, x, emb[0], before, gca_fn.mem_k)
+        copy = (self._stream_copy(mem, gi, gw, pos0, x, emb[0], before, gca_fn.mem_k, history, car.tok_buf)
                 if model.copy_head is not None else None)
         return self._logits(x, real, copy)
 
@@ -551,13 +564,48 @@ class Engine:
                 last = t
         return out
 
+    def _token_history(self, mem: ChunkMemory, tok_buf: list[int], pos0: int, aug: list[int], real: list[bool],
+                       n: int) -> list[list[int]]:
+        """The copy head's suffix-match queries (copy_match): for each position of a run, the n real
+        tokens ending at it, newest first, pad-filled (a landmark gets pads), as the batch forward
+        lays them out. The tokens before the run come from the carry's token buffer and, when it
+        holds fewer than n, the chunk stored before the current one."""
+        c = self.cfg
+        pad, cur = c.pad_token_id, pos0 // c.chunk_size
+        hist = list(tok_buf)
+        if len(hist) < n and cur > 0:
+            hist = [int(t) for t in mem.tokens(np.array([cur - 1]))[0]] + hist
+        hist = ([pad] * n + hist)[-n:]
+        out = []
+        for t, r in zip(aug, real):
+            if r:
+                hist = hist[1:] + [t]
+                out.append(hist[::-1])
+            else:
+                out.append([pad] * n)
+        return out
+
+    def _chunk_tokens(self, mem: ChunkMemory, chunk: int, tok_buf: list[int]) -> np.ndarray:
+        """The N token ids of stream chunk `chunk`: stored, or (the chunk being filled) the carry's
+        buffer pad-filled, or pads before the stream's start (as the batch forward's layout)."""
+        N, pad = self.cfg.chunk_size - 1, self.cfg.pad_token_id
+        if 0 <= chunk < mem.n:
+            return np.asarray(mem.tokens(np.array([chunk]))[0], dtype=np.int64)
+        out = np.full(N, pad, dtype=np.int64)
+        if chunk >= 0:
+            out[: len(tok_buf)] = tok_buf[:N]
+        return out
+
     def _stream_copy(self, mem: ChunkMemory, sel_idx: torch.Tensor, sel_w: torch.Tensor, pos0: int, x: torch.Tensor,
-                     emb: torch.Tensor, before: list[int] | None, mem_k: torch.Tensor | None = None):
+                     emb: torch.Tensor, before: list[int] | None, mem_k: torch.Tensor | None = None,
+                     history: list[list[int]] | None = None, tok_buf: list[int] | None = None):
         """CopyHead for a run of positions touching n_seg chunks (segment s reads selection s, of
-        the last group): gate [T], pointer weights [T, k*N], their token ids [T, k*N]; `before`
-        the real token before each position (copy_bigram only, else None); `mem_k` [n_seg, k, N, D] the
+        the last group): gate [T], pointer weights [T, k*R], their token ids [T, k*R] (R = N + copy_span);
+        `before` the real token before each position (copy_bigram only, else None); `mem_k` [n_seg, k, N, D] the
         selection's memory keys, as GCA read them (None when every weight is 0: GCA read nothing, and
-        the pointer's weights are 0 whatever the keys)."""
+        the pointer's weights are 0 whatever the keys); `history` the suffix-match queries
+        (_token_history; copy_match only, else None); `tok_buf` the carry's tokens of the chunk
+        not yet complete after this run (copy_recall reads them)."""
         c = self.cfg
         S, D, N = c.chunk_size, c.hidden_size, c.chunk_size - 1
         n_seg, k = sel_idx.shape
@@ -565,20 +613,45 @@ class Engine:
         idx = sel_idx.cpu().numpy()
         gk = mem_k if mem_k is not None else torch.zeros(n_seg, k, N, D, device=dev)
         toks = torch.from_numpy(mem.tokens(idx).astype(np.int64) if mem.n else np.zeros((n_seg, k, N), np.int64))
+        E = c.copy_span
+        if E:  # copy_span: and the first E slots of the chunk after each (stored: a selection serving
+            # chunk c reads chunks < c - 1; unused picks, index 0 and weight 0, are clamped)
+            nxt = np.minimum(idx + 1, max(mem.n - 1, 0))
+            if mem.n:
+                toks = torch.cat([toks, torch.from_numpy(mem.tokens(nxt)[..., :E].astype(np.int64))], dim=-1)
+                nk = mem.gather(nxt)[0][..., :E, :] if mem_k is not None else np.zeros((n_seg, k, E, D), np.float32)
+                gk = torch.cat([gk, torch.from_numpy(np.asarray(nk, dtype=np.float32)).to(dev)], dim=-2)
+            else:
+                toks = F.pad(toks, (0, E))
+                gk = F.pad(gk, (0, 0, 0, E))
+        R = N + E
         off = pos0 % S
         padded = F.pad(x[0], (0, 0, off, n_seg * S - off - T)).view(n_seg, S, D)
         emb = F.pad(emb, (0, 0, off, n_seg * S - off - T)).view(n_seg, S, D)  # the run's token embeddings
         toks = toks.to(dev)
-        prev_emb = self.model.embed(slot_predecessors(toks, c.pad_token_id))  # [n_seg, k, N, D]
+        prev_emb = self.model.embed(slot_predecessors(toks, c.pad_token_id))  # [n_seg, k, R, D]
         bigram = None
         if self.model.copy_head.bigram:
             q_prev = self.model.embed(torch.tensor(before, device=dev))
             bigram = (F.pad(q_prev, (0, 0, off, n_seg * S - off - T)).view(n_seg, S, D),
                       self.model.embed(slot_predecessors(toks, c.pad_token_id, 2)), self.model.embed(toks))
-        gate, p = self.model.copy_head(padded, emb, gk, prev_emb, sel_w.float(), bigram)  # [n_seg, S], [n_seg, S, k, N]
-        toks = toks.view(n_seg, 1, k * N).expand(n_seg, S, k * N)
-        return (gate.reshape(-1)[off: off + T], p.reshape(n_seg * S, k * N)[off: off + T],
-                toks.reshape(n_seg * S, k * N)[off: off + T])
+        match = None
+        if history is not None:
+            n = self.model.copy_head.match
+            q_ctx = torch.full((n_seg * S, n), c.pad_token_id, dtype=torch.long, device=dev)
+            q_ctx[off: off + T] = torch.tensor(history, dtype=torch.long, device=dev)
+            match = suffix_match(q_ctx.view(n_seg, S, n), slot_contexts(toks, c.pad_token_id, n), c.pad_token_id)
+        recall = None
+        if self.model.copy_head.recall:  # segment i's query side: its chunk before and its own chunk
+            first = pos0 // S
+            ctx = torch.from_numpy(np.stack([np.concatenate([self._chunk_tokens(mem, first + i - 1, tok_buf),
+                                                             self._chunk_tokens(mem, first + i, tok_buf)])
+                                             for i in range(n_seg)]).astype(np.int64)).to(dev)
+            recall = recall_lengths(toks, ctx, recall_limits(N, dev), c.pad_token_id)
+        gate, p = self.model.copy_head(padded, emb, gk, prev_emb, sel_w.float(), bigram, match, recall)  # [n_seg, S], [n_seg, S, k, R]
+        toks = toks.view(n_seg, 1, k * R).expand(n_seg, S, k * R)
+        return (gate.reshape(-1)[off: off + T], p.reshape(n_seg * S, k * R)[off: off + T],
+                toks.reshape(n_seg * S, k * R)[off: off + T])
 
     def _logits(self, x: torch.Tensor, real: list[bool], copy=None) -> torch.Tensor:
         keep = torch.tensor(real, device=x.device)

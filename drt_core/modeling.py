@@ -364,7 +364,27 @@ class CopyHead(nn.Module):
     (key), so a repeated digit no longer confuses it, and lets the gate read the pointer-weighted
     embedding of what it would copy (an answer's end); copy_global replaces the per-chunk softmaxes
     by one softmax-one over all k * N slots with log w as each chunk's prior, so a sharp match in a
-    chunk of small fusion weight can still take the whole pointer."""
+    chunk of small fusion weight can still take the whole pointer.
+
+    copy_match = n > 0 adds what the learned matches only approximate: the exact length L <= n of
+    the common suffix of the text ending at the query (its own token first) and the text ending
+    just before the slot (within the slot's chunk; pad ids never match), as a learned score bias
+    per length, and, for the gate, the longest L among the retrieved slots (a learned gate bias
+    per length). Once the first digits of a passkey are written, the slot that continues them is
+    the only one with a long match, however many chunks share the fusion weight.
+
+    copy_recall = J > 0 lets the pointer look a value up by its key: for each slot, the longest
+    n-gram (<= RECALL_CAP tokens) ending o + 1 slots before it (o < J) that also occurs in the
+    query's recent text (the chunk before the query's and its own chunk up to the query: the
+    question, then the answer so far), with a learned bias per (o, length); the gate reads the
+    largest such bias among the readable slots. "the magic number for amber falcon is 52..." then
+    gets the bias of a 5-gram of the question two slots before "5", where a distractor needle
+    of another key gets that of a 3-gram.
+
+    copy_span = E > 0 extends each retrieved chunk, for the pointer only, by the first E slots of
+    the chunk after it (always in the past: a selection serving chunk c reads chunks < c - 1), so
+    a value written across a chunk boundary can be copied to its end; the slots' contexts (the
+    previous tokens, the n-gram features) run on across the boundary."""
 
     def __init__(self, cfg: DRTConfig):
         super().__init__()
@@ -384,15 +404,28 @@ class CopyHead(nn.Module):
             self.q_tok2 = nn.Linear(D, d, bias=False)
             self.k_tok2 = nn.Linear(D, d, bias=False)
             self.gate_tok = nn.Linear(D, 1, bias=False)  # reads the token the pointer would copy
+        self.match = cfg.copy_match
+        if self.match:  # config copy_match: biases per exact suffix-match length (0..n), zero at init
+            self.match_bias = nn.Parameter(torch.zeros(self.match + 1))
+            self.match_gate = nn.Parameter(torch.zeros(self.match + 1))
+        self.recall = cfg.copy_recall
+        if self.recall:  # config copy_recall: biases per (offset, recalled n-gram length), zero at init
+            self.recall_bias = nn.Parameter(torch.zeros(self.recall, RECALL_CAP + 1))
+            self.recall_gate = nn.Parameter(torch.zeros(1))
 
     def forward(self, h: torch.Tensor, emb: torch.Tensor, mem_k: torch.Tensor, prev_emb: torch.Tensor,
-                w: torch.Tensor, bigram: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None):
+                w: torch.Tensor, bigram: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+                match: torch.Tensor | None = None, recall: torch.Tensor | None = None):
         """h [Z, M, D] final states (before the final norm) and emb [Z, M, D] the embeddings of the
-        tokens at those positions; mem_k [Z, k, N, D] the selected chunks' memory keys and prev_emb
+        tokens at those positions; mem_k [Z, k, N, D] the memory keys of the slots the pointer reads
+        (per selected chunk its N slots, plus copy_span of the chunk after) and prev_emb
         [Z, k, N, D] the embeddings of the token before each slot (pad before slot 0); w [Z, k]
         fusion weights. With copy_bigram, `bigram` = (the embeddings of the real token before each
         position [Z, M, D], of the token two slots before each slot [Z, k, N, D], of each slot's own
-        token [Z, k, N, D]). Returns gate logits [Z, M] and pointer weights [Z, M, k, N] (float32)."""
+        token [Z, k, N, D]). With copy_match, `match` [Z, M, k, N] the suffix-match lengths
+        (suffix_match); with copy_recall, `recall` [Z, M, k, N] the recalled n-gram lengths ending
+        at each slot (recall_lengths). Returns gate logits [Z, M] and pointer weights [Z, M, k, N]
+        (float32)."""
         hn = self.norm(h)
         q = self.q(hn) + self.q_tok(self.tok_norm(emb))
         prev = F.pad(mem_k, (0, 0, 1, 0))[..., :-1, :]  # slot s-1's memory key (zero for slot 0)
@@ -402,6 +435,14 @@ class CopyHead(nn.Module):
             q = q + self.q_tok2(self.tok_norm(q_prev_emb))
             keys = keys + self.k_tok2(self.tok_norm(prev2_emb))
         s = torch.einsum("zmd,zjnd->zmjn", q.float(), keys.float()) / math.sqrt(self.d)
+        if self.match:
+            match = match.long()
+            s = s + MATCH_SCALE * self.match_bias.float()[match]
+        if self.recall:  # slot s reads the n-gram ending at slot s - 1 - o, for o < J
+            J, N = self.recall, recall.shape[-1]
+            padded = F.pad(recall.long(), (J, 0))
+            rb = sum(self.recall_bias.float()[o][padded[..., J - 1 - o: J - 1 - o + N]] for o in range(J))
+            s = s + MATCH_SCALE * rb
         if self.global_softmax:  # one softmax-one over every slot, each chunk's log weight as a prior
             wf = w.float()[:, None, :, None]
             s = (s + torch.log(wf.clamp_min(1e-30))).masked_fill(wf <= 0, float("-inf"))
@@ -412,7 +453,72 @@ class CopyHead(nn.Module):
         if self.bigram:  # the gate also sees the (pointer-weighted) token it would copy
             what = torch.einsum("zmjn,zjnd->zmd", p, self.tok_norm(slot_emb).float())
             gate = gate + self.gate_tok(what.to(hn.dtype)).squeeze(-1).float()
+        if self.match:  # the gate sees the longest match among the slots the pointer can read
+            longest = (match * (w > 0)[:, None, :, None]).flatten(-2).amax(-1)
+            gate = gate + MATCH_SCALE * self.match_gate.float()[longest]
+        if self.recall:  # the gate sees the strongest recall among the slots the pointer can read
+            strongest = rb.masked_fill((w <= 0)[:, None, :, None], float("-inf")).flatten(-2).amax(-1)
+            gate = gate + MATCH_SCALE * self.recall_gate.float() * strongest.clamp_min(0)
         return gate, p
+
+
+MATCH_SCALE = 10.0  # copy_match biases are stored / 10: Adam then moves them at the pace of the scores
+
+
+def suffix_match(q_ctx: torch.Tensor, k_ctx: torch.Tensor, pad_id: int) -> torch.Tensor:
+    """Exact suffix-match lengths for the copy head (config copy_match).
+
+    q_ctx [Z, M, n]: the tokens ending at each query position, newest first (its own token at 0);
+    k_ctx [Z, k, N, n]: the tokens before each slot, newest first (slot s-1's token at 0).
+    Returns L [Z, M, k, N] uint8: the largest l <= n with q_ctx[..., :l] == k_ctx[..., :l], a pad
+    id matching nothing."""
+    Z, M, n = q_ctx.shape
+    L = torch.zeros(Z, M, *k_ctx.shape[1:3], dtype=torch.uint8, device=q_ctx.device)
+    alive = None
+    for i in range(n):
+        q = q_ctx[:, :, i][:, :, None, None]
+        eq = (q == k_ctx[:, None, :, :, i]) & (q != pad_id)
+        alive = eq if alive is None else alive & eq
+        if not alive.any():
+            break
+        L += alive
+    return L
+
+
+RECALL_CAP = 6  # copy_recall: recalled n-grams are counted up to this length
+
+
+def recall_lengths(slot_toks: torch.Tensor, ctx: torch.Tensor, upto: torch.Tensor, pad_id: int,
+                   cap: int = RECALL_CAP) -> torch.Tensor:
+    """For the copy head's copy_recall: slot_toks [Z, k, N] the retrieved chunks' tokens; ctx [Z, X]
+    the query side's text (the chunk before and the query's own chunk); upto [M] the last index of
+    ctx each query position may read (-1: none). Returns R [Z, M, k, N] uint8: the length (<= cap)
+    of the longest n-gram ending at slot a that occurs in ctx[:upto[m] + 1] (pad ids match nothing).
+    Exact and causal: the match ending at ctx index x reads ctx[<= x] only."""
+    eq = (slot_toks[..., :, None] == ctx[:, None, None, :]) & (slot_toks != pad_id)[..., None]  # [Z, k, N, X]
+    run = eq
+    total = eq.to(torch.uint8)
+    for _ in range(cap - 1):  # a run of t + 1 ends at (a, x) if one of t ends at (a - 1, x - 1)
+        run = eq & F.pad(run, (1, 0, 1, 0))[..., :-1, :-1]
+        if not run.any():
+            break
+        total += run
+    best = torch.cummax(total, dim=-1).values  # the longest among ctx[: x + 1]
+    best = F.pad(best, (1, 0))  # index 0: nothing readable (upto = -1)
+    out = best[..., (upto + 1).clamp_min(0)]  # [Z, k, N, M]
+    return out.permute(0, 3, 1, 2).contiguous()
+
+
+def recall_limits(N: int, device=None) -> torch.Tensor:
+    """recall_lengths' `upto` for the S = N + 1 positions of a chunk whose query side is (the chunk
+    before, its own chunk), 2N tokens: slot j reads up to index N + j; the landmark reads nothing."""
+    return torch.cat([torch.arange(N, 2 * N), torch.tensor([-1])]).to(device)
+
+
+def slot_contexts(toks: torch.Tensor, pad_id: int, n: int) -> torch.Tensor:
+    """toks [..., N] a chunk's token ids -> [..., N, n]: the n tokens before each slot, newest
+    first, pad before the chunk's start (the keys' side of suffix_match)."""
+    return torch.stack([slot_predecessors(toks, pad_id, i + 1) for i in range(n)], dim=-1)
 
 
 def _softmax_one(s: torch.Tensor) -> torch.Tensor:
@@ -563,6 +669,12 @@ class DRTPreTrainedModel(PreTrainedModel):
             # on _init_weights to fill it, so without this line loaded models had garbage ALiBi slopes
             with torch.no_grad():
                 module.slopes.copy_(alibi_slopes(module.H))
+        if isinstance(module, CopyHead) and module.match:
+            nn.init.zeros_(module.match_bias)
+            nn.init.zeros_(module.match_gate)
+        if isinstance(module, CopyHead) and module.recall:
+            nn.init.zeros_(module.recall_bias)
+            nn.init.zeros_(module.recall_gate)
         if isinstance(module, (SelfAttention, ChunkEncoder)) and module.smear is not None:
             # nn.init, not fill_: transformers guards it so that a loaded value is not overwritten
             nn.init.constant_(module.smear, self.config.smear_init)
@@ -735,30 +847,47 @@ class DRTForCausalLM(DRTPreTrainedModel):
         S, D, N = self.config.chunk_size, self.config.hidden_size, self.config.chunk_size - 1
         k = idx.shape[-1]
         gate = torch.zeros(B, C, S, device=x.device)
-        p = torch.zeros(B, C, S, k * N, device=x.device)
-        toks = torch.zeros(B, C, S, k * N, dtype=torch.long, device=x.device)
+        E = self.config.copy_span
+        R = N + E  # slots the pointer reads per retrieved chunk
+        p = torch.zeros(B, C, S, k * R, device=x.device)
+        toks = torch.zeros(B, C, S, k * R, dtype=torch.long, device=x.device)
         if C > 1:
             bi = torch.arange(B, device=x.device).view(B, 1, 1)
             sel = idx[:, :-1]  # rows 0..C-2 serve chunks 1..C-1
             ids = aug.view(B, C, S)[:, :, :N]
             pad = self.config.pad_token_id
-            prev_emb = self.embed(slot_predecessors(ids, pad))  # [B, C, N, D]
+            slot_ids, slot_k = ids[bi, sel], flat_k[bi, sel]  # [B, C-1, k, N(, D)]
+            if E:  # and the first E slots of the chunk after each (< C; unused picks are 0 and weigh 0)
+                nxt = (sel + 1).clamp_max(C - 1)
+                slot_ids = torch.cat([slot_ids, ids[bi, nxt][..., :E]], dim=-1)
+                slot_k = torch.cat([slot_k, flat_k[bi, nxt][..., :E, :]], dim=-2)
+            slot_ids = slot_ids.reshape(B * (C - 1), k, R)
+            prev_emb = self.embed(slot_predecessors(slot_ids, pad))  # [Z, k, R, D]
             bigram = None
             if self.copy_head.bigram:
                 # the real token before each position (the landmark slot: its chunk's last token)
                 before = F.pad(ids.reshape(B, C * N), (1, 0), value=pad)[:, :-1].view(B, C, N)
                 before = torch.cat([before, ids[:, :, N - 1:]], dim=-1)  # [B, C, S]
                 bigram = (self.embed(before[:, 1:]).reshape(B * (C - 1), S, D),
-                          self.embed(slot_predecessors(ids, pad, 2))[bi, sel].reshape(B * (C - 1), k, N, D),
-                          self.embed(ids)[bi, sel].reshape(B * (C - 1), k, N, D))
+                          self.embed(slot_predecessors(slot_ids, pad, 2)), self.embed(slot_ids))
+            match = None
+            if self.copy_head.match:
+                n = self.copy_head.match
+                flat = ids.reshape(B, C * N)  # the real tokens in order (the landmark rows get pads)
+                hist = torch.stack([F.pad(flat, (i, 0), value=pad)[:, :C * N] for i in range(n)], dim=-1)
+                hist = F.pad(hist.view(B, C, N, n), (0, 0, 0, 1), value=pad)[:, 1:].reshape(B * (C - 1), S, n)
+                match = suffix_match(hist, slot_contexts(slot_ids, pad, n), pad)
+            recall = None
+            if self.copy_head.recall:  # chunk c's query side: chunks c - 1 and c; slot j reads up to N + j
+                ctx = torch.cat([ids[:, :-1], ids[:, 1:]], dim=-1).reshape(B * (C - 1), 2 * N)
+                recall = recall_lengths(slot_ids, ctx, recall_limits(N, x.device), pad)
             g_, p_ = self.copy_head(x.view(B, C, S, D)[:, 1:].reshape(B * (C - 1), S, D),
                                     emb.view(B, C, S, D)[:, 1:].reshape(B * (C - 1), S, D),
-                                    flat_k[bi, sel].reshape(B * (C - 1), k, N, D),
-                                    prev_emb[bi, sel].reshape(B * (C - 1), k, N, D), w[:, :-1].reshape(B * (C - 1), k),
-                                    bigram)
+                                    slot_k.reshape(B * (C - 1), k, R, D), prev_emb, w[:, :-1].reshape(B * (C - 1), k),
+                                    bigram, match, recall)
             gate = torch.cat([gate[:, :1], g_.view(B, C - 1, S)], dim=1)
-            p = torch.cat([p[:, :1], p_.reshape(B, C - 1, S, k * N)], dim=1)
-            toks = torch.cat([toks[:, :1], ids[bi, sel].reshape(B, C - 1, 1, k * N).expand(B, C - 1, S, k * N)], dim=1)
+            p = torch.cat([p[:, :1], p_.reshape(B, C - 1, S, k * R)], dim=1)
+            toks = torch.cat([toks[:, :1], slot_ids.reshape(B, C - 1, 1, k * R).expand(B, C - 1, S, k * R)], dim=1)
 
         def real(t):
             return t[:, :, :N].reshape(B, C * N, *t.shape[3:])[:, :L]

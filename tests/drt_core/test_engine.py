@@ -37,6 +37,13 @@ def make_model(arch="drt", groups=(2,), seed=0, **kw):
                 m.copy_head.q_tok2.weight.normal_(0, 0.3)
                 m.copy_head.k_tok2.weight.normal_(0, 0.3)
                 m.copy_head.gate_tok.weight.normal_(0, 0.3)
+            if m.copy_head.match:  # non-zero suffix-match biases (zero at init: a no-op)
+                m.copy_head.match_bias.copy_(torch.linspace(-0.1, 0.4, m.copy_head.match + 1))
+                m.copy_head.match_gate.copy_(torch.linspace(0.2, -0.2, m.copy_head.match + 1))
+            if m.copy_head.recall:
+                m.copy_head.recall_bias.copy_(torch.linspace(-0.2, 0.4, m.copy_head.recall_bias.numel())
+                                              .view_as(m.copy_head.recall_bias))
+                m.copy_head.recall_gate.fill_(0.05)
     # non-trivial query norms, so a path that forgot them would retrieve differently (spec §6.2)
     with torch.no_grad():
         for n in getattr(m, "lmk_norms", []):
@@ -49,19 +56,32 @@ def ids_of(L, seed=1):
     return torch.randint(3, V, (1, L), generator=g)
 
 
+def copy_kw(smear):
+    """make_model options of a streaming-test variant: smeared keys, then the copy head's options."""
+    return dict(smear_keys=bool(smear), copy_head=smear in ("copy", "bigram", "global", "match"),
+                copy_bigram=smear in ("bigram", "global", "match"), copy_global=smear in ("global", "match"),
+                copy_match=6 if smear == "match" else 0, copy_recall=5 if smear == "match" else 0,
+                copy_span=9 if smear == "match" else 0)
+
+
+def repeating_ids(L, period=130, seed=1):
+    """A random block repeated: long exact suffix matches in the retrieved chunks (copy_match)."""
+    return ids_of(period, seed).repeat(1, L // period + 1)[:, :L]
+
+
 @pytest.mark.parametrize("arch,groups,smear", [("drt", (2,), False), ("drt", (1, 1), False),
                                                 ("sliding_window", (2,), False), ("full_attention", (2,), False),
                                                 ("drt", (2,), True), ("sliding_window", (2,), True),
                                                 ("full_attention", (2,), True), ("drt", (2,), "copy"),
                                                 ("drt", (1, 1), "copy"), ("drt", (2,), "bigram"),
-                                                ("drt", (2,), "global")])
+                                                ("drt", (2,), "global"), ("drt", (2,), "match"),
+                                                ("drt", (1, 1), "match")])
 def test_streaming_logits_equal_batch(arch, groups, smear):
     """Teacher-forced streaming in uneven pieces == one batch forward (within the training length);
     with smeared keys too (the ring then holds raw keys and one slot more than the window), and with
     the copy head (smeared keys and a pointer over the stored chunks' tokens)."""
-    m = make_model(arch, groups, smear_keys=bool(smear), copy_head=smear in ("copy", "bigram", "global"),
-                   copy_bigram=smear in ("bigram", "global"), copy_global=smear == "global")
-    ids = ids_of(700)
+    m = make_model(arch, groups, **copy_kw(smear))
+    ids = repeating_ids(700) if smear == "match" else ids_of(700)
     with torch.no_grad():
         ref = m(ids).logits[0]
     eng = Engine(m, memory_dtype=np.float32)
@@ -95,12 +115,11 @@ def test_streaming_attends_only_to_filled_cache_slots(monkeypatch):
 @pytest.mark.parametrize("arch,groups,smear", [("drt", (2,), False), ("drt", (1, 1), False),
                                                 ("sliding_window", (2,), False), ("drt", (2,), True),
                                                 ("drt", (2,), "copy"), ("drt", (2,), "bigram"),
-                                                ("drt", (2,), "global")])
+                                                ("drt", (2,), "global"), ("drt", (2,), "match")])
 def test_token_by_token_equals_batch(arch, groups, smear):
     """Decoding one token at a time (the landmark inserted at chunk completion) == batch forward."""
-    m = make_model(arch, groups, smear_keys=bool(smear), copy_head=smear in ("copy", "bigram", "global"),
-                   copy_bigram=smear in ("bigram", "global"), copy_global=smear == "global")
-    ids = ids_of(260, seed=2)
+    m = make_model(arch, groups, **copy_kw(smear))
+    ids = repeating_ids(260, seed=2) if smear == "match" else ids_of(260, seed=2)
     with torch.no_grad():
         ref = m(ids).logits[0]
     eng = Engine(m, memory_dtype=np.float32)

@@ -13,8 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from drt_core import DRTConfig, DRTForCausalLM
-from drt_core import modeling
+from drt_core import DRTConfig, DRTForCausalLM, modeling
 
 V = 300
 TINY = dict(
@@ -489,22 +488,31 @@ def test_baseline_sizes_match_tiny():
 
 @pytest.mark.parametrize("bad", [dict(chunk_topk=0), dict(window=0), dict(gca_backend="x"),
                                  dict(lower_layers=-1), dict(vocab_size=2), dict(copy_bigram=True),
-                                 dict(copy_global=True)])
+                                 dict(copy_global=True), dict(copy_match=4),
+                                 dict(copy_head=True, copy_match=63), dict(copy_recall=2)])
 def test_config_rejects_values_that_fail_later(bad):
     """Regression: these were accepted and failed (or silently misbehaved) deep in the forward pass."""
     with pytest.raises(ValueError):
         DRTConfig.from_preset("tiny", **bad)
 
 
-@pytest.mark.parametrize("bigram,glob", [(False, False), (True, False), (True, True)])
-def test_copy_head_mixture_against_a_naive_reference(bigram, glob):
+@pytest.mark.parametrize("bigram,glob,match,recall,span", [
+    (False, False, 0, 0, 0), (True, False, 0, 0, 0), (True, True, 0, 0, 0), (True, True, 5, 0, 0), (False, False, 3, 0, 0),
+    (True, True, 5, 4, 0), (False, False, 0, 3, 0), (True, True, 5, 4, 10), (False, False, 0, 0, 7)])
+def test_copy_head_mixture_against_a_naive_reference(bigram, glob, match, recall, span):
     """The CopyHead output, recomputed by hand for a few positions: the LM's softmax scaled by
     1 - g*P plus g times the pointer's weight on each retrieved slot's token; chunks 0 and 1
     (nothing retrieved) get the plain LM; every row sums to 1. With copy_bigram the query also
     reads the token before, each key the token two slots back, and the gate the pointer-weighted
     embedding of the slots' tokens; with copy_global one softmax-one covers every retrieved slot,
-    each chunk's score shifted by its log fusion weight."""
-    model = make("drt", chunk_topk=2, copy_head=True, smear_keys=True, copy_bigram=bigram, copy_global=glob)
+    each chunk's score shifted by its log fusion weight; with copy_match each slot's score gets the
+    bias of its exact suffix-match length, counted here token by token, and the gate the bias of
+    the longest one; with copy_recall each slot's score gets, per offset o, the bias of the
+    longest n-gram ending o + 1 slots before it that the query's chunk before and own chunk (up to
+    the query) contain, searched here substring by substring, and the gate the largest such sum;
+    with copy_span each retrieved chunk runs on into the first slots of the chunk after it."""
+    model = make("drt", chunk_topk=2, copy_head=True, smear_keys=True, copy_bigram=bigram, copy_global=glob,
+                 copy_match=match, copy_recall=recall, copy_span=span)
     ch = model.copy_head
     with torch.no_grad():
         ch.gate.bias.fill_(0.3)
@@ -517,7 +525,14 @@ def test_copy_head_mixture_against_a_naive_reference(bigram, glob):
             ch.q_tok2.weight.normal_(0, 0.3)
             ch.k_tok2.weight.normal_(0, 0.3)
             ch.gate_tok.weight.normal_(0, 0.3)
-    ids = rand_ids(1, 4 * S1 + 10)
+        if match:
+            ch.match_bias.copy_(torch.linspace(-0.2, 0.5, match + 1))
+            ch.match_gate.copy_(torch.linspace(0.3, -0.3, match + 1))
+        if recall:
+            ch.recall_bias.copy_(torch.linspace(-0.2, 0.3, ch.recall_bias.numel()).view_as(ch.recall_bias))
+            ch.recall_gate.fill_(0.05)
+    # with copy_match / copy_recall a repeated block, so that long matches occur
+    ids = rand_ids(1, 50).repeat(1, 6)[:, :4 * S1 + 10] if match or recall else rand_ids(1, 4 * S1 + 10)
     cap = {}
     model.encoder.register_forward_hook(lambda mod, i, o: cap.__setitem__("mem_k", o[1]))
     model.norm.register_forward_hook(lambda mod, i, o: cap.__setitem__("inp", i[0]))
@@ -531,6 +546,7 @@ def test_copy_head_mixture_against_a_naive_reference(bigram, glob):
     torch.testing.assert_close(lp[:2 * S1], lm[:2 * S1], atol=1e-5, rtol=1e-5)
     mem_k = cap["mem_k"].view(-1, S1, TINY["hidden_size"])  # [C, N, D]
     r = out.retrieval[0]
+    seen_long = False
     for t in (2 * S1, 2 * S1 + 30, 3 * S1 + 5, 4 * S1 + 9):
         c = t // S1
         idx, w = r["idx"][0, c - 1], r["weights"][0, c - 1]
@@ -539,10 +555,10 @@ def test_copy_head_mixture_against_a_naive_reference(bigram, glob):
             q = q + ch.q_tok2(ch.tok_norm(model.embed(ids[0, t - 1])))
         expect = lm[t].exp() * 0
         total, what = 0.0, 0.0
-        scores = []
+        scores, longest, strongest = [], 0, 0.0
         for j in range(len(idx)):
-            mk = mem_k[idx[j]]
-            chunk = ids[0, int(idx[j]) * S1:(int(idx[j]) + 1) * S1]
+            mk = torch.cat([mem_k[idx[j]], mem_k[int(idx[j]) + 1][:span]])
+            chunk = ids[0, int(idx[j]) * S1:(int(idx[j]) + 1) * S1 + span]
             before = torch.cat([torch.zeros_like(chunk[:1]), chunk[:-1]])  # pad id 0 before slot 0
             kk = (ch.k(mk) + ch.k_prev(torch.cat([torch.zeros_like(mk[:1]), mk[:-1]]))
                   + ch.k_tok(ch.tok_norm(model.embed(before))))
@@ -550,16 +566,62 @@ def test_copy_head_mixture_against_a_naive_reference(bigram, glob):
                 before2 = torch.cat([torch.zeros_like(chunk[:2]), chunk[:-2]])
                 kk = kk + ch.k_tok2(ch.tok_norm(model.embed(before2)))
             s = kk @ q / math.sqrt(ch.d)
+            if match:
+                lens = []
+                for slot in range(len(chunk)):
+                    n = 0
+                    while n < match and slot - 1 - n >= 0 and ids[0, t - n] == chunk[slot - 1 - n]:
+                        n += 1
+                    lens.append(n)
+                s = s + 10.0 * ch.match_bias[torch.tensor(lens)]
+                if w[j] > 0:
+                    longest = max(longest, max(lens))
+            if recall:
+                ctx = ids[0, (c - 1) * S1: t + 1].tolist()
+                texts = {tuple(ctx[a:b]) for a in range(len(ctx)) for b in range(a + 1, min(a + 6, len(ctx)) + 1)}
+                ngram = [max([n for n in range(1, 7) if a - n + 1 >= 0 and tuple(chunk[a - n + 1: a + 1].tolist())
+                              in texts] or [0]) for a in range(len(chunk))]
+                rb = torch.stack([sum(ch.recall_bias[o][ngram[sl - 1 - o] if sl - 1 - o >= 0 else 0]
+                                      for o in range(recall)) for sl in range(len(chunk))])
+                s = s + 10.0 * rb
+                if w[j] > 0:
+                    strongest = max(strongest, float(rb.detach().max()))
+                seen_long = seen_long or max(ngram) >= 3
             scores.append(s + torch.log(w[j]) if glob else s)
         norm = 1 + sum(s.exp().sum() for s in scores)  # global: one null slot for all chunks
         for j in range(len(idx)):
-            chunk = ids[0, int(idx[j]) * S1:(int(idx[j]) + 1) * S1]
+            chunk = ids[0, int(idx[j]) * S1:(int(idx[j]) + 1) * S1 + span]
             s = scores[j]
             p = s.exp() / norm if glob else s.exp() / (1 + s.exp().sum()) * w[j]
             total = total + p.sum()
             what = what + p @ ch.tok_norm(model.embed(chunk))
             expect = expect.index_add(0, chunk, p)
-        g = torch.sigmoid(ch.gate(ch.norm(h[t])) + (ch.gate_tok(what) if bigram else 0))[0]
+        g = torch.sigmoid(ch.gate(ch.norm(h[t])) + (ch.gate_tok(what) if bigram else 0)
+                          + (10.0 * ch.match_gate[longest] if match else 0)
+                          + (10.0 * ch.recall_gate * strongest if recall else 0))[0]
+        seen_long = seen_long or longest >= 2
         expect = (1 - g * total) * lm[t].exp() + g * expect
         torch.testing.assert_close(lp[t].exp(), expect, atol=1e-5, rtol=1e-4)
         assert (lp[t] - lm[t]).abs().max() > 1e-2  # the pointer did change this row
+    assert seen_long or not (match or recall)  # the matches were exercised
+
+
+def test_copy_match_added_to_a_saved_model_starts_as_a_no_op(tmp_path):
+    """`train --init M --set copy_match=n --set copy_recall=J` loads M's weights and adds zero match biases: the
+    outputs are M's until they train (the nn.Parameters are created by _init_weights, not
+    left as torch.empty garbage by from_pretrained)."""
+    model = make("drt", chunk_topk=2, copy_head=True, copy_bigram=True)
+    with torch.no_grad():
+        model.copy_head.gate.bias.fill_(0.3)
+        model.copy_head.q_tok.weight.normal_(0, 0.3)
+        model.copy_head.k_tok.weight.normal_(0, 0.3)
+    model.save_pretrained(tmp_path)
+    grown = DRTForCausalLM.from_pretrained(tmp_path, copy_match=6, copy_recall=4).eval()
+    assert grown.config.copy_match == 6 and grown.config.copy_recall == 4
+    assert torch.equal(grown.copy_head.match_bias, torch.zeros(7))
+    assert torch.equal(grown.copy_head.match_gate, torch.zeros(7))
+    assert torch.equal(grown.copy_head.recall_bias, torch.zeros(4, 7))
+    assert torch.equal(grown.copy_head.recall_gate, torch.zeros(1))
+    ids = rand_ids(1, 50).repeat(1, 5)
+    with torch.no_grad():
+        torch.testing.assert_close(grown(ids).logits, model(ids).logits, atol=1e-5, rtol=1e-5)
