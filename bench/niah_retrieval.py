@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
 
     from drt_core.engine import Engine
-    from drt_core.tasks import build, retrieval_targets, score_answer
+    from drt_core.tasks import build, retrieval_targets, score_answer, value_span
 
     eng = Engine.from_pretrained(a.model)
     S1 = eng.cfg.chunk_size - 1
@@ -96,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
             eligible = chunk - 1
             hit = value_chunk in selected  # the chunk holding the answer's first token
             sem_hit = semantic_hit(prompt, chunk - 1, value_chunk, eng.cfg) if a.semantic else None
+            v0, v1 = value_span(ex, 0, a.model)
+            straddle = v0 // S1 != (v1 - 1) // S1  # the value runs on into the next chunk
             a0, a1 = ex.answer_spans[0]
             gen = list(eng.generate(st, prompt_ids=prompt[-1:], max_new_tokens=(a1 - a0) + 4))
             first_ok = gen[0].token_id == int(ex.ids[a0])
@@ -105,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
                 shutil.rmtree(sdir, ignore_errors=True)
             rows.append({"depth": round(depth, 3), "hit": hit, "chance": min(1.0, eng.cfg.chunk_topk / max(1, eligible)),
                          "sem_hit": sem_hit, "first_tok": first_ok, "answer_ok": score_answer(answer, ex.answer),
-                         "prefix": prefix_share(answer, ex.answer),
+                         "prefix": prefix_share(answer, ex.answer), "straddle": straddle,
                          "answer": answer, "expected": ex.answer})
         n = len(rows)
         results[L] = {
@@ -116,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
             "first_token_acc": sum(r["first_tok"] for r in rows) / n,
             "answer_acc": sum(r["answer_ok"] for r in rows) / n,
             "prefix_share": sum(r["prefix"] for r in rows) / n,
+            "straddle": sum(r["straddle"] for r in rows),
+            "straddle_answered": sum(r["straddle"] and r["answer_ok"] for r in rows),
             "seconds": round(time.time() - t0, 1),
             "rows": rows,
         }
@@ -123,11 +127,14 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"model": a.model, "task": a.task, "phrasings": a.phrasings, "results": results}))
     else:
         print(f"model {a.model}  task {a.task}  phrasings {a.phrasings}  top-k {eng.cfg.chunk_topk}")
-        print(f"{'length':>8} {'n':>4} {'hit@k':>7} {'sem hit':>8} {'chance':>7} {'1st tok':>8} {'answer':>7} {'prefix':>7} {'s':>7}")
+        print(f"{'length':>8} {'n':>4} {'hit@k':>7} {'sem hit':>8} {'chance':>7} {'1st tok':>8} {'answer':>7} {'prefix':>7}"
+              f" {'across':>7} {'s':>7}")
         for L, r in results.items():
             sem = "-" if r["semantic_hit@k"] is None else f"{r['semantic_hit@k']:.2f}"
             print(f"{L:>8} {r['samples']:>4} {r['hit@k']:>7.2f} {sem:>8} {r['chance@k']:>7.2f}"
-                  f" {r['first_token_acc']:>8.2f} {r['answer_acc']:>7.2f} {r['prefix_share']:>7.2f} {r['seconds']:>7}")
+                  f" {r['first_token_acc']:>8.2f} {r['answer_acc']:>7.2f} {r['prefix_share']:>7.2f}"
+                  f" {r['straddle_answered']:>3}/{r['straddle']:<3} {r['seconds']:>7}")
+        print("across: answered / samples whose value is written across a chunk boundary")
     return 0
 
 

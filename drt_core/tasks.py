@@ -683,6 +683,21 @@ def retrieval_targets(ex: NIAHExample, tokenizer_path=None) -> list[tuple[int, l
     return out
 
 
+def value_span(ex: NIAHExample, k: int = 0, tokenizer_path=None) -> tuple[int, int]:
+    """[start, end) of question k's answer value inside its needle (single / multikey), in
+    positions of ex.ids; a value with start // 63 != (end - 1) // 63 is written across a chunk
+    boundary."""
+    if ex.task == "2hop":
+        raise ValueError("value_span: single and multikey only (a 2-hop answer has two values)")
+    enc = _encode(_resolve_tok(tokenizer_path))
+    v = enc(" " + ex.answers[k])
+    s, e = ex.needle_spans[ex.meta["real_needles"][k]]
+    off = _find(ex.ids[s:e], v)
+    if off < 0:
+        raise ValueError(f"value {ex.answers[k]!r} not found in its needle")
+    return s + off, s + off + len(v)
+
+
 # ------------------------------------------------------------------------------------------------
 # copy warm-up: passages repeated beyond the self-attention window
 # ------------------------------------------------------------------------------------------------

@@ -198,3 +198,20 @@ def test_build_training_example_for_train_loop(hay):
     assert s["pairs"] == 1
     with pytest.raises(K.TooShort):
         K.build_training_example("2hop", hay[:150].tolist(), tok, random.Random(4), pairs=4)
+
+
+def test_value_span_is_the_answer_inside_its_needle(hay):
+    """value_span (the NIAH bench's chunk-boundary column): the ids at the span decode to the
+    answer with its leading space, inside the real needle, for single and multi-key; and some
+    seeds put a value across a chunk boundary, others not (both cases occur)."""
+    across = set()
+    for seed in range(40):
+        ex = K.single(hay, 3000, seed, depth=(seed + 0.5) / 40) if seed % 2 else K.multikey(hay, 3000, seed)
+        v0, v1 = K.value_span(ex, 0)
+        assert T.decode(ex.ids[v0:v1].tolist()) == " " + ex.answer
+        s, e = ex.needle_spans[ex.meta["real_needles"][0]]
+        assert s <= v0 < v1 <= e
+        across.add(v0 // 63 != (v1 - 1) // 63)
+    assert across == {True, False}
+    with pytest.raises(ValueError):
+        K.value_span(K.two_hop(hay, 2000, 3))
