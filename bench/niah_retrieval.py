@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
 
     from drt_core.engine import Engine
-    from drt_core.tasks import build, retrieval_targets, score_answer, value_span
+    from drt_core.tasks import build, score_answer, value_span
 
     eng = Engine.from_pretrained(a.model)
     S1 = eng.cfg.chunk_size - 1
@@ -92,12 +92,12 @@ def main(argv: list[str] | None = None) -> int:
             chunk = ex.prompt_ends[0] // S1  # the answer chunk
             idx, w = st.carry.sel_idx[0].tolist(), st.carry.sel_w[0].tolist()
             selected = {c for c, x in zip(idx, w) if x > 0}
-            (_, (value_chunk, *_)), *_ = retrieval_targets(ex, a.model)
+            v0, v1 = value_span(ex, 0, a.model)
+            value_chunk = v0 // S1  # the chunk holding the answer's first token (retrieval_targets' target)
+            straddle = value_chunk != (v1 - 1) // S1  # the value runs on into the next chunk
             eligible = chunk - 1
             hit = value_chunk in selected  # the chunk holding the answer's first token
             sem_hit = semantic_hit(prompt, chunk - 1, value_chunk, eng.cfg) if a.semantic else None
-            v0, v1 = value_span(ex, 0, a.model)
-            straddle = v0 // S1 != (v1 - 1) // S1  # the value runs on into the next chunk
             a0, a1 = ex.answer_spans[0]
             gen = list(eng.generate(st, prompt_ids=prompt[-1:], max_new_tokens=(a1 - a0) + 4))
             first_ok = gen[0].token_id == int(ex.ids[a0])

@@ -675,27 +675,31 @@ def retrieval_targets(ex: NIAHExample, tokenizer_path=None) -> list[tuple[int, l
             needles, values = [real[k]], [ex.answers[k]]
         chunks = []
         for ni, v in zip(needles, values):
-            s, e = ex.needle_spans[ni]
-            off = _find(ex.ids[s:e], enc(" " + v))
-            pos = s + off if off >= 0 else e - 1
-            chunks.append(pos // ct)
+            pos, _ = _value_in_needle(ex, ni, v, enc)
+            chunks.append((pos if pos >= 0 else ex.needle_spans[ni][1] - 1) // ct)
         out.append((p // ct - 1, chunks))
     return out
+
+
+def _value_in_needle(ex: NIAHExample, ni: int, value: str, enc) -> tuple[int, int]:
+    """Where `value` (as written after a space) starts in needle ni, in positions of ex.ids (-1 if
+    it is not there), and its length in tokens."""
+    v = enc(" " + value)
+    s, e = ex.needle_spans[ni]
+    off = _find(ex.ids[s:e], v)
+    return (s + off if off >= 0 else -1), len(v)
 
 
 def value_span(ex: NIAHExample, k: int = 0, tokenizer_path=None) -> tuple[int, int]:
     """[start, end) of question k's answer value inside its needle (single / multikey), in
     positions of ex.ids; a value with start // 63 != (end - 1) // 63 is written across a chunk
-    boundary."""
+    boundary. Its start's chunk is retrieval_targets' target."""
     if ex.task == "2hop":
         raise ValueError("value_span: single and multikey only (a 2-hop answer has two values)")
-    enc = _encode(_resolve_tok(tokenizer_path))
-    v = enc(" " + ex.answers[k])
-    s, e = ex.needle_spans[ex.meta["real_needles"][k]]
-    off = _find(ex.ids[s:e], v)
-    if off < 0:
+    pos, n = _value_in_needle(ex, ex.meta["real_needles"][k], ex.answers[k], _encode(_resolve_tok(tokenizer_path)))
+    if pos < 0:
         raise ValueError(f"value {ex.answers[k]!r} not found in its needle")
-    return s + off, s + off + len(v)
+    return pos, pos + n
 
 
 # ------------------------------------------------------------------------------------------------

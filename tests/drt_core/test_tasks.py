@@ -211,6 +211,8 @@ def test_value_span_is_the_answer_inside_its_needle(hay):
         assert T.decode(ex.ids[v0:v1].tolist()) == " " + ex.answer
         s, e = ex.needle_spans[ex.meta["real_needles"][0]]
         assert s <= v0 < v1 <= e
+        (_, (target, *_)), *_ = K.retrieval_targets(ex)  # the bench reads its hit chunk from value_span
+        assert v0 // 63 == target
         across.add(v0 // 63 != (v1 - 1) // 63)
     assert across == {True, False}
     with pytest.raises(ValueError):
