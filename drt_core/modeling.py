@@ -368,7 +368,7 @@ class CopyHead(nn.Module):
 
     copy_match = n > 0 adds what the learned matches only approximate: the exact length L <= n of
     the common suffix of the text ending at the query (its own token first) and the text ending
-    just before the slot (within the slot's chunk; pad ids never match), as a learned score bias
+    just before the slot (within the slot's chunk, or its span with copy_span; pad ids never match), as a learned score bias
     per length, and, for the gate, the longest L among the retrieved slots (a learned gate bias
     per length). Once the first digits of a passkey are written, the slot that continues them is
     the only one with a long match, however many chunks share the fusion weight.
