@@ -39,12 +39,16 @@ def chapter_pairs(text: str, offsets: list[tuple[int, int]], chunk_tokens: int =
 
 
 def drt_selection(model, ids: list[int]) -> torch.Tensor:
-    """Group 0's top-k selection [C, k] of every landmark row over the whole chapter (one pass)."""
-    with torch.no_grad():
-        out = model(torch.tensor([ids]), output_retrieval=True)
-    r = out.retrieval[0]
-    idx = r["idx"][0].clone()
-    idx[r["weights"][0] <= 0] = -1  # unfilled slots (rows with fewer than k eligible chunks)
+    """Group 0's top-k selection [C, k] of every landmark row over the whole chapter (one pass of
+    the layers group 0's scores depend on: model.landmarks, the forward's scores without the upper
+    layers)."""
+    from drt_core.modeling import retrieval_scores, select_topk
+
+    keys, queries = model.landmarks(torch.tensor(ids))
+    c = torch.arange(keys.shape[0])
+    idx, w = select_topk(retrieval_scores(queries[None], keys[None], c, c), model.config.chunk_topk, gumbel=False)
+    idx = idx[0].clone()
+    idx[w[0] <= 0] = -1  # unfilled slots (rows with fewer than k eligible chunks)
     return idx
 
 

@@ -42,6 +42,18 @@ def semantic_hit(prompt: list[int], row: int, target: int, cfg) -> bool:
     return target in sel[row].tolist()
 
 
+def landmark_rank(eng, prompt: list[int], row: int, target: int) -> int:
+    """1 + the number of chunks that landmark `row` scores above chunk `target` among its eligible
+    chunks (< row), from model.landmarks; the keys are rounded to the engine's memory dtype first,
+    so the ranking is the engine's."""
+    import torch
+
+    keys, queries = eng.model.landmarks(torch.tensor(prompt[: (row + 1) * eng.cfg.chunk_tokens], device=eng.device))
+    keys = keys[:row].to(torch.from_numpy(np.zeros(0, eng.memory_dtype)).dtype).float()
+    s = keys @ queries[row].float()
+    return int((s > s[target]).sum()) + 1
+
+
 def prefix_share(answer: str, expected: str) -> float:
     """How much of the expected answer the generated one gets right before its first mistake:
     len(common prefix) / len(expected), after stripping spaces (partial credit beside exact match)."""
@@ -66,6 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--state-dir", default=None,
                    help="keep each sample's chunk memory on disk here (fp16 memmaps, removed after the "
                         "sample) instead of in RAM: needed at 16M tokens, whose fp32 memory is ~26 GB")
+    p.add_argument("--retrieval-only", action="store_true",
+                   help="score retrieval alone (hit@k and the needle chunk's rank) from the landmarks "
+                        "(model.landmarks: lower layers and chunk encoder, no upper layers, no answer): "
+                        "the same selection as the engine's, several times faster at 1M-16M tokens")
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
 
@@ -83,19 +99,26 @@ def main(argv: list[str] | None = None) -> int:
             depth = (i + 0.5) / a.samples
             ex = build(a.task, hay, L, a.seed * 100003 + i, depth=depth, phrasings=a.phrasings,
                        tokenizer_path=a.model)
-            sdir = None
-            if a.state_dir:
-                sdir = Path(tempfile.mkdtemp(prefix=f"niah-{L}-", dir=a.state_dir))
-            st = eng.new_state(sdir)
             prompt = ex.prompt_ids(0).tolist()
-            eng.feed(st, prompt[:-1])  # ends with the landmark that serves the answer chunk
-            chunk = ex.prompt_ends[0] // S1  # the answer chunk
-            idx, w = st.carry.sel_idx[0].tolist(), st.carry.sel_w[0].tolist()
-            selected = {c for c, x in zip(idx, w) if x > 0}
+            chunk = ex.prompt_ends[0] // S1  # the answer chunk, served by row chunk - 1
             v0, v1 = value_span(ex, 0, a.model)
             value_chunk = v0 // S1  # the chunk holding the answer's first token (retrieval_targets' target)
             straddle = value_chunk != (v1 - 1) // S1  # the value runs on into the next chunk
             eligible = chunk - 1
+            row = {"depth": round(depth, 3), "chance": min(1.0, eng.cfg.chunk_topk / max(1, eligible)),
+                   "straddle": straddle, "expected": ex.answer}
+            if a.retrieval_only:
+                rank = landmark_rank(eng, prompt, chunk - 1, value_chunk)
+                rows.append({**row, "hit": rank <= eng.cfg.chunk_topk, "rank": rank})
+                print(f"{L} sample {i}: depth {depth:.3f} rank {rank} ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
+                continue
+            sdir = None
+            if a.state_dir:
+                sdir = Path(tempfile.mkdtemp(prefix=f"niah-{L}-", dir=a.state_dir))
+            st = eng.new_state(sdir)
+            eng.feed(st, prompt[:-1])  # ends with the landmark that serves the answer chunk
+            idx, w = st.carry.sel_idx[0].tolist(), st.carry.sel_w[0].tolist()
+            selected = {c for c, x in zip(idx, w) if x > 0}
             hit = value_chunk in selected  # the chunk holding the answer's first token
             sem_hit = semantic_hit(prompt, chunk - 1, value_chunk, eng.cfg) if a.semantic else None
             a0, a1 = ex.answer_spans[0]
@@ -105,35 +128,49 @@ def main(argv: list[str] | None = None) -> int:
             if sdir is not None:
                 st = None
                 shutil.rmtree(sdir, ignore_errors=True)
-            rows.append({"depth": round(depth, 3), "hit": hit, "chance": min(1.0, eng.cfg.chunk_topk / max(1, eligible)),
-                         "sem_hit": sem_hit, "first_tok": first_ok, "answer_ok": score_answer(answer, ex.answer),
-                         "prefix": prefix_share(answer, ex.answer), "straddle": straddle,
-                         "answer": answer, "expected": ex.answer})
+            rows.append({**row, "hit": hit, "sem_hit": sem_hit, "first_tok": first_ok,
+                         "answer_ok": score_answer(answer, ex.answer), "prefix": prefix_share(answer, ex.answer),
+                         "answer": answer})
+            print(f"{L} sample {i}: depth {depth:.3f} hit {hit} answer {answer!r} ({time.time() - t0:.0f} s)",
+                  file=sys.stderr, flush=True)
         n = len(rows)
+        answered = not a.retrieval_only
+
+        def mean(key):
+            return sum(r[key] for r in rows) / n if answered else None
+
         results[L] = {
             "samples": n,
             "hit@k": sum(r["hit"] for r in rows) / n,
             "chance@k": sum(r["chance"] for r in rows) / n,
-            "semantic_hit@k": sum(r["sem_hit"] for r in rows) / n if a.semantic else None,
-            "first_token_acc": sum(r["first_tok"] for r in rows) / n,
-            "answer_acc": sum(r["answer_ok"] for r in rows) / n,
-            "prefix_share": sum(r["prefix"] for r in rows) / n,
+            "semantic_hit@k": mean("sem_hit") if a.semantic and answered else None,
+            "first_token_acc": mean("first_tok"),
+            "answer_acc": mean("answer_ok"),
+            "prefix_share": mean("prefix"),
+            "median_rank": sorted(r["rank"] for r in rows)[n // 2] if a.retrieval_only else None,
             "straddle": sum(r["straddle"] for r in rows),
-            "straddle_answered": sum(r["straddle"] and r["answer_ok"] for r in rows),
+            "straddle_answered": sum(r["straddle"] and r["answer_ok"] for r in rows) if answered else None,
             "seconds": round(time.time() - t0, 1),
             "rows": rows,
         }
     if a.json:
-        print(json.dumps({"model": a.model, "task": a.task, "phrasings": a.phrasings, "results": results}))
+        print(json.dumps({"model": a.model, "task": a.task, "phrasings": a.phrasings,
+                          "retrieval_only": a.retrieval_only, "results": results}))
     else:
         print(f"model {a.model}  task {a.task}  phrasings {a.phrasings}  top-k {eng.cfg.chunk_topk}")
         print(f"{'length':>8} {'n':>4} {'hit@k':>7} {'sem hit':>8} {'chance':>7} {'1st tok':>8} {'answer':>7} {'prefix':>7}"
               f" {'across':>7} {'s':>7}")
+
+        def f(x):
+            return "-" if x is None else f"{x:.2f}"
+
         for L, r in results.items():
-            sem = "-" if r["semantic_hit@k"] is None else f"{r['semantic_hit@k']:.2f}"
-            print(f"{L:>8} {r['samples']:>4} {r['hit@k']:>7.2f} {sem:>8} {r['chance@k']:>7.2f}"
-                  f" {r['first_token_acc']:>8.2f} {r['answer_acc']:>7.2f} {r['prefix_share']:>7.2f}"
-                  f" {r['straddle_answered']:>3}/{r['straddle']:<3} {r['seconds']:>7}")
+            across = "-" if r["straddle_answered"] is None else f"{r['straddle_answered']}/{r['straddle']}"
+            print(f"{L:>8} {r['samples']:>4} {r['hit@k']:>7.2f} {f(r['semantic_hit@k']):>8} {r['chance@k']:>7.2f}"
+                  f" {f(r['first_token_acc']):>8} {f(r['answer_acc']):>7} {f(r['prefix_share']):>7}"
+                  f" {across:>7} {r['seconds']:>7}")
+            if a.retrieval_only:
+                print(f"{'':>8} ranks of the needle's chunk: {[r_['rank'] for r_ in r['rows']]}")
         print("across: answered / samples whose value is written across a chunk boundary")
     return 0
 

@@ -70,6 +70,9 @@ class DRTConfig(PretrainedConfig):
         copy_match: int = 0,  # > 0: the pointer and its gate read exact suffix-match lengths (capped here)
         copy_recall: int = 0,  # > 0: slots up to this many after an n-gram the question / answer holds get biases
         copy_span: int = 0,  # the pointer also reads this many slots of the chunk after each retrieved one
+        key_encoder: int = 0,  # > 0: landmark keys from a separate encoder of this many layers (not the memory's)
+        query_key: bool = False,  # landmark queries also read their own chunk's landmark key (projected)
+        query_encoder: int = 0,  # > 0: instead, a separate encoder of this many layers over their own chunk
         smear_keys: bool = False,  # per-head mix of each key with the previous position's (copying)
         smear_init: float = 0.0,  # initial logit of that mix's own-key share (sigmoid; 0 -> 0.5)
         pad_token_id: int = 0,
@@ -130,6 +133,15 @@ class DRTConfig(PretrainedConfig):
         if not 0 <= int(copy_span) <= chunk_size - 1:
             raise ValueError(f"copy_span must be in [0, {chunk_size - 1}], got {copy_span}")
         self.copy_span = int(copy_span)
+        if (query_key or query_encoder or key_encoder) and arch != "drt":
+            raise ValueError(f"key_encoder, query_key and query_encoder need arch 'drt' (landmark scores), got {arch!r}")
+        if query_key and query_encoder:
+            raise ValueError("query_key and query_encoder are alternatives: set one")
+        if int(query_encoder) < 0 or int(key_encoder) < 0:
+            raise ValueError(f"query_encoder and key_encoder are numbers of layers >= 0, got {query_encoder}, {key_encoder}")
+        self.key_encoder = int(key_encoder)
+        self.query_key = bool(query_key)
+        self.query_encoder = int(query_encoder)
         self.smear_keys = bool(smear_keys)
         self.smear_init = float(smear_init)
         self.lmk_token_id = lmk_token_id

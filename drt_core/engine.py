@@ -407,7 +407,7 @@ class Engine:
         c0 = (pos0 - len(car.h_buf)) // S  # chunk index of full[0]
         m = len(full) // S  # chunks completed in this run
         if m:
-            keys, mk, mv = model.encoder(full[: m * S].view(m, S, D))
+            keys, mk, mv, own = model.encode_chunks(full[: m * S].view(m, S, D))
             assert mem.n == c0, f"memory has {mem.n} chunks, stream is at chunk {c0}"
             G, k = c.num_groups, c.chunk_topk
             toks = np.asarray(full_tok[: m * S], dtype=np.int32).reshape(m, S)[:, : S - 1]
@@ -427,7 +427,9 @@ class Engine:
             # selections of the chunks touched by this run: the carried one, then the in-run ones
             seg_idx, seg_w = [car.sel_idx[g]], [car.sel_w[g]]
             if lmk_local:
-                q = model.lmk_norms[g](x[0, lmk_local])  # [m', D] group input at the landmarks
+                # [m', D] group input at the landmarks; the landmarks of this run close the m chunks
+                # completed in it, whose own-chunk features (`own`) were just computed
+                q = model.landmark_query(g, x[0, lmk_local], own)
                 q_chunk = torch.tensor([(pos0 + t) // S for t in lmk_local], device=dev)
                 k_chunk = torch.arange(all_keys.shape[0], device=dev)
                 if c.arch == "fixed_retriever":

@@ -59,6 +59,10 @@ class RMSNorm(nn.Module):
         return (xf * self.weight.float()).to(x.dtype)
 
 
+class ZeroLinear(nn.Linear):
+    """A linear map initialised to zero (_init_weights): an added path that starts as a no-op."""
+
+
 class MLP(nn.Module):
     """SwiGLU feed-forward, no bias."""
 
@@ -274,26 +278,30 @@ class EncoderBlock(nn.Module):
 class ChunkEncoder(nn.Module):
     """Landmark keys and the K/V chunk memory shared by every upper layer (spec §1.3 step 3)."""
 
-    def __init__(self, cfg: DRTConfig):
+    def __init__(self, cfg: DRTConfig, layers: int | None = None, memory: bool = True):
         super().__init__()
         D = cfg.hidden_size
         self.prenorm = RMSNorm(D, cfg.rms_eps)
-        self.layers = nn.ModuleList([EncoderBlock(cfg) for _ in range(cfg.encoder_layers)])
+        self.layers = nn.ModuleList([EncoderBlock(cfg) for _ in range(cfg.encoder_layers if layers is None else layers)])
         self.norm = RMSNorm(D, 1e-6)
-        self.k_proj = nn.Linear(D, D, bias=False)
-        self.v_proj = nn.Linear(D, D, bias=False)
+        self.memory = memory  # False: a query encoder (config query_encoder), landmark states only
+        self.k_proj = nn.Linear(D, D, bias=False) if memory else None
+        self.v_proj = nn.Linear(D, D, bias=False) if memory else None
         self.H = cfg.num_heads
         # smeared memory keys: a GCA head can match the slot before the one it reads (copying)
-        self.smear = nn.Parameter(torch.full((self.H,), cfg.smear_init)) if cfg.smear_keys else None
+        self.smear = nn.Parameter(torch.full((self.H,), cfg.smear_init)) if cfg.smear_keys and memory else None
 
     def forward(self, h: torch.Tensor):
         """h: [N, S, D] lower-layer states of N complete chunks (landmark in the last slot).
 
-        Returns landmark keys [N, D] and memory K, V [N, S-1, D] (the real slots only)."""
+        Returns landmark keys [N, D] and memory K, V [N, S-1, D] (the real slots only); without
+        memory, (landmark states [N, D], None, None)."""
         e = self.prenorm(h)
         for layer in self.layers:
             e = layer(e)
         e = self.norm(e)
+        if not self.memory:
+            return e[:, -1], None, None
         real = e[:, :-1]
         k = self.k_proj(real)
         if self.smear is not None:  # within each chunk: [N, S-1, H, d] -> heads first and back
@@ -653,7 +661,9 @@ class DRTPreTrainedModel(PreTrainedModel):
 
     def _init_weights(self, module):
         std = self.config.init_std
-        if isinstance(module, nn.Linear):
+        if isinstance(module, ZeroLinear):  # a no-op until trained
+            nn.init.zeros_(module.weight)
+        elif isinstance(module, nn.Linear):
             nn.init.normal_(module.weight, mean=0.0, std=std)
             if module.bias is not None:
                 nn.init.zeros_(module.bias)
@@ -696,6 +706,13 @@ class DRTForCausalLM(DRTPreTrainedModel):
             self.lower = nn.ModuleList([Block(cfg, window=cfg.window) for _ in range(cfg.lower_layers)])
             self.encoder = ChunkEncoder(cfg)
             self.lmk_norms = nn.ModuleList([RMSNorm(D, cfg.rms_eps) for _ in cfg.upper_groups])
+            # query_key / query_encoder: q += P_g(own-chunk features), P_g zero at init (landmark_query)
+            self.query_enc = ChunkEncoder(cfg, layers=cfg.query_encoder, memory=False) if cfg.query_encoder else None
+            # key_encoder: the landmark keys come from their own encoder, so that retrieval can be
+            # trained without moving the memory K/V that the upper layers and the copy head read
+            self.key_enc = ChunkEncoder(cfg, layers=cfg.key_encoder, memory=False) if cfg.key_encoder else None
+            self.query_projs = (nn.ModuleList([ZeroLinear(D, D, bias=False) for _ in cfg.upper_groups])
+                                if cfg.query_key or cfg.query_encoder else None)
             self.groups = nn.ModuleList(
                 [nn.ModuleList([UpperBlock(cfg) for _ in range(n)]) for n in cfg.upper_groups]
             )
@@ -719,6 +736,53 @@ class DRTForCausalLM(DRTPreTrainedModel):
 
     def get_output_embeddings(self):
         return self.lm_head
+
+    def own_chunk_features(self, h: torch.Tensor, keys: torch.Tensor) -> torch.Tensor | None:
+        """What a landmark query reads of the chunk it closes (our extension; None without it):
+        config query_key, the chunk's landmark key keys [N, D]; query_encoder, the landmark state of
+        a separate encoder over the chunk's lower-layer states h [N, S, D]. Every token of a chunk
+        precedes its landmark, so either keeps the query causal."""
+        if self.query_projs is None:
+            return None
+        if self.query_enc is not None:
+            return self.query_enc(h)[0]
+        return keys
+
+    def landmark_query(self, g: int, h: torch.Tensor, own: torch.Tensor | None) -> torch.Tensor:
+        """Group g's landmark queries: the group's input at the landmark slots h [..., D], normed
+        (spec §1.3), plus, with config query_key or query_encoder, a learned projection of the
+        features own [..., D] of the chunk the landmark closes (own_chunk_features). The projection
+        starts at zero, so a model given the option scores as before until it is trained."""
+        q = self.lmk_norms[g](h)
+        if self.query_projs is not None:
+            q = q + self.query_projs[g](own.to(q.dtype))
+        return q
+
+    def encode_chunks(self, h: torch.Tensor):
+        """h [N, S, D]: lower-layer states of N complete chunks. Returns their landmark keys [N, D]
+        (the chunk encoder's, or with config key_encoder its own encoder's), memory K and V
+        [N, S-1, D], and what their landmarks' queries read of them ([N, D] or None,
+        own_chunk_features). The one place the batch forward, model.landmarks, scorer_loss and the
+        streaming engine encode chunks."""
+        keys, mem_k, mem_v = self.encoder(h)
+        if self.key_enc is not None:
+            keys = self.key_enc(h)[0]
+        return keys, mem_k, mem_v, self.own_chunk_features(h, keys)
+
+    def init_retrieval_encoders(self, names=("query_enc", "key_enc")) -> None:
+        """Start the query / key encoders named as copies of the chunk encoder's layers (their
+        landmark states are then the chunk's landmark key, so scores start as before): `train
+        --init M --set query_encoder=n` (or key_encoder=n) calls this for the ones M lacks."""
+        src = self.encoder
+        for name in names:
+            enc = getattr(self, name, None)
+            if enc is None:
+                continue
+            with torch.no_grad():
+                enc.prenorm.load_state_dict(src.prenorm.state_dict())
+                enc.norm.load_state_dict(src.norm.state_dict())
+                for i in range(min(len(enc.layers), len(src.layers))):
+                    enc.layers[i].load_state_dict(src.layers[i].state_dict())
 
     # -- layout helpers ---------------------------------------------------------------------------
 
@@ -789,6 +853,54 @@ class DRTForCausalLM(DRTPreTrainedModel):
             h = self._forward_plain(input_ids)
         return self.norm(h)
 
+    @torch.no_grad()
+    def landmarks(self, input_ids: torch.Tensor, segment_chunks: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
+        """Landmark keys [C, D] and group-0 landmark queries [C, D] of one sequence of ids [L]:
+        everything group 0's retrieval depends on (embeddings, lower layers, chunk encoder, query
+        norm), without the upper layers. The lower layers run in segments of `segment_chunks`
+        chunks, each with the chunks before it that their sliding windows reach as context, so
+        the result equals the full forward's (and the engine's) at any length, in memory bounded
+        by the segment. Scores as in retrieval_scores(queries, keys, ...)."""
+        cfg = self.config
+        if not cfg.uses_chunks or cfg.arch != "drt":
+            raise ValueError("landmarks: only DRT models score chunks with landmarks")
+        aug, C = self.augment(input_ids.view(1, -1))
+        S, D = cfg.chunk_size, cfg.hidden_size
+        # position p of layer l sees p - window .. p of layer l - 1: lower_layers * window back in all
+        ctx = -(-(cfg.lower_layers * cfg.window) // S)
+        keys, queries = [], []
+        for a in range(0, C, segment_chunks):
+            b = min(C, a + segment_chunks)
+            a0 = max(0, a - ctx)
+            x = self.embed(aug[:, a0 * S: b * S])
+            for layer in self.lower:
+                x = layer(x)
+            x = x[0, (a - a0) * S:].view(b - a, S, D)
+            k, _, _, own = self.encode_chunks(x)
+            keys.append(k)
+            queries.append(self.landmark_query(0, x[:, S - 1], own))
+        return torch.cat(keys), torch.cat(queries)
+
+    def scorer_loss(self, input_ids: torch.Tensor, retrieval_targets: torch.Tensor) -> torch.Tensor | None:
+        """forward(..., retrieval_targets=T, scorer_only=True).retrieval_loss of a one-group model,
+        without running the upper layers, whose output that loss does not depend on (G = 1: the
+        queries are the lower layers' states). What `train --lm-loss 0` optimises, at the cost of
+        the lower layers and the chunk encoder alone. None when no row has a target."""
+        cfg = self.config
+        if cfg.arch != "drt" or cfg.num_groups != 1:
+            raise ValueError("scorer_loss: one-group DRT models only (group g > 0 queries read the upper layers)")
+        B, _ = input_ids.shape
+        S, D = cfg.chunk_size, cfg.hidden_size
+        aug, C = self.augment(input_ids)
+        x = self.embed(aug)
+        for layer in self.lower:
+            x = layer(x)
+        lmk_keys, _, _, own = self.encode_chunks(x.view(B * C, S, D))
+        lmk_keys = lmk_keys.view(B, C, D)
+        chunk_ids = torch.arange(C, device=x.device)
+        q = self.landmark_query(0, x.view(B, C, S, D)[:, :, S - 1], own.view(B, C, D) if own is not None else None)
+        return forced_retrieval_loss(retrieval_scores(q, lmk_keys, chunk_ids, chunk_ids), retrieval_targets[:, :C])
+
     def _forward_plain(self, input_ids):
         x = self.embed(input_ids.clamp_min(0))
         for layer in self.layers:
@@ -804,8 +916,9 @@ class DRTForCausalLM(DRTPreTrainedModel):
         x = emb = self.embed(aug)  # emb: kept for the copy head's queries
         for layer in self.lower:
             x = layer(x)
-        lmk_keys, mem_k, mem_v = self.encoder(x.view(B * C, S, D))
+        lmk_keys, mem_k, mem_v, own = self.encode_chunks(x.view(B * C, S, D))
         lmk_keys = lmk_keys.view(B, C, D)
+        own = own.view(B, C, D) if own is not None else None
         N = S - 1
         flat_k = mem_k.view(B, C, N, D)
         # [B, C, N, H, d] -> per chunk, heads first
@@ -817,7 +930,7 @@ class DRTForCausalLM(DRTPreTrainedModel):
             if cfg.arch == "fixed_retriever":
                 scores = self._fixed_scores(input_ids, C, chunk_embeddings)
             else:
-                q_lmk = self.lmk_norms[g](x.view(B, C, S, D)[:, :, S - 1])
+                q_lmk = self.landmark_query(g, x.view(B, C, S, D)[:, :, S - 1], own)
                 scores = retrieval_scores(q_lmk, lmk_keys, chunk_ids, chunk_ids)
             idx, w = select_topk(scores, cfg.chunk_topk, gumbel=self.training and cfg.arch == "drt")
             if forced_chunks is not None:

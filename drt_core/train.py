@@ -22,6 +22,7 @@ import os
 import resource
 import sys
 import time
+from types import SimpleNamespace
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -243,7 +244,10 @@ def build_model(cfg: TrainConfig):
     if cfg.init:
         # overrides go into the config before the model is built, so structural ones (copy_head,
         # smear_keys) add their modules, initialised by _init_weights; loaded weights are kept
-        model = DRTForCausalLM.from_pretrained(cfg.init, **cfg.model_overrides)
+        model, info = DRTForCausalLM.from_pretrained(cfg.init, output_loading_info=True, **cfg.model_overrides)
+        # a query / key encoder added now starts as a copy of the chunk encoder
+        model.init_retrieval_encoders([n for n in ("query_enc", "key_enc")
+                                       if any(k.startswith(n + ".") for k in info["missing_keys"])])
         if cfg.gca_out_scale != 1.0 and model.config.uses_chunks:
             # a pretrained DRT whose GCA stayed small next to the residual stream (we measured 4%
             # of its norm in the upper layers) cannot pass retrieved content on; see RESULTS.md §5
@@ -345,6 +349,10 @@ def train(cfg: TrainConfig) -> dict:
         _copy_tokenizer(out / "model")
 
     model.train()
+    # --lm-loss 0 on one group: only the retrieval loss trains, and it does not depend on the upper
+    # layers, so they are skipped (model.scorer_loss; the LM loss is then not logged)
+    scorer_alone = (cfg.lm_loss == 0 and cfg.retrieval_loss > 0 and world == 1 and model.config.arch == "drt"
+                    and model.config.num_groups == 1)
     t_last = time.time()
     for step in range(start, cfg.steps):
         lr = lr_at(step, cfg)
@@ -361,11 +369,15 @@ def train(cfg: TrainConfig) -> dict:
         if cfg.lm_loss == 0 and cfg.retrieval_loss > 0 and model.config.uses_chunks:
             kw["scorer_only"] = True  # no graph through the upper layers: only the scorer learns
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-            res = dmodel(ids, labels=labels, label_weights=weights, **kw)
+            if scorer_alone and "retrieval_targets" in kw:  # the upper layers cannot change this loss
+                res = SimpleNamespace(loss=None, logits=None,
+                                      retrieval_loss=model.scorer_loss(ids, kw["retrieval_targets"]))
+            else:
+                res = dmodel(ids, labels=labels, label_weights=weights, **kw)
         # lm_loss 0: the LM loss is logged but not back-propagated
         loss = res.loss * cfg.lm_loss if cfg.lm_loss > 0 else None
-        extra = answer_metrics(res.logits, labels, weights) if weights is not None else {}
-        if cfg.lm_loss != 1.0:
+        extra = answer_metrics(res.logits, labels, weights) if weights is not None and res.logits is not None else {}
+        if cfg.lm_loss != 1.0 and res.loss is not None:
             extra["lm_loss"] = float(res.loss.detach())
         if res.retrieval_loss is not None:
             extra["ret_loss"] = float(res.retrieval_loss.detach())

@@ -48,6 +48,8 @@ def make_model(arch="drt", groups=(2,), seed=0, **kw):
     with torch.no_grad():
         for n in getattr(m, "lmk_norms", []):
             n.weight.uniform_(0.2, 3.0)
+        for proj in getattr(m, "query_projs", None) or []:  # query_key / query_encoder: zero at init, a no-op
+            proj.weight.normal_(0, 0.3)
     return m
 
 
@@ -61,7 +63,7 @@ def copy_kw(smear):
     return dict(smear_keys=bool(smear), copy_head=smear in ("copy", "bigram", "global", "match"),
                 copy_bigram=smear in ("bigram", "global", "match"), copy_global=smear in ("global", "match"),
                 copy_match=6 if smear == "match" else 0, copy_recall=5 if smear == "match" else 0,
-                copy_span=9 if smear == "match" else 0)
+                copy_span=9 if smear == "match" else 0, query_encoder=1 if smear == "match" else 0)
 
 
 def repeating_ids(L, period=130, seed=1):
@@ -128,9 +130,13 @@ def test_token_by_token_equals_batch(arch, groups, smear):
     torch.testing.assert_close(out, ref, atol=2e-5, rtol=1e-4)
 
 
-def test_selections_equal_batch_retrieval():
-    """The stored dependency map is the batch model's retrieval (row c serves chunk c+1)."""
-    m = make_model("drt", (1, 1))
+@pytest.mark.parametrize("query", [None, "key", "encoder", "key_encoder"])
+def test_selections_equal_batch_retrieval(query):
+    """The stored dependency map is the batch model's retrieval (row c serves chunk c+1), also with
+    landmark queries that read their own chunk (query_key, query_encoder) and keys of their own
+    encoder (key_encoder)."""
+    m = make_model("drt", (1, 1), query_key=query in ("key", "key_encoder"), query_encoder=2 if query == "encoder" else 0,
+                   key_encoder=1 if query == "key_encoder" else 0)
     ids = ids_of(63 * 12, seed=3)
     with torch.no_grad():
         ref = m(ids, output_retrieval=True).retrieval

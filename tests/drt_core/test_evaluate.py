@@ -328,3 +328,46 @@ def test_niah_prefix_share_is_the_right_part_before_the_first_mistake():
     assert prefix_share("9", "84606") == 0.0
     assert prefix_share("846061234", "84606") == 1.0  # extra text after the answer: still all of it
     assert prefix_share("", "84606") == 0.0
+
+
+@pytest.mark.parametrize("qenc", [0, 1])
+def test_niah_landmark_rank_is_the_engines_ranking(haystack, qenc):
+    """bench.niah_retrieval --retrieval-only ranks the needle's chunk from model.landmarks; the
+    engine's streamed scores (fp16 keys) give the same rank for every target, and rank <= k is
+    exactly 'in the engine's selection'."""
+    from bench.niah_retrieval import landmark_rank
+
+    m = tiny_model("drt", lower_layers=2, query_encoder=qenc)
+    if qenc:
+        with torch.no_grad():
+            m.query_projs[0].weight.normal_(0, 0.3)
+    eng = Engine(m, load_tokenizer(), fingerprint="test-rank")
+    S1 = m.config.chunk_tokens
+    ids = haystack[: 14 * S1 + 5].tolist()
+    st = eng.new_state()
+    rec = []
+    eng.feed(st, ids, record=rec)
+    row = 13
+    scores = np.array(next(r for r in rec if r["lmk_chunk"] == row)["scores"])
+    sel = set(st.memory.selections()[0][row, 0].tolist())
+    for t in range(row):
+        rank = landmark_rank(eng, ids, row, t)
+        assert rank == int((scores > scores[t]).sum()) + 1
+        assert (rank <= m.config.chunk_topk) == (t in sel)
+
+
+def test_lemma_selection_from_landmarks_is_the_forwards(haystack):
+    """bench.lemma_retrieval.drt_selection (landmarks only) == the full forward's group-0 selection,
+    unfilled slots of the first rows marked -1."""
+    from bench.lemma_retrieval import drt_selection
+
+    m = tiny_model("drt", lower_layers=2, chunk_topk=3)
+    ids = haystack[: 11 * 63 + 20].tolist()
+    with torch.no_grad():
+        r = m(torch.tensor([ids]), output_retrieval=True).retrieval[0]
+    want = r["idx"][0].clone()
+    want[r["weights"][0] <= 0] = -1
+    got = drt_selection(m, ids)
+    assert got.shape == want.shape == (12, 3)
+    assert [set(a.tolist()) for a in got] == [set(a.tolist()) for a in want]
+    assert (got[0] == -1).all() and (got[2] >= 0).sum() == 2

@@ -176,6 +176,21 @@ def test_training_the_retrieval_scorer_alone_leaves_the_rest_untouched(tmp_path)
     moved = {k for k in before if not torch.equal(before[k], after[k])}
     assert moved and all(k.startswith(("encoder.", "lmk_norms.")) for k in moved)
     assert any(k.startswith("lmk_norms.") for k in moved)
+    # the same with a query and a key encoder added (--set query_encoder=1 --set key_encoder=1):
+    # they start as copies of the chunk encoder, and only they and the projection move
+    cfg.out, cfg.init, cfg.train_only = (str(tmp_path / "run2"), str(tmp_path / "run" / "model"),
+                                         "query_projs.,query_enc.,key_enc.")
+    cfg.model_overrides = {"query_encoder": 1, "key_encoder": 1}
+    cfg.steps = 1
+    train(cfg)
+    grown = DRTForCausalLM.from_pretrained(tmp_path / "run2" / "model").state_dict()
+    moved = {k for k in grown if k not in after or not torch.equal(after[k], grown[k])}
+    assert "query_projs.0.weight" in moved and all(k.startswith(("query_projs.", "query_enc.", "key_enc.")) for k in moved)
+    assert any(k.startswith("key_enc.") for k in moved)  # the keys' encoder learns from the first step
+    assert grown["query_projs.0.weight"].abs().sum() > 0
+    # after one step from a zero projection the encoder has had no gradient yet: still the copy
+    # (up to the decoupled weight decay of that step, a factor 1 - lr * wd)
+    torch.testing.assert_close(grown["query_enc.layers.0.qkv.weight"], after["encoder.layers.0.qkv.weight"] * (1 - 1e-4))
 
 
 def test_scorer_only_gives_the_scorer_the_same_gradients_without_a_graph_through_the_upper_layers():
@@ -204,6 +219,42 @@ def test_scorer_only_gives_the_scorer_the_same_gradients_without_a_graph_through
     assert grads[1].keys() == grads[0].keys() and any(k.startswith("lmk_norms.") for k in grads[1])
     for k in grads[0]:
         assert torch.allclose(grads[0][k], grads[1][k], atol=1e-6), k
+
+
+@pytest.mark.parametrize("qenc", [None, "key", "encoder", "both"])
+def test_scorer_loss_is_the_forward_retrieval_loss_with_its_gradients(qenc):
+    """model.scorer_loss (what --lm-loss 0 trains for one group, without the upper layers) equals
+    forward(...).retrieval_loss, value and gradients, also with query_key's or query_encoder's projection."""
+    cfg = DRTConfig.from_preset("tiny", hidden_size=64, num_heads=2, intermediate_size=128, window=64,
+                                gca_backend="reference", query_key=qenc == "key",
+                                query_encoder=1 if qenc in ("encoder", "both") else 0,
+                                key_encoder=1 if qenc == "both" else 0)
+    torch.manual_seed(0)
+    m = DRTForCausalLM(cfg).eval()
+    if qenc:
+        with torch.no_grad():
+            m.query_projs[0].weight.normal_(0, 0.2)
+    C = 7
+    ids = torch.randint(3, cfg.vocab_size, (2, C * cfg.chunk_tokens - 5))
+    targets = torch.full((2, C, 2), -1)
+    targets[0, 5, 0], targets[1, 6, 0], targets[1, 3, :] = 1, 4, torch.tensor([0, 2])
+    losses, grads = [], []
+    for fast in (False, True):
+        m.zero_grad()
+        loss = m.scorer_loss(ids, targets) if fast else m(ids, retrieval_targets=targets).retrieval_loss
+        loss.backward()
+        losses.append(loss.detach())
+        grads.append({n: p.grad.clone() for n, p in m.named_parameters() if p.grad is not None
+                      and n.startswith(("encoder.", "lmk_norms.", "query_projs.", "query_enc.", "key_enc.", "lower.", "embed."))})
+    torch.testing.assert_close(losses[0], losses[1])
+    assert grads[0].keys() == grads[1].keys()
+    assert any(k.startswith("query_projs.") for k in grads[0]) == (qenc is not None)
+    assert any(k.startswith("query_enc.") for k in grads[0]) == (qenc in ("encoder", "both"))
+    assert any(k.startswith("key_enc.") for k in grads[0]) == (qenc == "both")
+    for k in grads[0]:
+        torch.testing.assert_close(grads[0][k], grads[1][k], atol=1e-6, rtol=1e-4)
+    none = torch.full((2, C), -1)
+    assert m.scorer_loss(ids, none) is None
 
 
 def test_citation_pairs_and_targets():

@@ -625,3 +625,90 @@ def test_copy_match_added_to_a_saved_model_starts_as_a_no_op(tmp_path):
     ids = rand_ids(1, 50).repeat(1, 5)
     with torch.no_grad():
         torch.testing.assert_close(grown(ids).logits, model(ids).logits, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("lower,window,seg,qenc", [(1, 128, 3, 0), (2, 64, 2, 1), (2, 128, 1, 0)])
+def test_landmarks_equal_the_forward_scores(lower, window, seg, qenc):
+    """model.landmarks (lower layers and encoder only, in segments with the windows' context)
+    gives the scores of the full forward's group 0, at any segment size, for a ragged length."""
+    model = make(lower_layers=lower, window=window, upper_groups=[1, 1], query_encoder=qenc)
+    if qenc:
+        with torch.no_grad():
+            model.query_projs[0].weight.normal_(0, 0.3)
+    ids = rand_ids(1, 9 * S1 + 17, seed=3)
+    keys, queries = model.landmarks(ids[0], segment_chunks=seg)
+    C = 10
+    assert keys.shape == queries.shape == (C, 64)
+    c = torch.arange(C)
+    got = modeling.retrieval_scores(queries[None], keys[None], c, c)[0]
+    with torch.no_grad():
+        want = model(ids, output_retrieval=True).retrieval[0]["scores"][0]
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    # segments too short for the window's context would differ: the context is what makes it exact
+    if seg == 1 and lower == 2:
+        x = model.embed(model.augment(ids)[0][:, 5 * 64: 6 * 64])
+        for layer in model.lower:
+            x = layer(x)
+        alone = model.lmk_norms[0](x[0, -1])
+        assert not torch.allclose(alone, queries[5], atol=1e-4)
+
+
+@pytest.mark.parametrize("opt", [{"query_key": True}, {"query_encoder": 1}])
+def test_query_features_read_the_own_chunk_and_start_as_a_no_op(tmp_path, opt):
+    """--set query_key=true / query_encoder=1 on a saved model adds zero projections (outputs
+    unchanged); trained, row c's query moves with the text of chunk c and not with that of chunk
+    c + 1 (causal). init_retrieval_encoders makes the query encoder's state the chunk's landmark key."""
+    model = make("drt", chunk_topk=2)
+    model.save_pretrained(tmp_path)
+    grown = DRTForCausalLM.from_pretrained(tmp_path, **opt).eval()
+    assert all(torch.equal(p.weight, torch.zeros_like(p.weight)) for p in grown.query_projs)
+    ids = rand_ids(1, 6 * S1)
+    with torch.no_grad():
+        torch.testing.assert_close(grown(ids).logits, model(ids).logits, atol=1e-6, rtol=1e-6)
+        grown.query_projs[0].weight.normal_(0, 0.3)
+    if "query_encoder" in opt:
+        grown.init_retrieval_encoders()
+        aug, C = grown.augment(ids)
+        with torch.no_grad():
+            x = grown.embed(aug)
+            for layer in grown.lower:
+                x = layer(x)
+            h = x.view(C, 64, -1)
+            torch.testing.assert_close(grown.own_chunk_features(h, None), grown.encoder(h)[0])
+    _, q = grown.landmarks(ids[0])
+    changed = ids.clone()
+    changed[0, 2 * S1 + 3] = (changed[0, 2 * S1 + 3] + 1) % V  # a token of chunk 2 (far from chunk 3's landmark)
+    _, q2 = grown.landmarks(changed[0])
+    assert torch.equal(q[:2], q2[:2])  # earlier landmarks never see it
+    assert not torch.allclose(q[2], q2[2])
+    _, q_plain = model.landmarks(changed[0])
+    _, q_plain0 = model.landmarks(ids[0])
+    # without the projection, chunk 2's landmark sees the token only through the lower layers
+    assert (q[2] - q2[2]).norm() > (q_plain0[2] - q_plain[2]).norm()
+
+
+def test_query_key_and_query_encoder_are_alternatives():
+    with pytest.raises(ValueError, match="alternatives"):
+        DRTConfig(query_key=True, query_encoder=1)
+    with pytest.raises(ValueError, match="arch 'drt'"):
+        DRTConfig(arch="sliding_window", query_encoder=1)
+
+
+def test_key_encoder_copied_from_the_chunk_encoder_changes_nothing_until_trained(tmp_path):
+    """--set key_encoder=1 --set query_encoder=1 on a saved model, both encoders initialised as
+    copies of the chunk encoder (init_retrieval_encoders): the same keys, scores and logits; a
+    change of the key encoder then moves the scores but not the memory K/V."""
+    model = make("drt", chunk_topk=2)
+    model.save_pretrained(tmp_path)
+    grown = DRTForCausalLM.from_pretrained(tmp_path, key_encoder=1, query_encoder=1).eval()
+    grown.init_retrieval_encoders()
+    ids = rand_ids(1, 7 * S1)
+    with torch.no_grad():
+        a, b = model(ids, output_retrieval=True), grown(ids, output_retrieval=True)
+        torch.testing.assert_close(b.logits, a.logits, atol=1e-6, rtol=1e-6)
+        torch.testing.assert_close(b.retrieval[0]["scores"], a.retrieval[0]["scores"])
+        h = torch.randn(3, 64, 64)
+        k0, mk0, mv0, _ = grown.encode_chunks(h)
+        grown.key_enc.layers[0].qkv.weight.add_(0.05)
+        k1, mk1, mv1, _ = grown.encode_chunks(h)
+    assert torch.equal(mk0, mk1) and torch.equal(mv0, mv1) and not torch.allclose(k0, k1)
