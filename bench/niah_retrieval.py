@@ -4,6 +4,8 @@ For single-needle NIAH examples (drt_core.tasks, the app's prompt layout), strea
 the question through the engine and looks at the selection that serves the answer chunk (made by
 the landmark just before it, after the question was read):
     hit@k        the chunk holding the answer value is among the top-k selected (weight > 0), group 0
+    readable@k   the copy head can read the whole value from the selection: from its chunk, or from
+                 the chunk before it when the value lies in the copy_span slots it reads on into
     chance       k / number of eligible chunks (what a random retriever would get)
     first_tok    teacher-forced accuracy of the first answer token
     answer       greedy answer scored with tasks.score_answer
@@ -42,16 +44,30 @@ def semantic_hit(prompt: list[int], row: int, target: int, cfg) -> bool:
     return target in sel[row].tolist()
 
 
-def landmark_rank(eng, prompt: list[int], row: int, target: int) -> int:
-    """1 + the number of chunks that landmark `row` scores above chunk `target` among its eligible
-    chunks (< row), from model.landmarks; the keys are rounded to the engine's memory dtype first,
-    so the ranking is the engine's."""
+def landmark_scores(eng, prompt: list[int], row: int):
+    """Landmark `row`'s scores [row] of its eligible chunks (< row), from model.landmarks; the keys
+    are rounded to the engine's memory dtype first, so the ranking is the engine's."""
     import torch
 
     keys, queries = eng.model.landmarks(torch.tensor(prompt[: (row + 1) * eng.cfg.chunk_tokens], device=eng.device))
     keys = keys[:row].to(torch.from_numpy(np.zeros(0, eng.memory_dtype)).dtype).float()
-    s = keys @ queries[row].float()
+    return keys @ queries[row].float()
+
+
+def landmark_rank(eng, prompt: list[int], row: int, target: int) -> int:
+    """1 + the number of eligible chunks that landmark `row` scores above chunk `target`."""
+    s = landmark_scores(eng, prompt, row)
     return int((s > s[target]).sum()) + 1
+
+
+def readable(selected: set[int], v0: int, v1: int, S1: int, span: int) -> bool:
+    """Can the copy head read the whole value [v0, v1) from these retrieved chunks? It reads each
+    retrieved chunk and the first `span` slots of the chunk after it (config copy_span): so from
+    the value's first chunk, or from the chunk before it when the value lies in those slots."""
+    c = v0 // S1
+    if c in selected:
+        return v1 - c * S1 <= S1 + span
+    return c - 1 in selected and v1 - c * S1 <= span
 
 
 def prefix_share(answer: str, expected: str) -> float:
@@ -82,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="score retrieval alone (hit@k and the needle chunk's rank) from the landmarks "
                         "(model.landmarks: lower layers and chunk encoder, no upper layers, no answer): "
                         "the same selection as the engine's, several times faster at 1M-16M tokens")
+    p.add_argument("--only", default=None,
+                   help="comma-separated sample indices to run (of --samples: same depths and seeds), e.g. 0,2,3")
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
 
@@ -95,7 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     for L in [parse_len(x) for x in a.lengths.split(",")]:
         rows = []
         t0 = time.time()
+        only = None if a.only is None else {int(x) for x in a.only.split(",")}
         for i in range(a.samples):
+            if only is not None and i not in only:
+                continue
             depth = (i + 0.5) / a.samples
             ex = build(a.task, hay, L, a.seed * 100003 + i, depth=depth, phrasings=a.phrasings,
                        tokenizer_path=a.model)
@@ -107,10 +128,15 @@ def main(argv: list[str] | None = None) -> int:
             eligible = chunk - 1
             row = {"depth": round(depth, 3), "chance": min(1.0, eng.cfg.chunk_topk / max(1, eligible)),
                    "straddle": straddle, "expected": ex.answer}
+            span = eng.cfg.copy_span
             if a.retrieval_only:
-                rank = landmark_rank(eng, prompt, chunk - 1, value_chunk)
-                rows.append({**row, "hit": rank <= eng.cfg.chunk_topk, "rank": rank})
-                print(f"{L} sample {i}: depth {depth:.3f} rank {rank} ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
+                sc = landmark_scores(eng, prompt, chunk - 1)
+                rank = int((sc > sc[value_chunk]).sum()) + 1
+                top = set(sc.topk(min(eng.cfg.chunk_topk, len(sc))).indices.tolist())
+                reach = readable(top, v0, v1, S1, span)
+                rows.append({**row, "hit": rank <= eng.cfg.chunk_topk, "rank": rank, "readable": reach})
+                print(f"{L} sample {i}: depth {depth:.3f} rank {rank} readable {reach} ({time.time() - t0:.0f} s)",
+                      file=sys.stderr, flush=True)
                 continue
             sdir = None
             if a.state_dir:
@@ -120,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
             idx, w = st.carry.sel_idx[0].tolist(), st.carry.sel_w[0].tolist()
             selected = {c for c, x in zip(idx, w) if x > 0}
             hit = value_chunk in selected  # the chunk holding the answer's first token
+            reach = readable(selected, v0, v1, S1, span)
             sem_hit = semantic_hit(prompt, chunk - 1, value_chunk, eng.cfg) if a.semantic else None
             a0, a1 = ex.answer_spans[0]
             gen = list(eng.generate(st, prompt_ids=prompt[-1:], max_new_tokens=(a1 - a0) + 4))
@@ -128,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
             if sdir is not None:
                 st = None
                 shutil.rmtree(sdir, ignore_errors=True)
-            rows.append({**row, "hit": hit, "sem_hit": sem_hit, "first_tok": first_ok,
+            rows.append({**row, "hit": hit, "readable": reach, "sem_hit": sem_hit, "first_tok": first_ok,
                          "answer_ok": score_answer(answer, ex.answer), "prefix": prefix_share(answer, ex.answer),
                          "answer": answer})
             print(f"{L} sample {i}: depth {depth:.3f} hit {hit} answer {answer!r} ({time.time() - t0:.0f} s)",
@@ -142,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         results[L] = {
             "samples": n,
             "hit@k": sum(r["hit"] for r in rows) / n,
+            "readable@k": sum(r["readable"] for r in rows) / n,
             "chance@k": sum(r["chance"] for r in rows) / n,
             "semantic_hit@k": mean("sem_hit") if a.semantic and answered else None,
             "first_token_acc": mean("first_tok"),
@@ -158,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
                           "retrieval_only": a.retrieval_only, "results": results}))
     else:
         print(f"model {a.model}  task {a.task}  phrasings {a.phrasings}  top-k {eng.cfg.chunk_topk}")
-        print(f"{'length':>8} {'n':>4} {'hit@k':>7} {'sem hit':>8} {'chance':>7} {'1st tok':>8} {'answer':>7} {'prefix':>7}"
+        print(f"{'length':>8} {'n':>4} {'hit@k':>7} {'read@k':>7} {'sem hit':>8} {'chance':>7} {'1st tok':>8} {'answer':>7} {'prefix':>7}"
               f" {'across':>7} {'s':>7}")
 
         def f(x):
@@ -166,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
 
         for L, r in results.items():
             across = "-" if r["straddle_answered"] is None else f"{r['straddle_answered']}/{r['straddle']}"
-            print(f"{L:>8} {r['samples']:>4} {r['hit@k']:>7.2f} {f(r['semantic_hit@k']):>8} {r['chance@k']:>7.2f}"
+            print(f"{L:>8} {r['samples']:>4} {r['hit@k']:>7.2f} {r['readable@k']:>7.2f} {f(r['semantic_hit@k']):>8} {r['chance@k']:>7.2f}"
                   f" {f(r['first_token_acc']):>8} {f(r['answer_acc']):>7} {f(r['prefix_share']):>7}"
                   f" {across:>7} {r['seconds']:>7}")
             if a.retrieval_only:

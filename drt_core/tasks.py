@@ -656,13 +656,18 @@ def _find(seq: np.ndarray, sub: Sequence[int]) -> int:
     return -1
 
 
-def retrieval_targets(ex: NIAHExample, tokenizer_path=None) -> list[tuple[int, list[int]]]:
+def retrieval_targets(ex: NIAHExample, tokenizer_path=None, needle_start: bool = False) -> list[tuple[int, list[int]]]:
     """For each question: (retrieval row, [chunk holding the answer value, per hop]).
 
     The row is the one that serves the answer chunk: the prompt's last token p sits on the first
     slot of chunk p // 63, which row p // 63 - 1 serves. The target chunk is where the first token
     of the needed value sits inside its needle (single/multikey: the answer; 2hop: hop 1's "b" in
-    "a -> b", then hop 2's "c" in "b -> c")."""
+    "a -> b", then hop 2's "c" in "b -> c").
+
+    needle_start (single/multikey): when the needle begins in an earlier chunk than its value
+    (written across a chunk boundary: "... the passkey is" | " 894772."), that chunk is a second
+    target: it holds the words a question matches, and the copy head reads on from it into the
+    value's chunk (config copy_span). The retrieval loss asks for either."""
     ct = ex.meta.get("chunk_tokens", CHUNK_TOKENS)
     enc = _encode(_resolve_tok(tokenizer_path))
     real = ex.meta["real_needles"]
@@ -677,6 +682,9 @@ def retrieval_targets(ex: NIAHExample, tokenizer_path=None) -> list[tuple[int, l
         for ni, v in zip(needles, values):
             pos, _ = _value_in_needle(ex, ni, v, enc)
             chunks.append((pos if pos >= 0 else ex.needle_spans[ni][1] - 1) // ct)
+        start = ex.needle_spans[needles[0]][0] // ct
+        if needle_start and ex.task != "2hop" and start != chunks[0]:
+            chunks.append(start)
         out.append((p // ct - 1, chunks))
     return out
 

@@ -72,6 +72,7 @@ class TrainConfig:
     retrieval_loss: float = 0.0  # weight of the forced rows' retrieval cross-entropy (0 = LM loss only)
     gca_out_scale: float = 1.0  # with --init: scale the GCA output projections once at the start
     lm_loss: float = 1.0  # weight of the LM loss (0 with --retrieval-loss: train the scorer alone)
+    target_needle_start: bool = False  # a needle written across chunks: its first chunk is a retrieval target too
     train_only: str = ""  # comma-separated parameter-name fragments to train (others frozen); "" = all
     log_file: str | None = None
 
@@ -217,7 +218,7 @@ class Batches:
                 )
                 ids[i], labels[i] = torch.from_numpy(ex["ids"]), torch.from_numpy(ex["labels"])
                 weights[i] = torch.from_numpy(ex["weights"])
-                for row, chunks in retrieval_targets(ex["example"], tok_dir):
+                for row, chunks in retrieval_targets(ex["example"], tok_dir, needle_start=cfg.target_needle_start):
                     targets[i, row, : len(chunks[:2])] = torch.tensor(chunks[:2])
                     if p_force > 0 and rng.random() < p_force:
                         forced[i, row] = targets[i, row]
@@ -478,6 +479,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bf16", default="auto", choices=["auto", "on", "off"], help="bf16 autocast")
     p.add_argument("--train-only", default="", help="train only parameters whose names contain one of these "
                    "comma-separated fragments, e.g. encoder.,lmk_norms. (the retrieval scorer)")
+    p.add_argument("--target-needle-start", action="store_true",
+                   help="single / multikey: a needle written across a chunk boundary also has its first chunk as "
+                        "retrieval target (tasks.retrieval_targets needle_start)")
     p.add_argument("--fsdp", action="store_true", help="FSDP2 instead of DDP under torchrun (large presets)")
     p.add_argument("--task", default=None, type=_tasks_arg,
                    help="retrieval fine-tuning task(s): single, multikey, 2hop, repeat (copy warm-up), "

@@ -371,3 +371,18 @@ def test_lemma_selection_from_landmarks_is_the_forwards(haystack):
     assert got.shape == want.shape == (12, 3)
     assert [set(a.tolist()) for a in got] == [set(a.tolist()) for a in want]
     assert (got[0] == -1).all() and (got[2] >= 0).sum() == 2
+
+
+def test_niah_readable_counts_the_copy_span():
+    """The value is readable from its own chunk (running on into the next by at most the span),
+    or from the chunk before when it lies within the span's first slots."""
+    from bench.niah_retrieval import readable
+
+    S1, span = 63, 16
+    assert readable({5}, 5 * 63 + 10, 5 * 63 + 15, S1, span)
+    assert readable({5}, 5 * 63 + 60, 6 * 63 + 3, S1, span)  # across: the tail is in the span
+    assert not readable({5}, 5 * 63 + 60, 6 * 63 + 17, S1, 16)
+    assert readable({4}, 5 * 63 + 0, 5 * 63 + 6, S1, span)  # from the chunk before, through the span
+    assert not readable({4}, 5 * 63 + 12, 5 * 63 + 18, S1, span)
+    assert not readable({4}, 5 * 63 + 0, 5 * 63 + 6, S1, 0)  # no span: the chunk before is no use
+    assert not readable({3, 6}, 5 * 63, 5 * 63 + 5, S1, span)

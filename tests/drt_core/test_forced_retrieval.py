@@ -276,3 +276,22 @@ def test_citation_pairs_and_targets():
 
     assert "\\ref{lemma-a}" in decode(ids[c2 * 63:(c2 + 1) * 63] + ids[(c2 + 1) * 63:(c2 + 2) * 63]) or \
         "ref{lemma-a}" in decode(ids[c2 * 63 - 8:(c2 + 1) * 63])
+
+
+def test_retrieval_targets_add_the_needle_start_when_it_is_written_across_chunks(hay):
+    """needle_start: single/multikey needles that begin in an earlier chunk than their value get
+    that chunk as a second target; needles inside one chunk, and 2-hop, keep one target per hop."""
+    seen = {True: 0, False: 0}
+    for seed in range(40):
+        for task in ("single", "multikey"):
+            ex = K.build(task, hay, 1500, random.Random(seed), n_pairs=1 if task == "single" else 2,
+                         needle_margin=300)
+            plain, both = K.retrieval_targets(ex), K.retrieval_targets(ex, needle_start=True)
+            for k, ((row, ch), (row2, ch2)) in enumerate(zip(plain, both)):
+                s, _ = ex.needle_spans[ex.meta["real_needles"][k]]
+                across = s // 63 != ch[0]
+                seen[across] += 1
+                assert row == row2 and ch2 == (ch + [s // 63] if across else ch)
+    assert seen[True] and seen[False]  # both cases occurred
+    ex = K.build("2hop", hay, 1500, random.Random(3), n_pairs=2, needle_margin=300)
+    assert K.retrieval_targets(ex, needle_start=True) == K.retrieval_targets(ex)
