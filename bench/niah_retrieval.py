@@ -50,14 +50,13 @@ def landmark_scores(eng, prompt: list[int], row: int):
     import torch
 
     keys, queries = eng.model.landmarks(torch.tensor(prompt[: (row + 1) * eng.cfg.chunk_tokens], device=eng.device))
-    keys = keys[:row].to(torch.from_numpy(np.zeros(0, eng.memory_dtype)).dtype).float()
-    return keys @ queries[row].float()
+    keys = torch.from_numpy(keys[:row].float().cpu().numpy().astype(eng.memory_dtype)).float()  # as the store holds them
+    return keys @ queries[row].float().cpu()
 
 
-def landmark_rank(eng, prompt: list[int], row: int, target: int) -> int:
-    """1 + the number of eligible chunks that landmark `row` scores above chunk `target`."""
-    s = landmark_scores(eng, prompt, row)
-    return int((s > s[target]).sum()) + 1
+def score_rank(scores, chunk: int) -> int:
+    """1 + the number of chunks scored above `chunk` (1 = the best)."""
+    return int((scores > scores[chunk]).sum()) + 1
 
 
 def readable(selected: set[int], v0: int, v1: int, S1: int, span: int) -> bool:
@@ -131,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
             span = eng.cfg.copy_span
             if a.retrieval_only:
                 sc = landmark_scores(eng, prompt, chunk - 1)
-                rank = int((sc > sc[value_chunk]).sum()) + 1
+                rank = score_rank(sc, value_chunk)
                 top = set(sc.topk(min(eng.cfg.chunk_topk, len(sc))).indices.tolist())
                 reach = readable(top, v0, v1, S1, span)
                 rows.append({**row, "hit": rank <= eng.cfg.chunk_topk, "rank": rank, "readable": reach})

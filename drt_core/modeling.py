@@ -862,7 +862,7 @@ class DRTForCausalLM(DRTPreTrainedModel):
         the result equals the full forward's (and the engine's) at any length, in memory bounded
         by the segment. Scores as in retrieval_scores(queries, keys, ...)."""
         cfg = self.config
-        if not cfg.uses_chunks or cfg.arch != "drt":
+        if cfg.arch != "drt":
             raise ValueError("landmarks: only DRT models score chunks with landmarks")
         aug, C = self.augment(input_ids.view(1, -1))
         S, D = cfg.chunk_size, cfg.hidden_size

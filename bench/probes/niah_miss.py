@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, ".")
-from bench.niah_retrieval import landmark_scores, parse_len  # noqa: E402
+from bench.niah_retrieval import landmark_scores, parse_len, score_rank  # noqa: E402
 from drt_core.engine import Engine  # noqa: E402
 from drt_core.tasks import build, value_span  # noqa: E402
 
@@ -26,16 +26,12 @@ t, start = v0 // S1, ex.needle_spans[ex.meta["real_needles"][0]][0] // S1
 s = landmark_scores(eng, prompt, row)
 
 
-def rank(c):
-    return int((s > s[c]).sum()) + 1
-
-
 def text(c):
     return repr(eng.tokenizer.decode(prompt[c * S1:(c + 1) * S1]))
 
 
-print(f"sample {i} at {L} tokens (haystack {len(hay)} tokens): value in chunk {t} (slot {v0 - t * S1}), rank {rank(t)}"
-      f" of {row}; needle begins in chunk {start}, rank {rank(start)}")
+print(f"sample {i} at {L} tokens (haystack {len(hay)} tokens): value in chunk {t} (slot {v0 - t * S1}), rank {score_rank(s, t)}"
+      f" of {row}; needle begins in chunk {start}, rank {score_rank(s, start)}")
 print(f"  value's chunk: {text(t)[:120]}")
 if start != t:
     print(f"  needle's first chunk: ...{text(start)[-120:]}")
