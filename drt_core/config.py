@@ -71,6 +71,7 @@ class DRTConfig(PretrainedConfig):
         copy_recall: int = 0,  # > 0: slots up to this many after an n-gram the question / answer holds get biases
         copy_span: int = 0,  # the pointer also reads this many slots of the chunk after each retrieved one
         key_encoder: int = 0,  # > 0: landmark keys from a separate encoder of this many layers (not the memory's)
+        key_context: int = 0,  # > 0: that key encoder also reads this many last slots of the chunk before
         query_key: bool = False,  # landmark queries also read their own chunk's landmark key (projected)
         query_encoder: int = 0,  # > 0: instead, a separate encoder of this many layers over their own chunk
         smear_keys: bool = False,  # per-head mix of each key with the previous position's (copying)
@@ -140,6 +141,11 @@ class DRTConfig(PretrainedConfig):
         if int(query_encoder) < 0 or int(key_encoder) < 0:
             raise ValueError(f"query_encoder and key_encoder are numbers of layers >= 0, got {query_encoder}, {key_encoder}")
         self.key_encoder = int(key_encoder)
+        if not 0 <= int(key_context) <= chunk_size - 1:
+            raise ValueError(f"key_context must be in [0, {chunk_size - 1}], got {key_context}")
+        if int(key_context) and not self.key_encoder:
+            raise ValueError("key_context needs key_encoder > 0 (the context is read by the key encoder)")
+        self.key_context = int(key_context)
         self.query_key = bool(query_key)
         self.query_encoder = int(query_encoder)
         self.smear_keys = bool(smear_keys)

@@ -72,17 +72,23 @@ class Carry:
     sel_w: torch.Tensor  # [G, k] its weights (all zero: nothing served)
     h_buf: torch.Tensor  # [p, D] lower-layer states of the current partial chunk
     tok_buf: list[int] = field(default_factory=list)  # its real-token ids
+    # config key_context = m: lower-layer states of the last m real slots of the last completed
+    # chunk ([m, D]; [0, D] before the first), what the key encoder reads of the chunk before
+    key_tail: torch.Tensor | None = None
 
     def clone(self) -> "Carry":
         return Carry(
             self.pos, self.n_tokens,
             [KVWindow(w.k.clone(), w.v.clone(), w.pos.clone(), w.next_pos) for w in self.windows],
             self.sel_idx.clone(), self.sel_w.clone(), self.h_buf.clone(), list(self.tok_buf),
+            None if self.key_tail is None else self.key_tail.clone(),
         )
 
     def tensors(self) -> dict[str, torch.Tensor]:
         t = {"sel_idx": self.sel_idx, "sel_w": self.sel_w, "h_buf": self.h_buf,
              "tok_buf": torch.tensor(self.tok_buf, dtype=torch.long)}
+        if self.key_tail is not None:
+            t["key_tail"] = self.key_tail
         for i, w in enumerate(self.windows):
             t[f"w{i}.k"], t[f"w{i}.v"], t[f"w{i}.pos"] = w.k, w.v, w.pos
         return {k: v.contiguous() for k, v in t.items()}
@@ -277,7 +283,8 @@ class Engine:
         win += int(c.smear_keys)  # smeared keys: the oldest key in the window needs its predecessor
         windows = [KVWindow.empty(1, c.num_heads, win, c.head_dim, dev, torch.float32) for _ in self.attn_layers]
         return Carry(0, 0, windows, torch.zeros(G, k, dtype=torch.long, device=dev),
-                     torch.zeros(G, k, device=dev), torch.zeros(0, c.hidden_size, device=dev))
+                     torch.zeros(G, k, device=dev), torch.zeros(0, c.hidden_size, device=dev),
+                     key_tail=torch.zeros(0, c.hidden_size, device=dev) if c.uses_chunks and c.key_context else None)
 
     full_attention_capacity = 65536  # positions a full-attention baseline can hold while streaming
 
@@ -316,6 +323,8 @@ class Engine:
             carry.pos, carry.n_tokens = int(meta["pos"]), int(meta["n_tokens"])
             carry.sel_idx, carry.sel_w, carry.h_buf = t["sel_idx"], t["sel_w"], t["h_buf"]
             carry.tok_buf = t["tok_buf"].tolist()
+            if carry.key_tail is not None:
+                carry.key_tail = t["key_tail"]
             for i, w in enumerate(carry.windows):
                 w.k, w.v, w.pos, w.next_pos = t[f"w{i}.k"], t[f"w{i}.v"], t[f"w{i}.pos"], carry.pos
         elif mem.n:
@@ -407,7 +416,11 @@ class Engine:
         c0 = (pos0 - len(car.h_buf)) // S  # chunk index of full[0]
         m = len(full) // S  # chunks completed in this run
         if m:
-            keys, mk, mv, own = model.encode_chunks(full[: m * S].view(m, S, D))
+            done = full[: m * S].view(1, m, S, D)
+            first = car.key_tail if car.key_tail is not None and len(car.key_tail) else None
+            keys, mk, mv, own = model.encode_chunks(done[0], model.key_context_of(done, first))
+            if car.key_tail is not None:
+                car.key_tail = done[0, -1, S - 1 - c.key_context: S - 1].clone()
             assert mem.n == c0, f"memory has {mem.n} chunks, stream is at chunk {c0}"
             G, k = c.num_groups, c.chunk_topk
             toks = np.asarray(full_tok[: m * S], dtype=np.int32).reshape(m, S)[:, : S - 1]

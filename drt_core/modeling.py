@@ -275,13 +275,37 @@ class EncoderBlock(nn.Module):
         return x + self.mlp(self.norm2(x))
 
 
+class ContextAttention(nn.Module):
+    """The key encoder's view of what leads into a chunk (config key_context, our extension):
+    every slot of the chunk attends to the last slots of the chunk before (its lower-layer states,
+    complete before this chunk's landmark, so keys stay causal). The output projection starts at
+    zero, so a model given the option keys its chunks as before until it is trained; a zero
+    context (the first chunk) adds exactly nothing."""
+
+    def __init__(self, cfg: DRTConfig):
+        super().__init__()
+        D, H = cfg.hidden_size, cfg.num_heads
+        self.H, self.d = H, D // H
+        self.q = nn.Linear(D, D, bias=False)
+        self.kv = nn.Linear(D, 2 * D, bias=False)
+        self.o = ZeroLinear(D, D, bias=False)
+
+    def forward(self, e: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:  # e [N, S, D], ctx [N, m, D]
+        N, S, D = e.shape
+        q = self.q(e).view(N, S, self.H, self.d).transpose(1, 2)
+        k, v = self.kv(ctx).view(N, -1, 2, self.H, self.d).permute(2, 0, 3, 1, 4)
+        o = F.scaled_dot_product_attention(q, k, v)
+        return e + self.o(o.transpose(1, 2).reshape(N, S, D))
+
+
 class ChunkEncoder(nn.Module):
     """Landmark keys and the K/V chunk memory shared by every upper layer (spec §1.3 step 3)."""
 
-    def __init__(self, cfg: DRTConfig, layers: int | None = None, memory: bool = True):
+    def __init__(self, cfg: DRTConfig, layers: int | None = None, memory: bool = True, context: bool = False):
         super().__init__()
         D = cfg.hidden_size
         self.prenorm = RMSNorm(D, cfg.rms_eps)
+        self.context = ContextAttention(cfg) if context else None  # config key_context
         self.layers = nn.ModuleList([EncoderBlock(cfg) for _ in range(cfg.encoder_layers if layers is None else layers)])
         self.norm = RMSNorm(D, 1e-6)
         self.memory = memory  # False: a query encoder (config query_encoder), landmark states only
@@ -291,12 +315,16 @@ class ChunkEncoder(nn.Module):
         # smeared memory keys: a GCA head can match the slot before the one it reads (copying)
         self.smear = nn.Parameter(torch.full((self.H,), cfg.smear_init)) if cfg.smear_keys and memory else None
 
-    def forward(self, h: torch.Tensor):
-        """h: [N, S, D] lower-layer states of N complete chunks (landmark in the last slot).
+    def forward(self, h: torch.Tensor, ctx: torch.Tensor | None = None):
+        """h: [N, S, D] lower-layer states of N complete chunks (landmark in the last slot); ctx
+        [N, m, D]: with a context attention, the last m slots of the chunk before each (zeros
+        for the first chunk).
 
         Returns landmark keys [N, D] and memory K, V [N, S-1, D] (the real slots only); without
         memory, (landmark states [N, D], None, None)."""
         e = self.prenorm(h)
+        if self.context is not None:
+            e = self.context(e, self.prenorm(ctx))
         for layer in self.layers:
             e = layer(e)
         e = self.norm(e)
@@ -710,7 +738,8 @@ class DRTForCausalLM(DRTPreTrainedModel):
             self.query_enc = ChunkEncoder(cfg, layers=cfg.query_encoder, memory=False) if cfg.query_encoder else None
             # key_encoder: the landmark keys come from their own encoder, so that retrieval can be
             # trained without moving the memory K/V that the upper layers and the copy head read
-            self.key_enc = ChunkEncoder(cfg, layers=cfg.key_encoder, memory=False) if cfg.key_encoder else None
+            self.key_enc = (ChunkEncoder(cfg, layers=cfg.key_encoder, memory=False, context=cfg.key_context > 0)
+                            if cfg.key_encoder else None)
             self.query_projs = (nn.ModuleList([ZeroLinear(D, D, bias=False) for _ in cfg.upper_groups])
                                 if cfg.query_key or cfg.query_encoder else None)
             self.groups = nn.ModuleList(
@@ -758,16 +787,32 @@ class DRTForCausalLM(DRTPreTrainedModel):
             q = q + self.query_projs[g](own.to(q.dtype))
         return q
 
-    def encode_chunks(self, h: torch.Tensor):
-        """h [N, S, D]: lower-layer states of N complete chunks. Returns their landmark keys [N, D]
-        (the chunk encoder's, or with config key_encoder its own encoder's), memory K and V
-        [N, S-1, D], and what their landmarks' queries read of them ([N, D] or None,
-        own_chunk_features). The one place the batch forward, model.landmarks, scorer_loss and the
-        streaming engine encode chunks."""
+    def encode_chunks(self, h: torch.Tensor, ctx: torch.Tensor | None = None):
+        """h [N, S, D]: lower-layer states of N complete chunks; ctx [N, m, D]: with config
+        key_context, the last m real slots of the chunk before each (key_context_of). Returns their
+        landmark keys [N, D] (the chunk encoder's, or with config key_encoder its own encoder's),
+        memory K and V [N, S-1, D], and what their landmarks' queries read of them ([N, D] or
+        None, own_chunk_features). The one place the batch forward, model.landmarks, scorer_loss
+        and the streaming engine encode chunks."""
         keys, mem_k, mem_v = self.encoder(h)
         if self.key_enc is not None:
-            keys = self.key_enc(h)[0]
+            if self.key_enc.context is not None and ctx is None:
+                raise ValueError("encode_chunks: a key_context model needs ctx (key_context_of)")
+            keys = self.key_enc(h, ctx)[0]
         return keys, mem_k, mem_v, self.own_chunk_features(h, keys)
+
+    def key_context_of(self, h: torch.Tensor, first: torch.Tensor | None = None) -> torch.Tensor | None:
+        """h [B, C, S, D]: lower-layer states of B runs of C consecutive chunks. Returns what the
+        key encoder reads of the chunk before each, [B*C, m, D] (config key_context = m: its last m
+        real slots; the landmark slot is not one), or None without the option. first [B, m, D]:
+        the context of each run's first chunk (the stream's chunk before it); zeros if None."""
+        m = self.config.key_context
+        if not m:
+            return None
+        B, C, S, D = h.shape
+        tails = h[:, :, S - 1 - m: S - 1]
+        first = h.new_zeros(B, 1, m, D) if first is None else first.view(B, 1, m, D).to(h.dtype)
+        return torch.cat([first, tails[:, :-1]], dim=1).reshape(B * C, m, D)
 
     def init_retrieval_encoders(self, names=("query_enc", "key_enc")) -> None:
         """Start the query / key encoders named as copies of the chunk encoder's layers (their
@@ -866,8 +911,10 @@ class DRTForCausalLM(DRTPreTrainedModel):
             raise ValueError("landmarks: only DRT models score chunks with landmarks")
         aug, C = self.augment(input_ids.view(1, -1))
         S, D = cfg.chunk_size, cfg.hidden_size
-        # position p of layer l sees p - window .. p of layer l - 1: lower_layers * window back in all
-        ctx = -(-(cfg.lower_layers * cfg.window) // S)
+        # position p of layer l sees p - window .. p of layer l - 1: lower_layers * window back in all,
+        # from the segment's first slot, or (key_context = m) from the chunk before's last m slots
+        reach = cfg.lower_layers * cfg.window + (cfg.key_context + 1 if cfg.key_context else 0)
+        ctx = -(-reach // S)
         keys, queries = [], []
         for a in range(0, C, segment_chunks):
             b = min(C, a + segment_chunks)
@@ -875,8 +922,10 @@ class DRTForCausalLM(DRTPreTrainedModel):
             x = self.embed(aug[:, a0 * S: b * S])
             for layer in self.lower:
                 x = layer(x)
+            kctx = self.key_context_of(x.view(1, b - a0, S, D))  # chunk a - 1 is in the context when a > 0
+            kctx = kctx[a - a0:] if kctx is not None else None
             x = x[0, (a - a0) * S:].view(b - a, S, D)
-            k, _, _, own = self.encode_chunks(x)
+            k, _, _, own = self.encode_chunks(x, kctx)
             keys.append(k)
             queries.append(self.landmark_query(0, x[:, S - 1], own))
         return torch.cat(keys), torch.cat(queries)
@@ -895,7 +944,7 @@ class DRTForCausalLM(DRTPreTrainedModel):
         x = self.embed(aug)
         for layer in self.lower:
             x = layer(x)
-        lmk_keys, _, _, own = self.encode_chunks(x.view(B * C, S, D))
+        lmk_keys, _, _, own = self.encode_chunks(x.view(B * C, S, D), self.key_context_of(x.view(B, C, S, D)))
         lmk_keys = lmk_keys.view(B, C, D)
         chunk_ids = torch.arange(C, device=x.device)
         q = self.landmark_query(0, x.view(B, C, S, D)[:, :, S - 1], own.view(B, C, D) if own is not None else None)
@@ -916,7 +965,7 @@ class DRTForCausalLM(DRTPreTrainedModel):
         x = emb = self.embed(aug)  # emb: kept for the copy head's queries
         for layer in self.lower:
             x = layer(x)
-        lmk_keys, mem_k, mem_v, own = self.encode_chunks(x.view(B * C, S, D))
+        lmk_keys, mem_k, mem_v, own = self.encode_chunks(x.view(B * C, S, D), self.key_context_of(x.view(B, C, S, D)))
         lmk_keys = lmk_keys.view(B, C, D)
         own = own.view(B, C, D) if own is not None else None
         N = S - 1

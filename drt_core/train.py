@@ -246,9 +246,10 @@ def build_model(cfg: TrainConfig):
         # overrides go into the config before the model is built, so structural ones (copy_head,
         # smear_keys) add their modules, initialised by _init_weights; loaded weights are kept
         model, info = DRTForCausalLM.from_pretrained(cfg.init, output_loading_info=True, **cfg.model_overrides)
-        # a query / key encoder added now starts as a copy of the chunk encoder
+        # a query / key encoder added now starts as a copy of the chunk encoder (one the checkpoint
+        # has keeps its weights when only a part is new, such as key_context's attention)
         model.init_retrieval_encoders([n for n in ("query_enc", "key_enc")
-                                       if any(k.startswith(n + ".") for k in info["missing_keys"])])
+                                       if any(k.startswith(n + ".prenorm.") for k in info["missing_keys"])])
         if cfg.gca_out_scale != 1.0 and model.config.uses_chunks:
             # a pretrained DRT whose GCA stayed small next to the residual stream (we measured 4%
             # of its norm in the upper layers) cannot pass retrieved content on; see RESULTS.md §5
@@ -352,8 +353,8 @@ def train(cfg: TrainConfig) -> dict:
     model.train()
     # --lm-loss 0 on one group: only the retrieval loss trains, and it does not depend on the upper
     # layers, so they are skipped (model.scorer_loss; the LM loss is then not logged)
-    scorer_alone = (cfg.lm_loss == 0 and cfg.retrieval_loss > 0 and world == 1 and model.config.arch == "drt"
-                    and model.config.num_groups == 1)
+    scorer_only = cfg.lm_loss == 0 and cfg.retrieval_loss > 0 and model.config.uses_chunks
+    scorer_alone = scorer_only and world == 1 and model.config.arch == "drt" and model.config.num_groups == 1
     t_last = time.time()
     for step in range(start, cfg.steps):
         lr = lr_at(step, cfg)
@@ -367,7 +368,7 @@ def train(cfg: TrainConfig) -> dict:
             kw = {"forced_chunks": forced.to(device), "forced_oracle": step < cfg.oracle_steps}
         if targets is not None and cfg.retrieval_loss > 0:
             kw["retrieval_targets"] = targets.to(device)
-        if cfg.lm_loss == 0 and cfg.retrieval_loss > 0 and model.config.uses_chunks:
+        if scorer_only:
             kw["scorer_only"] = True  # no graph through the upper layers: only the scorer learns
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
             if scorer_alone and "retrieval_targets" in kw:  # the upper layers cannot change this loss

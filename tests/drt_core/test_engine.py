@@ -50,6 +50,9 @@ def make_model(arch="drt", groups=(2,), seed=0, **kw):
             n.weight.uniform_(0.2, 3.0)
         for proj in getattr(m, "query_projs", None) or []:  # query_key / query_encoder: zero at init, a no-op
             proj.weight.normal_(0, 0.3)
+        ctx = getattr(getattr(m, "key_enc", None), "context", None)
+        if ctx is not None:  # key_context: zero at init, a no-op
+            ctx.o.weight.normal_(0, 0.3)
     return m
 
 
@@ -130,19 +133,23 @@ def test_token_by_token_equals_batch(arch, groups, smear):
     torch.testing.assert_close(out, ref, atol=2e-5, rtol=1e-4)
 
 
-@pytest.mark.parametrize("query", [None, "key", "encoder", "key_encoder"])
+@pytest.mark.parametrize("query", [None, "key", "encoder", "key_encoder", "key_context"])
 def test_selections_equal_batch_retrieval(query):
     """The stored dependency map is the batch model's retrieval (row c serves chunk c+1), also with
-    landmark queries that read their own chunk (query_key, query_encoder) and keys of their own
-    encoder (key_encoder)."""
+    landmark queries that read their own chunk (query_key, query_encoder), keys of their own
+    encoder (key_encoder) and keys that read the end of the chunk before (key_context, fed in
+    pieces that cut chunks, so the carried tail is what the batch model reads)."""
     m = make_model("drt", (1, 1), query_key=query in ("key", "key_encoder"), query_encoder=2 if query == "encoder" else 0,
-                   key_encoder=1 if query == "key_encoder" else 0)
+                   key_encoder=1 if query in ("key_encoder", "key_context") else 0,
+                   key_context=7 if query == "key_context" else 0)
     ids = ids_of(63 * 12, seed=3)
     with torch.no_grad():
         ref = m(ids, output_retrieval=True).retrieval
     eng = Engine(m, memory_dtype=np.float32)
     st = eng.new_state()
-    eng.feed(st, ids[0].tolist())
+    cuts = [0, 100, 101, 300, 63 * 12] if query == "key_context" else [0, 63 * 12]
+    for a, b in zip(cuts, cuts[1:]):
+        eng.feed(st, ids[0, a:b].tolist(), block_chunks=2)
     si, sw = st.memory.selections()
     for g in range(2):
         w_ref = ref[g]["weights"][0].numpy()
@@ -171,12 +178,15 @@ def test_no_gca_gap_at_segment_boundaries():
     torch.testing.assert_close(logits[0], logits[1], atol=2e-5, rtol=1e-4)
 
 
-@pytest.mark.parametrize("copy", [False, True, "bigram"])
+@pytest.mark.parametrize("copy", [False, True, "bigram", "key_context"])
 def test_store_reload_equals_recompute(tmp_path, copy):
     """Prefill into a state directory, reopen it with a new engine, continue: same logits as
     streaming everything in RAM. With the copy head, the chunks' token ids (tok.i32) and the
-    partial chunk's (the carry's tok_buf) come back from disk too: 600 is not a chunk boundary."""
-    m = make_model(copy_head=bool(copy), smear_keys=copy is True, copy_bigram=copy == "bigram")
+    partial chunk's (the carry's tok_buf) come back from disk too: 600 is not a chunk boundary.
+    With key_context, the last chunk's tail that the next key reads (the carry's key_tail)."""
+    ctx = copy == "key_context"
+    m = make_model(copy_head=copy in (True, "bigram"), smear_keys=copy is True, copy_bigram=copy == "bigram",
+                   key_encoder=int(ctx), key_context=9 if ctx else 0)
     ids = ids_of(900, seed=5)[0].tolist()
     eng = Engine(m, memory_dtype=np.float32)
     st = eng.new_state()

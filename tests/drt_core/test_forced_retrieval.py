@@ -191,6 +191,20 @@ def test_training_the_retrieval_scorer_alone_leaves_the_rest_untouched(tmp_path)
     # after one step from a zero projection the encoder has had no gradient yet: still the copy
     # (up to the decoupled weight decay of that step, a factor 1 - lr * wd)
     torch.testing.assert_close(grown["query_enc.layers.0.qkv.weight"], after["encoder.layers.0.qkv.weight"] * (1 - 1e-4))
+    # key_context added to a model that has a key encoder: that encoder keeps its (trained) weights
+    # instead of being copied again from the chunk encoder, and the new attention starts at zero
+    trained = DRTForCausalLM.from_pretrained(tmp_path / "run2" / "model")
+    with torch.no_grad():
+        trained.key_enc.layers[0].qkv.weight.add_(0.5)  # far from the chunk encoder's copy
+    trained.save_pretrained(tmp_path / "init3")
+    cfg.out, cfg.init, cfg.train_only = str(tmp_path / "run3"), str(tmp_path / "init3"), "key_enc."
+    cfg.model_overrides = {"key_context": 8}
+    train(cfg)
+    ctx = DRTForCausalLM.from_pretrained(tmp_path / "run3" / "model").state_dict()
+    w = trained.state_dict()["key_enc.layers.0.qkv.weight"]
+    assert (ctx["key_enc.layers.0.qkv.weight"] - w).abs().max() < 0.02  # one AdamW step of lr 1e-2
+    assert ctx["key_enc.context.o.weight"].abs().sum() > 0
+    assert all(torch.equal(ctx[k], v) for k, v in trained.state_dict().items() if not k.startswith("key_enc."))
 
 
 def test_scorer_only_gives_the_scorer_the_same_gradients_without_a_graph_through_the_upper_layers():
@@ -221,19 +235,23 @@ def test_scorer_only_gives_the_scorer_the_same_gradients_without_a_graph_through
         assert torch.allclose(grads[0][k], grads[1][k], atol=1e-6), k
 
 
-@pytest.mark.parametrize("qenc", [None, "key", "encoder", "both"])
+@pytest.mark.parametrize("qenc", [None, "key", "encoder", "both", "context"])
 def test_scorer_loss_is_the_forward_retrieval_loss_with_its_gradients(qenc):
     """model.scorer_loss (what --lm-loss 0 trains for one group, without the upper layers) equals
-    forward(...).retrieval_loss, value and gradients, also with query_key's or query_encoder's projection."""
+    forward(...).retrieval_loss, value and gradients, also with query_key's or query_encoder's
+    projection and a key encoder (with key_context, one that reads the chunk before)."""
+    both = qenc in ("both", "context")
     cfg = DRTConfig.from_preset("tiny", hidden_size=64, num_heads=2, intermediate_size=128, window=64,
                                 gca_backend="reference", query_key=qenc == "key",
-                                query_encoder=1 if qenc in ("encoder", "both") else 0,
-                                key_encoder=1 if qenc == "both" else 0)
+                                query_encoder=1 if qenc in ("encoder", "both", "context") else 0,
+                                key_encoder=int(both), key_context=5 if qenc == "context" else 0)
     torch.manual_seed(0)
     m = DRTForCausalLM(cfg).eval()
     if qenc:
         with torch.no_grad():
             m.query_projs[0].weight.normal_(0, 0.2)
+            if qenc == "context":
+                m.key_enc.context.o.weight.normal_(0, 0.2)
     C = 7
     ids = torch.randint(3, cfg.vocab_size, (2, C * cfg.chunk_tokens - 5))
     targets = torch.full((2, C, 2), -1)
@@ -249,8 +267,9 @@ def test_scorer_loss_is_the_forward_retrieval_loss_with_its_gradients(qenc):
     torch.testing.assert_close(losses[0], losses[1])
     assert grads[0].keys() == grads[1].keys()
     assert any(k.startswith("query_projs.") for k in grads[0]) == (qenc is not None)
-    assert any(k.startswith("query_enc.") for k in grads[0]) == (qenc in ("encoder", "both"))
-    assert any(k.startswith("key_enc.") for k in grads[0]) == (qenc == "both")
+    assert any(k.startswith("query_enc.") for k in grads[0]) == (qenc in ("encoder", "both", "context"))
+    assert any(k.startswith("key_enc.") for k in grads[0]) == both
+    assert any(k.startswith("key_enc.context.") for k in grads[0]) == (qenc == "context")
     for k in grads[0]:
         torch.testing.assert_close(grads[0][k], grads[1][k], atol=1e-6, rtol=1e-4)
     none = torch.full((2, C), -1)

@@ -627,14 +627,19 @@ def test_copy_match_added_to_a_saved_model_starts_as_a_no_op(tmp_path):
         torch.testing.assert_close(grown(ids).logits, model(ids).logits, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("lower,window,seg,qenc", [(1, 128, 3, 0), (2, 64, 2, 1), (2, 128, 1, 0)])
-def test_landmarks_equal_the_forward_scores(lower, window, seg, qenc):
+@pytest.mark.parametrize("lower,window,seg,qenc,kctx", [(1, 128, 3, 0, 0), (2, 64, 2, 1, 0), (2, 128, 1, 0, 0),
+                                                        (2, 128, 1, 1, 20), (1, 64, 2, 0, 63)])
+def test_landmarks_equal_the_forward_scores(lower, window, seg, qenc, kctx):
     """model.landmarks (lower layers and encoder only, in segments with the windows' context)
-    gives the scores of the full forward's group 0, at any segment size, for a ragged length."""
-    model = make(lower_layers=lower, window=window, upper_groups=[1, 1], query_encoder=qenc)
-    if qenc:
-        with torch.no_grad():
+    gives the scores of the full forward's group 0, at any segment size, for a ragged length;
+    with key_context too (the segment's context then also covers the tail of the chunk before)."""
+    model = make(lower_layers=lower, window=window, upper_groups=[1, 1], query_encoder=qenc,
+                 key_encoder=int(kctx > 0), key_context=kctx)
+    with torch.no_grad():
+        if qenc:
             model.query_projs[0].weight.normal_(0, 0.3)
+        if kctx:
+            model.key_enc.context.o.weight.normal_(0, 0.3)
     ids = rand_ids(1, 9 * S1 + 17, seed=3)
     keys, queries = model.landmarks(ids[0], segment_chunks=seg)
     C = 10
@@ -685,6 +690,36 @@ def test_query_features_read_the_own_chunk_and_start_as_a_no_op(tmp_path, opt):
     _, q_plain0 = model.landmarks(ids[0])
     # without the projection, chunk 2's landmark sees the token only through the lower layers
     assert (q[2] - q2[2]).norm() > (q_plain0[2] - q_plain[2]).norm()
+
+
+def test_key_context_reads_the_end_of_the_chunk_before_and_starts_as_a_no_op(tmp_path):
+    """--set key_context=m on a key_encoder model adds a zero-projected attention (scores
+    unchanged); trained, chunk c's key moves with the last m slots of chunk c - 1 (through that
+    attention, beyond what the lower layers carry), never with a later chunk, and the first
+    chunk's (zero context) not at all."""
+    model = make("drt", chunk_topk=2, key_encoder=1, window=16)
+    model.save_pretrained(tmp_path)
+    grown = DRTForCausalLM.from_pretrained(tmp_path, key_context=8).eval()
+    assert torch.equal(grown.key_enc.context.o.weight, torch.zeros_like(grown.key_enc.context.o.weight))
+    ids = rand_ids(1, 6 * S1)
+    with torch.no_grad():
+        k0, _ = model.landmarks(ids[0])
+        torch.testing.assert_close(grown.landmarks(ids[0])[0], k0, atol=1e-6, rtol=1e-6)
+        grown.key_enc.context.o.weight.normal_(0, 0.3)
+        k1, _ = grown.landmarks(ids[0])
+    assert torch.allclose(k1[0], k0[0], atol=1e-6)  # chunk 0: nothing before it
+    assert not torch.allclose(k1[1:], k0[1:], atol=1e-3)
+    changed = ids.clone()
+    changed[0, 2 * S1 - 3] = (changed[0, 2 * S1 - 3] + 1) % V  # in chunk 1's last 8 real slots
+    k2, _ = grown.landmarks(changed[0])
+    assert torch.equal(k2[:1], k1[:1])
+    # window 16: chunk 2's lower states barely see it; its key sees it through the context
+    base, _ = model.landmarks(changed[0])
+    assert (k2[2] - k1[2]).norm() > 3 * (base[2] - k0[2]).norm()
+    with pytest.raises(ValueError, match="key_encoder"):
+        DRTConfig(key_context=4)
+    with pytest.raises(ValueError, match="key_context"):
+        DRTConfig(key_encoder=1, key_context=64)
 
 
 def test_query_key_and_query_encoder_are_alternatives():
