@@ -293,6 +293,39 @@ def _haystack_window(haystack, n: int, rng: random.Random) -> np.ndarray:
     return tiled[s : s + n].copy()
 
 
+SPLIT_SLOTS = 3  # split_frac: a moved needle's value starts in one of the first 3 slots of a chunk
+
+
+def _value_offset(ids, text: str, enc) -> int:
+    """Tokens of the needle " " + text before its (first) number: the value's first token."""
+    m = re.search(r"\d", text)
+    if m is None:
+        return 0
+    head = enc(" " + text[: m.start()].rstrip())
+    n = 0
+    while n < min(len(head), len(ids)) and head[n] == ids[n]:
+        n += 1
+    return n
+
+
+def _snap_split(pos: int, hay: np.ndarray, boundary, lo: int, hi: int, ok, radius: int = 256) -> int:
+    """The insertion point nearest `pos` in [lo, hi] where ok(q) (the value then starts a chunk),
+    after a sentence end if one is that near, else between words, else anywhere; `pos` if none."""
+    end_ids, space_ids = boundary
+    n = hay.size
+
+    def space(q):
+        return q >= n or int(hay[q]) in space_ids
+
+    tests = (lambda q: (q == 0 or int(hay[q - 1]) in end_ids) and space(q), space, lambda q: True)
+    for test in tests:
+        for d in range(radius + 1):
+            for q in (pos + d, pos - d):
+                if lo <= q <= hi and ok(q) and test(q):
+                    return q
+    return pos
+
+
 def _snap(pos: int, hay: np.ndarray, boundary, lo: int, hi: int, radius: int = 256) -> int:
     """Nearest insertion point in [lo, hi] after a sentence end and before a space (else before a
     space, i.e. between words; else `pos`)."""
@@ -370,6 +403,7 @@ def build(
     tokenizer_path=None,
     chunk_tokens: int = CHUNK_TOKENS,
     needle_margin: int | None = None,
+    split_frac: float = 0.0,
 ) -> NIAHExample:
     """One NIAH example of exactly `length` tokens (see the module docstring).
 
@@ -383,6 +417,10 @@ def build(
     needle_margin: haystack tokens kept free of needles before the first question (default two
         chunks, as in the reference); training uses more than the self-attention window, so that
         the needles are reachable only through retrieval.
+    split_frac: the share of needles (training, `train --task-split`) moved to the nearest point
+        where their value starts in the first SPLIT_SLOTS slots of a chunk: written across a chunk
+        boundary, the words that name the value in the chunk before. 0 (the default) draws nothing
+        from the RNG, so examples are those of earlier versions.
     """
     if task not in FACTS:
         raise ValueError(f"unknown task {task!r}; expected one of {TASK_NAMES}")
@@ -390,6 +428,8 @@ def build(
         raise ValueError(f"depth must be in [0, 1], got {depth}")
     if n_pairs < 1:
         raise ValueError("n_pairs must be >= 1")
+    if not 0.0 <= float(split_frac) <= 1.0:
+        raise ValueError(f"split_frac must be in [0, 1], got {split_frac}")
     rng = _rng(seed)
     tok_path = _resolve_tok(tokenizer_path)
     enc = _encode(tok_path)
@@ -437,12 +477,16 @@ def build(
             target = rng.randint(0, max_pos)
         positions.append(_snap(target, hay, boundary, 0, max_pos))
     order = sorted(range(len(needle_texts)), key=lambda i: (positions[i], i))
+    split = [split_frac > 0 and rng.random() < split_frac for _ in needle_texts]
 
     parts: list[np.ndarray] = []
     needle_spans: list[tuple[int, int] | None] = [None] * len(needle_texts)
     cur, out_len = 0, 0
     for i in order:
-        p = positions[i]
+        p = max(positions[i], cur)  # a needle moved by split_frac may pass the next one's position
+        if split[i]:  # value at slot < SPLIT_SLOTS of its chunk: out position out_len + (q - cur) + offset
+            off = _value_offset(needle_ids[i], needle_texts[i], enc)
+            p = _snap_split(p, hay, boundary, cur, max_pos, lambda q: (out_len + q - cur + off) % chunk_tokens < SPLIT_SLOTS)
         parts.append(hay[cur:p])
         out_len += p - cur
         cur = p
@@ -537,6 +581,7 @@ def build_training_example(
     length: int | None = None,
     depth: float | None = None,
     needle_margin: int | None = None,
+    split_frac: float = 0.0,
 ) -> dict:
     """A training example as a dict for drt_core.train: {"ids", "labels", "weights" (np arrays of
     `length` = len(haystack) by default), "answers", "answer_spans", "prompt_ends", "pairs", "task"}.
@@ -553,7 +598,8 @@ def build_training_example(
         state = rng.getstate()
         try:
             ex = build(task, haystack, n, rng, n_pairs=n_pairs, answer_weight=answer_weight,
-                       phrasings=phrasings, depth=depth, tokenizer_path=tok_path, needle_margin=needle_margin)
+                       phrasings=phrasings, depth=depth, tokenizer_path=tok_path, needle_margin=needle_margin,
+                       split_frac=split_frac)
             break
         except TooShort:
             if n_pairs == 1:

@@ -314,3 +314,29 @@ def test_retrieval_targets_add_the_needle_start_when_it_is_written_across_chunks
     assert seen[True] and seen[False]  # both cases occurred
     ex = K.build("2hop", hay, 1500, random.Random(3), n_pairs=2, needle_margin=300)
     assert K.retrieval_targets(ex, needle_start=True) == K.retrieval_targets(ex)
+
+
+def test_task_split_writes_the_training_needles_across_chunk_boundaries(tmp_path):
+    """train --task-split 1: every needle row's retrieval target is a chunk whose first slots hold
+    the value, with the needle's words in the chunk before (tasks.build split_frac); 0 keeps the
+    natural positions, where such rows are rare."""
+    from drt_core import tokenizer as T
+    from drt_core.train import Batches
+    from tests.drt_core.record_golden import build_token_dir, golden_config
+
+    data = build_token_dir(tmp_path / "data")
+    counts = {}
+    for frac in (1.0, 0.0):
+        cfg = golden_config(data, tmp_path / "run", steps=2, seq_len=1890, batch_size=4, task="multikey,single",
+                            task_len_min=1890, task_pairs=3, task_margin=300, retrieval_loss=1.0, task_split=frac)
+        split = total = 0
+        for step in range(3):
+            ids, _, _, _, targets = Batches(cfg, 1, 0).get(step)
+            for i, row in (targets[..., 0] >= 0).nonzero().tolist():
+                c = int(targets[i, row, 0])
+                head = ids[i, c * 63: c * 63 + K.SPLIT_SLOTS].tolist()
+                total += 1
+                split += any(T.decode([t]).strip().isdigit() for t in head)
+        counts[frac] = (split, total)
+    assert counts[1.0][0] == counts[1.0][1] > 10
+    assert counts[0.0][0] < counts[0.0][1] / 2

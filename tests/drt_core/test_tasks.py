@@ -217,3 +217,32 @@ def test_value_span_is_the_answer_inside_its_needle(hay):
     assert across == {True, False}
     with pytest.raises(ValueError):
         K.value_span(K.two_hop(hay, 2000, 3))
+
+
+@pytest.mark.parametrize("task", ["single", "multikey"])
+def test_split_needles_start_their_value_in_a_new_chunk(task, hay):
+    """split_frac=1 (train --task-split): every needle's value starts in the first SPLIT_SLOTS
+    slots of its chunk, so the words that name it are in the chunk before, and the retrieval
+    target is the value's chunk; the text is otherwise intact (needles whole, disjoint, the
+    haystack in order). Without it such needles are rare (natural positions)."""
+    n_split = n_plain = n = 0
+    for seed in range(12):
+        ex = K.build(task, hay, 3000, seed, n_pairs=1 if task == "single" else 3, split_frac=1.0)
+        plain = K.build(task, hay, 3000, seed, n_pairs=1 if task == "single" else 3)
+        assert sorted(ex.needles) == sorted(plain.needles) and ex.answers == plain.answers
+        spans = sorted(ex.needle_spans)
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))  # needles never overlap
+        assert all(T.decode(ex.ids[s:e].tolist()).strip() in ex.needles for s, e in ex.needle_spans)
+        targets = dict(K.retrieval_targets(ex))
+        for q in range(len(ex.answers)):
+            v0, v1 = K.value_span(ex, q)
+            assert T.decode(ex.ids[v0:v1].tolist()) == " " + ex.answers[q]
+            n += 1
+            n_split += v0 % 63 < K.SPLIT_SLOTS
+            n_plain += K.value_span(plain, q)[0] % 63 < K.SPLIT_SLOTS
+            s, _ = next(sp for sp in ex.needle_spans if sp[0] <= v0 < sp[1])
+            assert s // 63 < v0 // 63 or v0 % 63 == s % 63  # the needle's words begin in the chunk before
+        assert all(t[0] == K.value_span(ex, q)[0] // 63 for q, (row, t) in enumerate(sorted(targets.items())))
+    assert n_split == n and n_plain < n / 3
+    with pytest.raises(ValueError, match="split_frac"):
+        K.build(task, hay, 3000, 0, split_frac=1.5)
