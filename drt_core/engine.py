@@ -284,7 +284,8 @@ class Engine:
         windows = [KVWindow.empty(1, c.num_heads, win, c.head_dim, dev, torch.float32) for _ in self.attn_layers]
         return Carry(0, 0, windows, torch.zeros(G, k, dtype=torch.long, device=dev),
                      torch.zeros(G, k, device=dev), torch.zeros(0, c.hidden_size, device=dev),
-                     key_tail=torch.zeros(0, c.hidden_size, device=dev) if c.uses_chunks and c.key_context else None)
+                     key_tail=(torch.zeros(0, c.hidden_size, device=dev)
+                               if c.uses_chunks and c.key_context else None))
 
     full_attention_capacity = 65536  # positions a full-attention baseline can hold while streaming
 

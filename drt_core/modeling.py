@@ -738,8 +738,8 @@ class DRTForCausalLM(DRTPreTrainedModel):
             self.query_enc = ChunkEncoder(cfg, layers=cfg.query_encoder, memory=False) if cfg.query_encoder else None
             # key_encoder: the landmark keys come from their own encoder, so that retrieval can be
             # trained without moving the memory K/V that the upper layers and the copy head read
-            self.key_enc = (ChunkEncoder(cfg, layers=cfg.key_encoder, memory=False, context=cfg.key_context > 0)
-                            if cfg.key_encoder else None)
+            self.key_enc = (ChunkEncoder(cfg, layers=cfg.key_encoder, memory=False,
+                                         context=cfg.key_context > 0) if cfg.key_encoder else None)
             self.query_projs = (nn.ModuleList([ZeroLinear(D, D, bias=False) for _ in cfg.upper_groups])
                                 if cfg.query_key or cfg.query_encoder else None)
             self.groups = nn.ModuleList(
@@ -944,7 +944,8 @@ class DRTForCausalLM(DRTPreTrainedModel):
         x = self.embed(aug)
         for layer in self.lower:
             x = layer(x)
-        lmk_keys, _, _, own = self.encode_chunks(x.view(B * C, S, D), self.key_context_of(x.view(B, C, S, D)))
+        lmk_keys, _, _, own = self.encode_chunks(x.view(B * C, S, D),
+                                                  self.key_context_of(x.view(B, C, S, D)))
         lmk_keys = lmk_keys.view(B, C, D)
         chunk_ids = torch.arange(C, device=x.device)
         q = self.landmark_query(0, x.view(B, C, S, D)[:, :, S - 1], own.view(B, C, D) if own is not None else None)
@@ -965,7 +966,8 @@ class DRTForCausalLM(DRTPreTrainedModel):
         x = emb = self.embed(aug)  # emb: kept for the copy head's queries
         for layer in self.lower:
             x = layer(x)
-        lmk_keys, mem_k, mem_v, own = self.encode_chunks(x.view(B * C, S, D), self.key_context_of(x.view(B, C, S, D)))
+        kctx = self.key_context_of(x.view(B, C, S, D))
+        lmk_keys, mem_k, mem_v, own = self.encode_chunks(x.view(B * C, S, D), kctx)
         lmk_keys = lmk_keys.view(B, C, D)
         own = own.view(B, C, D) if own is not None else None
         N = S - 1

@@ -308,34 +308,20 @@ def _value_offset(ids, text: str, enc) -> int:
     return n
 
 
-def _snap_split(pos: int, hay: np.ndarray, boundary, lo: int, hi: int, ok, radius: int = 256) -> int:
-    """The insertion point nearest `pos` in [lo, hi] where ok(q) (the value then starts a chunk),
-    after a sentence end if one is that near, else between words, else anywhere; `pos` if none."""
-    end_ids, space_ids = boundary
-    n = hay.size
-
-    def space(q):
-        return q >= n or int(hay[q]) in space_ids
-
-    tests = (lambda q: (q == 0 or int(hay[q - 1]) in end_ids) and space(q), space, lambda q: True)
-    for test in tests:
-        for d in range(radius + 1):
-            for q in (pos + d, pos - d):
-                if lo <= q <= hi and ok(q) and test(q):
-                    return q
-    return pos
-
-
-def _snap(pos: int, hay: np.ndarray, boundary, lo: int, hi: int, radius: int = 256) -> int:
+def _snap(pos: int, hay: np.ndarray, boundary, lo: int, hi: int, radius: int = 256, ok=None) -> int:
     """Nearest insertion point in [lo, hi] after a sentence end and before a space (else before a
-    space, i.e. between words; else `pos`)."""
+    space, i.e. between words; else `pos`). With a predicate ok(q) (split_frac: where the value
+    then starts a chunk), only points where it holds, falling back to any such point."""
     end_ids, space_ids = boundary
     n = hay.size
 
     def ok_space(q):
         return q >= n or int(hay[q]) in space_ids
 
-    for test in (lambda q: (q == 0 or int(hay[q - 1]) in end_ids) and ok_space(q), ok_space):
+    tests = [lambda q: (q == 0 or int(hay[q - 1]) in end_ids) and ok_space(q), ok_space]
+    if ok is not None:
+        tests = [lambda q, t=t: ok(q) and t(q) for t in tests] + [ok]
+    for test in tests:
         for d in range(radius + 1):
             for q in (pos + d, pos - d):
                 if lo <= q <= hi and test(q):
@@ -486,7 +472,8 @@ def build(
         p = max(positions[i], cur)  # a needle moved by split_frac may pass the next one's position
         if split[i]:  # value at slot < SPLIT_SLOTS of its chunk: out position out_len + (q - cur) + offset
             off = _value_offset(needle_ids[i], needle_texts[i], enc)
-            p = _snap_split(p, hay, boundary, cur, max_pos, lambda q: (out_len + q - cur + off) % chunk_tokens < SPLIT_SLOTS)
+            starts_chunk = lambda q: (out_len + q - cur + off) % chunk_tokens < SPLIT_SLOTS  # noqa: E731
+            p = _snap(p, hay, boundary, cur, max_pos, ok=starts_chunk)
         parts.append(hay[cur:p])
         out_len += p - cur
         cur = p

@@ -72,7 +72,7 @@ class TrainConfig:
     retrieval_loss: float = 0.0  # weight of the forced rows' retrieval cross-entropy (0 = LM loss only)
     gca_out_scale: float = 1.0  # with --init: scale the GCA output projections once at the start
     lm_loss: float = 1.0  # weight of the LM loss (0 with --retrieval-loss: train the scorer alone)
-    task_split: float = 0.0  # share of needles written across a chunk boundary at their value (tasks.build split_frac)
+    task_split: float = 0.0  # share of needles written across a chunk boundary at the value (split_frac)
     target_needle_start: bool = False  # a needle written across chunks: its first chunk is a retrieval target too
     train_only: str = ""  # comma-separated parameter-name fragments to train (others frozen); "" = all
     log_file: str | None = None
@@ -476,7 +476,8 @@ def add_args(p: argparse.ArgumentParser) -> None:
                  "task_pairs", "task_len_min", "task_len_ramp", "task_margin", "force_steps", "oracle_steps"):
         p.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name), help=f"default {getattr(d, name)}")
     for name in ("lr", "min_lr", "weight_decay", "grad_clip", "book_weight", "task_frac", "answer_weight",
-                 "force_retrieval", "gca_lr_mult", "smear_lr_mult", "copy_lr_mult", "retrieval_loss", "gca_out_scale", "lm_loss", "task_split"):
+                 "force_retrieval", "gca_lr_mult", "smear_lr_mult", "copy_lr_mult", "retrieval_loss", "gca_out_scale", "lm_loss",
+                 "task_split"):
         p.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(d, name), help=f"default {getattr(d, name)}")
     p.add_argument("--bf16", default="auto", choices=["auto", "on", "off"], help="bf16 autocast")
     p.add_argument("--train-only", default="", help="train only parameters whose names contain one of these "
