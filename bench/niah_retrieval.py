@@ -59,14 +59,11 @@ def score_rank(scores, chunk: int) -> int:
     return int((scores > scores[chunk]).sum()) + 1
 
 
-def readable(selected: set[int], v0: int, v1: int, S1: int, span: int) -> bool:
+def readable(selected: set[int], v0: int, v1: int, S1: int, span: int, lead: int = 0) -> bool:
     """Can the copy head read the whole value [v0, v1) from these retrieved chunks? It reads each
-    retrieved chunk and the first `span` slots of the chunk after it (config copy_span): so from
-    the value's first chunk, or from the chunk before it when the value lies in those slots."""
-    c = v0 // S1
-    if c in selected:
-        return v1 - c * S1 <= S1 + span
-    return c - 1 in selected and v1 - c * S1 <= span
+    retrieved chunk s, the first `span` slots of the chunk after it (config copy_span) and the last
+    `lead` slots of the chunk before it (config copy_lead): tokens [s*S1 - lead, (s+1)*S1 + span)."""
+    return any(s * S1 - lead <= v0 and v1 <= (s + 1) * S1 + span for s in selected)
 
 
 def prefix_share(answer: str, expected: str) -> float:
@@ -99,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
                         "the same selection as the engine's, several times faster at 1M-16M tokens")
     p.add_argument("--only", default=None,
                    help="comma-separated sample indices to run (of --samples: same depths and seeds), e.g. 0,2,3")
+    p.add_argument("--split", action="store_true",
+                   help="write every needle across a chunk boundary at its value (the words in the chunk "
+                        "before; tasks.build split_frac=1), the case that defeated retrieval at 1M")
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
 
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             depth = (i + 0.5) / a.samples
             ex = build(a.task, hay, L, a.seed * 100003 + i, depth=depth, phrasings=a.phrasings,
-                       tokenizer_path=a.model)
+                       tokenizer_path=a.model, split_frac=1.0 if a.split else 0.0)
             prompt = ex.prompt_ids(0).tolist()
             chunk = ex.prompt_ends[0] // S1  # the answer chunk, served by row chunk - 1
             v0, v1 = value_span(ex, 0, a.model)
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
                 sc = landmark_scores(eng, prompt, chunk - 1)
                 rank = score_rank(sc, value_chunk)
                 top = set(sc.topk(min(eng.cfg.chunk_topk, len(sc))).indices.tolist())
-                reach = readable(top, v0, v1, S1, span)
+                reach = readable(top, v0, v1, S1, span, eng.cfg.copy_lead)
                 rows.append({**row, "hit": rank <= eng.cfg.chunk_topk, "rank": rank, "readable": reach})
                 print(f"{L} sample {i}: depth {depth:.3f} rank {rank} readable {reach} ({time.time() - t0:.0f} s)",
                       file=sys.stderr, flush=True)
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
             idx, w = st.carry.sel_idx[0].tolist(), st.carry.sel_w[0].tolist()
             selected = {c for c, x in zip(idx, w) if x > 0}
             hit = value_chunk in selected  # the chunk holding the answer's first token
-            reach = readable(selected, v0, v1, S1, span)
+            reach = readable(selected, v0, v1, S1, span, eng.cfg.copy_lead)
             sem_hit = semantic_hit(prompt, chunk - 1, value_chunk, eng.cfg) if a.semantic else None
             a0, a1 = ex.answer_spans[0]
             gen = list(eng.generate(st, prompt_ids=prompt[-1:], max_new_tokens=(a1 - a0) + 4))
@@ -181,10 +181,11 @@ def main(argv: list[str] | None = None) -> int:
             "rows": rows,
         }
     if a.json:
-        print(json.dumps({"model": a.model, "task": a.task, "phrasings": a.phrasings,
+        print(json.dumps({"model": a.model, "task": a.task, "phrasings": a.phrasings, "split": a.split,
                           "retrieval_only": a.retrieval_only, "results": results}))
     else:
-        print(f"model {a.model}  task {a.task}  phrasings {a.phrasings}  top-k {eng.cfg.chunk_topk}")
+        print(f"model {a.model}  task {a.task}  phrasings {a.phrasings}  top-k {eng.cfg.chunk_topk}"
+              + ("  needles split at the value" if a.split else ""))
         print(f"{'length':>8} {'n':>4} {'hit@k':>7} {'read@k':>7} {'sem hit':>8} {'chance':>7} {'1st tok':>8} {'answer':>7} {'prefix':>7}"
               f" {'across':>7} {'s':>7}")
 

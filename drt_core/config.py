@@ -70,6 +70,7 @@ class DRTConfig(PretrainedConfig):
         copy_match: int = 0,  # > 0: the pointer and its gate read exact suffix-match lengths (capped here)
         copy_recall: int = 0,  # > 0: slots up to this many after an n-gram the question / answer holds get biases
         copy_span: int = 0,  # the pointer also reads this many slots of the chunk after each retrieved one
+        copy_lead: int = 0,  # ... and this many last slots of the chunk before each
         key_encoder: int = 0,  # > 0: landmark keys from a separate encoder of this many layers (not the memory's)
         key_context: int = 0,  # > 0: that key encoder also reads this many last slots of the chunk before
         query_key: bool = False,  # landmark queries also read their own chunk's landmark key (projected)
@@ -119,8 +120,9 @@ class DRTConfig(PretrainedConfig):
         if copy_head and arch != "drt":
             raise ValueError(f"copy_head needs arch 'drt' (it reads the streamed selections), got {arch!r}")
         self.detach_fusion_weights = bool(detach_fusion_weights)
-        if (copy_bigram or copy_global or copy_match or copy_recall or copy_span) and not copy_head:
-            raise ValueError("copy_bigram, copy_global, copy_match, copy_recall and copy_span extend the copy head: "
+        if (copy_bigram or copy_global or copy_match or copy_recall or copy_span or copy_lead) and not copy_head:
+            raise ValueError("copy_bigram, copy_global, copy_match, copy_recall, copy_span and copy_lead extend the "
+                             "copy head: "
                              "set copy_head=true too")
         if not 0 <= int(copy_match) < chunk_size - 1:
             raise ValueError(f"copy_match must be in [0, {chunk_size - 1}) (a match stays inside a chunk), got {copy_match}")
@@ -134,6 +136,9 @@ class DRTConfig(PretrainedConfig):
         if not 0 <= int(copy_span) <= chunk_size - 1:
             raise ValueError(f"copy_span must be in [0, {chunk_size - 1}], got {copy_span}")
         self.copy_span = int(copy_span)
+        if not 0 <= int(copy_lead) <= chunk_size - 1:
+            raise ValueError(f"copy_lead must be in [0, {chunk_size - 1}], got {copy_lead}")
+        self.copy_lead = int(copy_lead)
         if (query_key or query_encoder or key_encoder) and arch != "drt":
             raise ValueError(f"key_encoder, query_key and query_encoder need arch 'drt' (landmark scores), got {arch!r}")
         if query_key and query_encoder:

@@ -616,7 +616,8 @@ class Engine:
                      emb: torch.Tensor, before: list[int] | None, mem_k: torch.Tensor | None = None,
                      history: list[list[int]] | None = None, tok_buf: list[int] | None = None):
         """CopyHead for a run of positions touching n_seg chunks (segment s reads selection s, of
-        the last group): gate [T], pointer weights [T, k*R], their token ids [T, k*R] (R = N + copy_span);
+        the last group): gate [T], pointer weights [T, k*R], their token ids [T, k*R]
+        (R = copy_lead + N + copy_span);
         `before` the real token before each position (copy_bigram only, else None); `mem_k` [n_seg, k, N, D] the
         selection's memory keys, as GCA read them (None when every weight is 0: GCA read nothing, and
         the pointer's weights are 0 whatever the keys); `history` the suffix-match queries
@@ -640,7 +641,19 @@ class Engine:
             else:
                 toks = F.pad(toks, (0, E))
                 gk = F.pad(gk, (0, 0, 0, E))
-        R = N + E
+        P = c.copy_lead
+        if P:  # copy_lead: and, first, the last P slots of the chunk before each (pads before chunk 0)
+            none = idx == 0
+            prv = np.maximum(idx - 1, 0)
+            lt = np.full((n_seg, k, P), c.pad_token_id, np.int64)
+            lk = np.zeros((n_seg, k, P, D), np.float32)
+            if mem.n:
+                lt = np.where(none[..., None], c.pad_token_id, mem.tokens(prv)[..., N - P:]).astype(np.int64)
+                if mem_k is not None:
+                    lk = np.where(none[..., None, None], 0.0, mem.gather(prv)[0][..., N - P:, :]).astype(np.float32)
+            toks = torch.cat([torch.from_numpy(lt), toks], dim=-1)
+            gk = torch.cat([torch.from_numpy(lk).to(dev), gk], dim=-2)
+        R = P + N + E
         off = pos0 % S
         padded = F.pad(x[0], (0, 0, off, n_seg * S - off - T)).view(n_seg, S, D)
         emb = F.pad(emb, (0, 0, off, n_seg * S - off - T)).view(n_seg, S, D)  # the run's token embeddings

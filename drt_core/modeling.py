@@ -420,7 +420,10 @@ class CopyHead(nn.Module):
     copy_span = E > 0 extends each retrieved chunk, for the pointer only, by the first E slots of
     the chunk after it (always in the past: a selection serving chunk c reads chunks < c - 1), so
     a value written across a chunk boundary can be copied to its end; the slots' contexts (the
-    previous tokens, the n-gram features) run on across the boundary."""
+    previous tokens, the n-gram features) run on across the boundary. copy_lead = P > 0 does the
+    same backwards: the last P slots of the chunk before each retrieved one come first, so the
+    first slots of a retrieved chunk have the text that leads into them as context ("... the
+    passkey is" | " 894772."), and a value that starts before the chunk can be copied whole."""
 
     def __init__(self, cfg: DRTConfig):
         super().__init__()
@@ -454,7 +457,8 @@ class CopyHead(nn.Module):
                 match: torch.Tensor | None = None, recall: torch.Tensor | None = None):
         """h [Z, M, D] final states (before the final norm) and emb [Z, M, D] the embeddings of the
         tokens at those positions; mem_k [Z, k, N, D] the memory keys of the slots the pointer reads
-        (per selected chunk its N slots, plus copy_span of the chunk after) and prev_emb
+        (per selected chunk its N slots, after copy_lead of the chunk before and before copy_span
+        of the chunk after) and prev_emb
         [Z, k, N, D] the embeddings of the token before each slot (pad before slot 0); w [Z, k]
         fusion weights. With copy_bigram, `bigram` = (the embeddings of the real token before each
         position [Z, M, D], of the token two slots before each slot [Z, k, N, D], of each slot's own
@@ -1011,8 +1015,8 @@ class DRTForCausalLM(DRTPreTrainedModel):
         S, D, N = self.config.chunk_size, self.config.hidden_size, self.config.chunk_size - 1
         k = idx.shape[-1]
         gate = torch.zeros(B, C, S, device=x.device)
-        E = self.config.copy_span
-        R = N + E  # slots the pointer reads per retrieved chunk
+        E, P = self.config.copy_span, self.config.copy_lead
+        R = P + N + E  # slots the pointer reads per retrieved chunk
         p = torch.zeros(B, C, S, k * R, device=x.device)
         toks = torch.zeros(B, C, S, k * R, dtype=torch.long, device=x.device)
         if C > 1:
@@ -1025,6 +1029,11 @@ class DRTForCausalLM(DRTPreTrainedModel):
                 nxt = (sel + 1).clamp_max(C - 1)
                 slot_ids = torch.cat([slot_ids, ids[bi, nxt][..., :E]], dim=-1)
                 slot_k = torch.cat([slot_k, flat_k[bi, nxt][..., :E, :]], dim=-2)
+            if P:  # and, before them, the last P slots of the chunk before each (pads before chunk 0)
+                prv = (sel - 1).clamp_min(0)
+                none = (sel == 0)[..., None]
+                slot_ids = torch.cat([ids[bi, prv][..., N - P:].masked_fill(none, pad), slot_ids], dim=-1)
+                slot_k = torch.cat([flat_k[bi, prv][..., N - P:, :].masked_fill(none[..., None], 0), slot_k], dim=-2)
             slot_ids = slot_ids.reshape(B * (C - 1), k, R)
             prev_emb = self.embed(slot_predecessors(slot_ids, pad))  # [Z, k, R, D]
             bigram = None

@@ -330,17 +330,21 @@ def test_niah_prefix_share_is_the_right_part_before_the_first_mistake():
     assert prefix_share("", "84606") == 0.0
 
 
-@pytest.mark.parametrize("qenc", [0, 1])
+@pytest.mark.parametrize("qenc", [0, 1, "context"])
 def test_niah_landmark_rank_is_the_engines_ranking(haystack, qenc):
     """bench.niah_retrieval --retrieval-only ranks the needle's chunk from model.landmarks; the
     engine's streamed scores (fp16 keys) give the same rank for every target, and rank <= k is
-    exactly 'in the engine's selection'."""
+    exactly 'in the engine's selection' (also with keys that read the chunk before, key_context)."""
     from bench.niah_retrieval import landmark_scores, score_rank
 
-    m = tiny_model("drt", lower_layers=2, query_encoder=qenc)
+    ctx = qenc == "context"
+    m = tiny_model("drt", lower_layers=2, query_encoder=int(bool(qenc)), key_encoder=int(ctx),
+                   key_context=9 if ctx else 0)
     if qenc:
         with torch.no_grad():
             m.query_projs[0].weight.normal_(0, 0.3)
+            if ctx:
+                m.key_enc.context.o.weight.normal_(0, 0.3)
     eng = Engine(m, load_tokenizer(), fingerprint="test-rank")
     S1 = m.config.chunk_tokens
     ids = haystack[: 14 * S1 + 5].tolist()
@@ -387,3 +391,8 @@ def test_niah_readable_counts_the_copy_span():
     assert not readable({4}, 5 * 63 + 12, 5 * 63 + 18, S1, span)
     assert not readable({4}, 5 * 63 + 0, 5 * 63 + 6, S1, 0)  # no span: the chunk before is no use
     assert not readable({3, 6}, 5 * 63, 5 * 63 + 5, S1, span)
+    # copy_lead: the chunk after the value's reads the value's chunk's last slots
+    assert readable({6}, 5 * 63 + 55, 5 * 63 + 61, S1, 0, lead=8)
+    assert readable({6}, 5 * 63 + 60, 6 * 63 + 3, S1, 0, lead=8)  # across, from the chunk after
+    assert not readable({6}, 5 * 63 + 54, 5 * 63 + 60, S1, span, lead=8)
+    assert not readable({6}, 5 * 63 + 55, 5 * 63 + 61, S1, span, lead=0)

@@ -496,10 +496,24 @@ def test_config_rejects_values_that_fail_later(bad):
         DRTConfig.from_preset("tiny", **bad)
 
 
-@pytest.mark.parametrize("bigram,glob,match,recall,span", [
-    (False, False, 0, 0, 0), (True, False, 0, 0, 0), (True, True, 0, 0, 0), (True, True, 5, 0, 0), (False, False, 3, 0, 0),
-    (True, True, 5, 4, 0), (False, False, 0, 3, 0), (True, True, 5, 4, 10), (False, False, 0, 0, 7)])
-def test_copy_head_mixture_against_a_naive_reference(bigram, glob, match, recall, span):
+def lead_span(mem_k, ids, c, lead, span):
+    """The memory keys and token ids the pointer reads for retrieved chunk c, cut from the raw
+    sequence: the last `lead` slots of chunk c - 1 (zero keys and pad ids before chunk 0), chunk c,
+    the first `span` slots of chunk c + 1."""
+    mk = torch.cat([mem_k[c], mem_k[c + 1][:span]])
+    chunk = ids[c * S1:(c + 1) * S1 + span]
+    if lead:
+        before = (mem_k[c - 1][S1 - lead:], ids[c * S1 - lead: c * S1]) if c else \
+            (torch.zeros_like(mem_k[0][:lead]), torch.zeros_like(ids[:lead]))
+        mk, chunk = torch.cat([before[0], mk]), torch.cat([before[1], chunk])
+    return mk, chunk
+
+
+@pytest.mark.parametrize("bigram,glob,match,recall,span,lead", [
+    (False, False, 0, 0, 0, 0), (True, False, 0, 0, 0, 0), (True, True, 0, 0, 0, 0), (True, True, 5, 0, 0, 0),
+    (False, False, 3, 0, 0, 0), (True, True, 5, 4, 0, 0), (False, False, 0, 3, 0, 0), (True, True, 5, 4, 10, 0),
+    (False, False, 0, 0, 7, 0), (True, True, 5, 4, 10, 6), (False, False, 0, 0, 0, 9)])
+def test_copy_head_mixture_against_a_naive_reference(bigram, glob, match, recall, span, lead):
     """The CopyHead output, recomputed by hand for a few positions: the LM's softmax scaled by
     1 - g*P plus g times the pointer's weight on each retrieved slot's token; chunks 0 and 1
     (nothing retrieved) get the plain LM; every row sums to 1. With copy_bigram the query also
@@ -510,9 +524,10 @@ def test_copy_head_mixture_against_a_naive_reference(bigram, glob, match, recall
     the longest one; with copy_recall each slot's score gets, per offset o, the bias of the
     longest n-gram ending o + 1 slots before it that the query's chunk before and own chunk (up to
     the query) contain, searched here substring by substring, and the gate the largest such sum;
-    with copy_span each retrieved chunk runs on into the first slots of the chunk after it."""
+    with copy_span each retrieved chunk runs on into the first slots of the chunk after it; with
+    copy_lead it starts with the last slots of the chunk before it (pads before chunk 0)."""
     model = make("drt", chunk_topk=2, copy_head=True, smear_keys=True, copy_bigram=bigram, copy_global=glob,
-                 copy_match=match, copy_recall=recall, copy_span=span)
+                 copy_match=match, copy_recall=recall, copy_span=span, copy_lead=lead)
     ch = model.copy_head
     with torch.no_grad():
         ch.gate.bias.fill_(0.3)
@@ -557,8 +572,7 @@ def test_copy_head_mixture_against_a_naive_reference(bigram, glob, match, recall
         total, what = 0.0, 0.0
         scores, longest, strongest = [], 0, 0.0
         for j in range(len(idx)):
-            mk = torch.cat([mem_k[idx[j]], mem_k[int(idx[j]) + 1][:span]])
-            chunk = ids[0, int(idx[j]) * S1:(int(idx[j]) + 1) * S1 + span]
+            mk, chunk = lead_span(mem_k, ids[0], int(idx[j]), lead, span)
             before = torch.cat([torch.zeros_like(chunk[:1]), chunk[:-1]])  # pad id 0 before slot 0
             kk = (ch.k(mk) + ch.k_prev(torch.cat([torch.zeros_like(mk[:1]), mk[:-1]]))
                   + ch.k_tok(ch.tok_norm(model.embed(before))))
@@ -590,7 +604,7 @@ def test_copy_head_mixture_against_a_naive_reference(bigram, glob, match, recall
             scores.append(s + torch.log(w[j]) if glob else s)
         norm = 1 + sum(s.exp().sum() for s in scores)  # global: one null slot for all chunks
         for j in range(len(idx)):
-            chunk = ids[0, int(idx[j]) * S1:(int(idx[j]) + 1) * S1 + span]
+            chunk = lead_span(mem_k, ids[0], int(idx[j]), lead, span)[1]
             s = scores[j]
             p = s.exp() / norm if glob else s.exp() / (1 + s.exp().sum()) * w[j]
             total = total + p.sum()
