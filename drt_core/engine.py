@@ -73,7 +73,7 @@ class Carry:
     h_buf: torch.Tensor  # [p, D] lower-layer states of the current partial chunk
     tok_buf: list[int] = field(default_factory=list)  # its real-token ids
     # config key_context = m: lower-layer states of the last m real slots of the last completed
-    # chunk ([m, D]; [0, D] before the first), what the key encoder reads of the chunk before
+    # chunk ([m, D]; zeros before the first), what the key encoder reads of the chunk before
     key_tail: torch.Tensor | None = None
 
     def clone(self) -> "Carry":
@@ -284,7 +284,7 @@ class Engine:
         windows = [KVWindow.empty(1, c.num_heads, win, c.head_dim, dev, torch.float32) for _ in self.attn_layers]
         return Carry(0, 0, windows, torch.zeros(G, k, dtype=torch.long, device=dev),
                      torch.zeros(G, k, device=dev), torch.zeros(0, c.hidden_size, device=dev),
-                     key_tail=(torch.zeros(0, c.hidden_size, device=dev)
+                     key_tail=(torch.zeros(c.key_context, c.hidden_size, device=dev)
                                if c.uses_chunks and c.key_context else None))
 
     full_attention_capacity = 65536  # positions a full-attention baseline can hold while streaming
@@ -418,8 +418,7 @@ class Engine:
         m = len(full) // S  # chunks completed in this run
         if m:
             done = full[: m * S].view(1, m, S, D)
-            first = car.key_tail if car.key_tail is not None and len(car.key_tail) else None
-            keys, mk, mv, own = model.encode_chunks(done[0], model.key_context_of(done, first))
+            keys, mk, mv, own = model.encode_chunks(done[0], model.key_context_of(done, car.key_tail))
             if car.key_tail is not None:
                 car.key_tail = done[0, -1, S - 1 - c.key_context: S - 1].clone()
             assert mem.n == c0, f"memory has {mem.n} chunks, stream is at chunk {c0}"
@@ -612,6 +611,24 @@ class Engine:
             out[: len(tok_buf)] = tok_buf[:N]
         return out
 
+    def _neighbour_slots(self, mem: ChunkMemory, idx: np.ndarray, d: int, slots: slice, want_keys: bool):
+        """Token ids [..., n] and memory keys [..., n, D] (zeros unless want_keys) of the slots
+        `slots` of the chunk d after each chunk of idx (copy_span: d = 1; copy_lead: d = -1): pad
+        ids and zero keys where that chunk is not stored (before chunk 0; past the stream, which
+        only unused picks of weight 0 reach)."""
+        c = self.cfg
+        n = len(range(c.chunk_size - 1)[slots])
+        j = idx + d
+        ok = (j >= 0) & (j < mem.n)
+        toks = np.full((*idx.shape, n), c.pad_token_id, np.int64)
+        keys = np.zeros((*idx.shape, n, c.hidden_size), np.float32)
+        if mem.n:
+            j = np.clip(j, 0, mem.n - 1)
+            toks = np.where(ok[..., None], mem.tokens(j)[..., slots], c.pad_token_id).astype(np.int64)
+            if want_keys:
+                keys = np.where(ok[..., None, None], mem.gather(j)[0][..., slots, :], 0.0).astype(np.float32)
+        return torch.from_numpy(toks), torch.from_numpy(keys).to(self.device)  # ids on the CPU (as mem.tokens)
+
     def _stream_copy(self, mem: ChunkMemory, sel_idx: torch.Tensor, sel_w: torch.Tensor, pos0: int, x: torch.Tensor,
                      emb: torch.Tensor, before: list[int] | None, mem_k: torch.Tensor | None = None,
                      history: list[list[int]] | None = None, tok_buf: list[int] | None = None):
@@ -630,29 +647,14 @@ class Engine:
         idx = sel_idx.cpu().numpy()
         gk = mem_k if mem_k is not None else torch.zeros(n_seg, k, N, D, device=dev)
         toks = torch.from_numpy(mem.tokens(idx).astype(np.int64) if mem.n else np.zeros((n_seg, k, N), np.int64))
-        E = c.copy_span
+        E, P = c.copy_span, c.copy_lead
         if E:  # copy_span: and the first E slots of the chunk after each (stored: a selection serving
-            # chunk c reads chunks < c - 1; unused picks, index 0 and weight 0, are clamped)
-            nxt = np.minimum(idx + 1, max(mem.n - 1, 0))
-            if mem.n:
-                toks = torch.cat([toks, torch.from_numpy(mem.tokens(nxt)[..., :E].astype(np.int64))], dim=-1)
-                nk = mem.gather(nxt)[0][..., :E, :] if mem_k is not None else np.zeros((n_seg, k, E, D), np.float32)
-                gk = torch.cat([gk, torch.from_numpy(np.asarray(nk, dtype=np.float32)).to(dev)], dim=-2)
-            else:
-                toks = F.pad(toks, (0, E))
-                gk = F.pad(gk, (0, 0, 0, E))
-        P = c.copy_lead
+            # chunk c reads chunks < c - 1; only unused picks, of weight 0, have none)
+            nt, nk = self._neighbour_slots(mem, idx, 1, slice(0, E), mem_k is not None)
+            toks, gk = torch.cat([toks, nt], dim=-1), torch.cat([gk, nk], dim=-2)
         if P:  # copy_lead: and, first, the last P slots of the chunk before each (pads before chunk 0)
-            none = idx == 0
-            prv = np.maximum(idx - 1, 0)
-            lt = np.full((n_seg, k, P), c.pad_token_id, np.int64)
-            lk = np.zeros((n_seg, k, P, D), np.float32)
-            if mem.n:
-                lt = np.where(none[..., None], c.pad_token_id, mem.tokens(prv)[..., N - P:]).astype(np.int64)
-                if mem_k is not None:
-                    lk = np.where(none[..., None, None], 0.0, mem.gather(prv)[0][..., N - P:, :]).astype(np.float32)
-            toks = torch.cat([torch.from_numpy(lt), toks], dim=-1)
-            gk = torch.cat([torch.from_numpy(lk).to(dev), gk], dim=-2)
+            lt, lk = self._neighbour_slots(mem, idx, -1, slice(N - P, N), mem_k is not None)
+            toks, gk = torch.cat([lt, toks], dim=-1), torch.cat([lk, gk], dim=-2)
         R = P + N + E
         off = pos0 % S
         padded = F.pad(x[0], (0, 0, off, n_seg * S - off - T)).view(n_seg, S, D)
