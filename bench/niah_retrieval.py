@@ -138,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
                       file=sys.stderr, flush=True)
                 continue
             sdir = None
-            if a.state_dir:
+            if a.state_dir:  # a directory that does not exist yet is made (it used to fail after the haystack loaded)
+                Path(a.state_dir).mkdir(parents=True, exist_ok=True)
                 sdir = Path(tempfile.mkdtemp(prefix=f"niah-{L}-", dir=a.state_dir))
             st = eng.new_state(sdir)
             eng.feed(st, prompt[:-1])  # ends with the landmark that serves the answer chunk

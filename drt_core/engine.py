@@ -119,17 +119,22 @@ class OverlayMemory(ChunkMemory):
         return np.concatenate([self.base.keys(), self.top.keys()]) if self.top.n else self.base.keys()
 
     def gather(self, idx):
+        return self._merge(idx, lambda mem, rows: mem.gather(rows), 2)
+
+    def gather_keys(self, idx):
+        return self._merge(idx, lambda mem, rows: (mem.gather_keys(rows),), 1)[0]
+
+    def _merge(self, idx, read, n_out: int) -> tuple[np.ndarray, ...]:
+        """read(memory, rows) -> n_out arrays [len(rows), N, D], from the base for rows below n0
+        and from the RAM top above, put back in idx's order and shape."""
         idx = np.asarray(idx)
         lo = idx < self.n0
-        k = np.zeros((*idx.shape, self.N, self.D), np.float32)
-        v = np.zeros_like(k)
-        if lo.any():
-            bk, bv = self.base.gather(idx[lo])
-            k[lo], v[lo] = bk, bv
-        if (~lo).any():
-            tk, tv = self.top.gather(idx[~lo] - self.n0)
-            k[~lo], v[~lo] = tk, tv
-        return k, v
+        out = tuple(np.zeros((*idx.shape, self.N, self.D), np.float32) for _ in range(n_out))
+        for rows, mem, off in ((lo, self.base, 0), (~lo, self.top, self.n0)):
+            if rows.any():
+                for o, part in zip(out, read(mem, idx[rows] - off)):
+                    o[rows] = part
+        return out
 
     def tokens(self, idx):
         idx = np.asarray(idx)
@@ -418,7 +423,7 @@ class Engine:
         m = len(full) // S  # chunks completed in this run
         if m:
             done = full[: m * S].view(1, m, S, D)
-            keys, mk, mv, own = model.encode_chunks(done[0], model.key_context_of(done, car.key_tail))
+            keys, mk, mv, own = model.encode_chunks(done[0], car.key_tail)
             if car.key_tail is not None:
                 car.key_tail = done[0, -1, S - 1 - c.key_context: S - 1].clone()
             assert mem.n == c0, f"memory has {mem.n} chunks, stream is at chunk {c0}"
@@ -561,17 +566,20 @@ class Engine:
         fn.mem_k = mem_k  # the copy head reads the same keys (the last group's selection)
         return fn
 
+    def _tokens_until(self, mem: ChunkMemory, tok_buf: list[int], pos0: int, n: int) -> list[int]:
+        """The last n real tokens before stream position pos0, oldest first, pad-filled: the
+        carry's token buffer (the chunk being filled) and, when it holds fewer than n, the chunk
+        stored before it."""
+        c = self.cfg
+        hist = list(tok_buf)
+        if len(hist) < n and pos0 >= c.chunk_size:
+            hist = [int(t) for t in mem.tokens(np.array([pos0 // c.chunk_size - 1]))[0]] + hist
+        return ([c.pad_token_id] * n + hist)[-n:]
+
     def _tokens_before(self, mem: ChunkMemory, tok_buf: list[int], pos0: int, aug: list[int], real: list[bool]):
         """The real token before each position of a run (the copy head's bigram query; a landmark
-        gets its chunk's last token), as the batch forward lays them out: it is in the carry's
-        token buffer, or, at a chunk boundary, the last slot of the chunk stored before."""
-        c = self.cfg
-        if tok_buf:
-            last = tok_buf[-1]
-        elif pos0 >= c.chunk_size:
-            last = int(mem.tokens(np.array([pos0 // c.chunk_size - 1]))[0, -1])
-        else:
-            last = c.pad_token_id
+        gets its chunk's last token), as the batch forward lays them out."""
+        last = self._tokens_until(mem, tok_buf, pos0, 1)[0]
         out = []
         for t, r in zip(aug, real):
             out.append(last)
@@ -583,14 +591,9 @@ class Engine:
                        n: int) -> list[list[int]]:
         """The copy head's suffix-match queries (copy_match): for each position of a run, the n real
         tokens ending at it, newest first, pad-filled (a landmark gets pads), as the batch forward
-        lays them out. The tokens before the run come from the carry's token buffer and, when it
-        holds fewer than n, the chunk stored before the current one."""
-        c = self.cfg
-        pad, cur = c.pad_token_id, pos0 // c.chunk_size
-        hist = list(tok_buf)
-        if len(hist) < n and cur > 0:
-            hist = [int(t) for t in mem.tokens(np.array([cur - 1]))[0]] + hist
-        hist = ([pad] * n + hist)[-n:]
+        lays them out."""
+        pad = self.cfg.pad_token_id
+        hist = self._tokens_until(mem, tok_buf, pos0, n)
         out = []
         for t, r in zip(aug, real):
             if r:
@@ -626,7 +629,7 @@ class Engine:
             j = np.clip(j, 0, mem.n - 1)
             toks = np.where(ok[..., None], mem.tokens(j)[..., slots], c.pad_token_id).astype(np.int64)
             if want_keys:
-                keys = np.where(ok[..., None, None], mem.gather(j)[0][..., slots, :], 0.0).astype(np.float32)
+                keys = np.where(ok[..., None, None], mem.gather_keys(j)[..., slots, :], 0.0).astype(np.float32)
         return torch.from_numpy(toks), torch.from_numpy(keys).to(self.device)  # ids on the CPU (as mem.tokens)
 
     def _stream_copy(self, mem: ChunkMemory, sel_idx: torch.Tensor, sel_w: torch.Tensor, pos0: int, x: torch.Tensor,

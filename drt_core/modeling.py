@@ -657,9 +657,14 @@ def force_selection(idx: torch.Tensor, scores: torch.Tensor, forced: torch.Tenso
     return new.masked_fill(~valid, 0), w
 
 
-def forced_retrieval_loss(scores: torch.Tensor, forced: torch.Tensor) -> torch.Tensor | None:
+def forced_retrieval_loss(scores: torch.Tensor, forced: torch.Tensor, distractors: float = 1.0) -> torch.Tensor | None:
     """-log P(forced chunks) under the softmax of a row's scores over all eligible chunks, mean over
-    the rows with a forced chunk. scores [B, C, Ce], forced [B, C] or [B, C, F] (-1 = none)."""
+    the rows with a forced chunk. scores [B, C, Ce], forced [B, C] or [B, C, F] (-1 = none).
+
+    distractors = M (`train --retrieval-distractors`, our extension) counts every other chunk M
+    times, as if the haystack were M times longer with text like it: the loss of a row then is
+    log(sum_forced e^s + M * sum_others e^s) - log(sum_forced e^s), and a margin that suffices
+    against the C chunks of a training row no longer zeroes it, when the engine will rank M*C."""
     if forced.dim() == 2:
         forced = forced.unsqueeze(-1)
     rows = (forced >= 0).any(-1)
@@ -668,6 +673,9 @@ def forced_retrieval_loss(scores: torch.Tensor, forced: torch.Tensor) -> torch.T
     s = scores[rows].float()  # [R, Ce]
     f = forced[rows]  # [R, F]
     fs = s.gather(-1, f.clamp_min(0)).masked_fill(f < 0, NEG_INF)
+    if distractors != 1.0:
+        target = torch.zeros_like(s, dtype=torch.bool).scatter_(-1, f.clamp_min(0), f >= 0)
+        s = s + (~target) * math.log(distractors)
     return (torch.logsumexp(s, -1) - torch.logsumexp(fs, -1)).mean()
 
 
@@ -791,19 +799,31 @@ class DRTForCausalLM(DRTPreTrainedModel):
             q = q + self.query_projs[g](own.to(q.dtype))
         return q
 
-    def encode_chunks(self, h: torch.Tensor, ctx: torch.Tensor | None = None):
-        """h [N, S, D]: lower-layer states of N complete chunks; ctx [N, m, D]: with config
-        key_context, the last m real slots of the chunk before each (key_context_of). Returns their
-        landmark keys [N, D] (the chunk encoder's, or with config key_encoder its own encoder's),
-        memory K and V [N, S-1, D], and what their landmarks' queries read of them ([N, D] or
+    def lower_states(self, aug: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Augmented ids [B, T] -> (lower-layer states, token embeddings), each [B, T, D]: what the
+        batch forward, model.landmarks and scorer_loss run before the chunk encoder."""
+        x = emb = self.embed(aug)
+        for layer in self.lower:
+            x = layer(x)
+        return x, emb
+
+    def encode_chunks(self, h: torch.Tensor, first: torch.Tensor | None = None):
+        """h [B, C, S, D] (or [C, S, D]: one run): lower-layer states of runs of C consecutive
+        complete chunks; first [B, m, D]: with config key_context = m, the last m real slots of
+        the chunk before each run (the stream's carry; zeros if None: the stream's first chunk).
+        Returns their landmark keys [..., C, D] (the chunk encoder's, or with config key_encoder
+        its own encoder's, which also reads each chunk's predecessor: key_context_of), memory K
+        and V [..., C, S-1, D], and what their landmarks' queries read of them ([..., C, D] or
         None, own_chunk_features). The one place the batch forward, model.landmarks, scorer_loss
         and the streaming engine encode chunks."""
-        keys, mem_k, mem_v = self.encoder(h)
+        lead, (C, S, D) = h.shape[:-3], h.shape[-3:]
+        h4 = h.reshape(-1, C, S, D)
+        flat = h4.reshape(-1, S, D)
+        keys, mem_k, mem_v = self.encoder(flat)
         if self.key_enc is not None:
-            if self.key_enc.context is not None and ctx is None:
-                raise ValueError("encode_chunks: a key_context model needs ctx (key_context_of)")
-            keys = self.key_enc(h, ctx)[0]
-        return keys, mem_k, mem_v, self.own_chunk_features(h, keys)
+            keys = self.key_enc(flat, self.key_context_of(h4, first))[0]
+        own = self.own_chunk_features(flat, keys)
+        return tuple(None if t is None else t.view(*lead, C, *t.shape[1:]) for t in (keys, mem_k, mem_v, own))
 
     def key_context_of(self, h: torch.Tensor, first: torch.Tensor | None = None) -> torch.Tensor | None:
         """h [B, C, S, D]: lower-layer states of B runs of C consecutive chunks. Returns what the
@@ -859,13 +879,15 @@ class DRTForCausalLM(DRTPreTrainedModel):
         forced_chunks: torch.Tensor | None = None,
         forced_oracle: bool = False,
         retrieval_targets: torch.Tensor | None = None,
+        retrieval_distractors: float = 1.0,
         scorer_only: bool = False,
         **kwargs,
     ) -> DRTOutput:
         """forced_chunks [B, C] or [B, C, F] (optional, DRT fine-tuning): chunk(s) to force into
         the selection of retrieval row c (which serves chunk c + 1), -1 for none; see
         force_selection. retrieval_targets (same shape, default: forced_chunks) are the chunks the
-        output's retrieval_loss asks those rows to rank first (forced_retrieval_loss).
+        output's retrieval_loss asks those rows to rank first (forced_retrieval_loss, with every other
+        chunk counted retrieval_distractors times).
 
         scorer_only (training the retrieval scorer alone, `drt-reader train --lm-loss 0`): the upper
         layers run without an autograd graph, so the loss and logits carry no gradient and only
@@ -879,7 +901,7 @@ class DRTForCausalLM(DRTPreTrainedModel):
         if self.config.uses_chunks:
             h, retrieval, retrieval_loss, copy = self._forward_drt(input_ids, output_retrieval, chunk_embeddings,
                                                                    forced_chunks, forced_oracle, retrieval_targets,
-                                                                   scorer_only)
+                                                                   scorer_only, retrieval_distractors)
         else:
             h, retrieval = self._forward_plain(input_ids), None
         with torch.no_grad() if scorer_only else nullcontext():
@@ -922,20 +944,16 @@ class DRTForCausalLM(DRTPreTrainedModel):
         keys, queries = [], []
         for a in range(0, C, segment_chunks):
             b = min(C, a + segment_chunks)
-            a0 = max(0, a - ctx)
-            x = self.embed(aug[:, a0 * S: b * S])
-            for layer in self.lower:
-                x = layer(x)
-            kctx = self.key_context_of(x.view(1, b - a0, S, D))  # chunk a - 1 is in the context when a > 0
-            kctx = kctx[a - a0:] if kctx is not None else None
-            x = x[0, (a - a0) * S:].view(b - a, S, D)
-            k, _, _, own = self.encode_chunks(x, kctx)
-            keys.append(k)
-            queries.append(self.landmark_query(0, x[:, S - 1], own))
+            a0 = max(0, a - ctx)  # chunks a0 .. a - 1: context (the key encoder reads chunk a - 1)
+            x = self.lower_states(aug[:, a0 * S: b * S])[0].view(b - a0, S, D)
+            k, _, _, own = self.encode_chunks(x)
+            keys.append(k[a - a0:])
+            queries.append(self.landmark_query(0, x[a - a0:, S - 1], own[a - a0:] if own is not None else None))
         return torch.cat(keys), torch.cat(queries)
 
-    def scorer_loss(self, input_ids: torch.Tensor, retrieval_targets: torch.Tensor) -> torch.Tensor | None:
-        """forward(..., retrieval_targets=T, scorer_only=True).retrieval_loss of a one-group model,
+    def scorer_loss(self, input_ids: torch.Tensor, retrieval_targets: torch.Tensor,
+                    retrieval_distractors: float = 1.0) -> torch.Tensor | None:
+        """forward(..., retrieval_targets=T, retrieval_distractors=M, scorer_only=True).retrieval_loss of a one-group model,
         without running the upper layers, whose output that loss does not depend on (G = 1: the
         queries are the lower layers' states). What `train --lm-loss 0` optimises, at the cost of
         the lower layers and the chunk encoder alone. None when no row has a target."""
@@ -945,15 +963,12 @@ class DRTForCausalLM(DRTPreTrainedModel):
         B, _ = input_ids.shape
         S, D = cfg.chunk_size, cfg.hidden_size
         aug, C = self.augment(input_ids)
-        x = self.embed(aug)
-        for layer in self.lower:
-            x = layer(x)
-        lmk_keys, _, _, own = self.encode_chunks(x.view(B * C, S, D),
-                                                  self.key_context_of(x.view(B, C, S, D)))
-        lmk_keys = lmk_keys.view(B, C, D)
+        x = self.lower_states(aug)[0].view(B, C, S, D)
+        lmk_keys, _, _, own = self.encode_chunks(x)
         chunk_ids = torch.arange(C, device=x.device)
-        q = self.landmark_query(0, x.view(B, C, S, D)[:, :, S - 1], own.view(B, C, D) if own is not None else None)
-        return forced_retrieval_loss(retrieval_scores(q, lmk_keys, chunk_ids, chunk_ids), retrieval_targets[:, :C])
+        q = self.landmark_query(0, x[:, :, S - 1], own)
+        return forced_retrieval_loss(retrieval_scores(q, lmk_keys, chunk_ids, chunk_ids), retrieval_targets[:, :C],
+                                     retrieval_distractors)
 
     def _forward_plain(self, input_ids):
         x = self.embed(input_ids.clamp_min(0))
@@ -962,18 +977,14 @@ class DRTForCausalLM(DRTPreTrainedModel):
         return x
 
     def _forward_drt(self, input_ids, output_retrieval: bool, chunk_embeddings=None, forced_chunks=None,
-                     forced_oracle: bool = False, retrieval_targets=None, scorer_only: bool = False):
+                     forced_oracle: bool = False, retrieval_targets=None, scorer_only: bool = False,
+                     retrieval_distractors: float = 1.0):
         cfg = self.config
         B, L = input_ids.shape
         S, D, H, d = cfg.chunk_size, cfg.hidden_size, cfg.num_heads, cfg.head_dim
         aug, C = self.augment(input_ids)
-        x = emb = self.embed(aug)  # emb: kept for the copy head's queries
-        for layer in self.lower:
-            x = layer(x)
-        kctx = self.key_context_of(x.view(B, C, S, D))
-        lmk_keys, mem_k, mem_v, own = self.encode_chunks(x.view(B * C, S, D), kctx)
-        lmk_keys = lmk_keys.view(B, C, D)
-        own = own.view(B, C, D) if own is not None else None
+        x, emb = self.lower_states(aug)  # emb: kept for the copy head's queries
+        lmk_keys, mem_k, mem_v, own = self.encode_chunks(x.view(B, C, S, D))
         N = S - 1
         flat_k = mem_k.view(B, C, N, D)
         # [B, C, N, H, d] -> per chunk, heads first
@@ -992,7 +1003,7 @@ class DRTForCausalLM(DRTPreTrainedModel):
                 idx, w = force_selection(idx, scores, forced_chunks[:, :C], forced_oracle)
             targets = retrieval_targets if retrieval_targets is not None else forced_chunks
             if targets is not None and cfg.arch == "drt":
-                rl = forced_retrieval_loss(scores, targets[:, :C])
+                rl = forced_retrieval_loss(scores, targets[:, :C], retrieval_distractors)
                 if rl is not None:
                     rl = rl / cfg.num_groups
                     retrieval_loss = rl if retrieval_loss is None else retrieval_loss + rl

@@ -73,6 +73,7 @@ class TrainConfig:
     gca_out_scale: float = 1.0  # with --init: scale the GCA output projections once at the start
     lm_loss: float = 1.0  # weight of the LM loss (0 with --retrieval-loss: train the scorer alone)
     task_split: float = 0.0  # share of needles written across a chunk boundary at the value (split_frac)
+    retrieval_distractors: float = 1.0  # the retrieval loss counts every other chunk this many times
     target_needle_start: bool = False  # a needle written across chunks: its first chunk is a retrieval target too
     train_only: str = ""  # comma-separated parameter-name fragments to train (others frozen); "" = all
     log_file: str | None = None
@@ -369,12 +370,14 @@ def train(cfg: TrainConfig) -> dict:
             kw = {"forced_chunks": forced.to(device), "forced_oracle": step < cfg.oracle_steps}
         if targets is not None and cfg.retrieval_loss > 0:
             kw["retrieval_targets"] = targets.to(device)
+            kw["retrieval_distractors"] = cfg.retrieval_distractors
         if scorer_only:
             kw["scorer_only"] = True  # no graph through the upper layers: only the scorer learns
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
             if scorer_alone and "retrieval_targets" in kw:  # the upper layers cannot change this loss
                 res = SimpleNamespace(loss=None, logits=None,
-                                      retrieval_loss=model.scorer_loss(ids, kw["retrieval_targets"]))
+                                      retrieval_loss=model.scorer_loss(ids, kw["retrieval_targets"],
+                                                                       cfg.retrieval_distractors))
             else:
                 res = dmodel(ids, labels=labels, label_weights=weights, **kw)
         # lm_loss 0: the LM loss is logged but not back-propagated
@@ -479,6 +482,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
                  "force_retrieval", "gca_lr_mult", "smear_lr_mult", "copy_lr_mult", "retrieval_loss", "gca_out_scale", "lm_loss",
                  "task_split"):
         p.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(d, name), help=f"default {getattr(d, name)}")
+    p.add_argument("--retrieval-distractors", type=_at_least_one, default=d.retrieval_distractors, metavar="M",
+                   help="the retrieval loss counts every non-target chunk M times, as if each row's haystack were "
+                        "M times longer (train at 64K for the competition of 64K*M tokens); default 1")
     p.add_argument("--bf16", default="auto", choices=["auto", "on", "off"], help="bf16 autocast")
     p.add_argument("--train-only", default="", help="train only parameters whose names contain one of these "
                    "comma-separated fragments, e.g. encoder.,lmk_norms. (the retrieval scorer)")
@@ -490,6 +496,13 @@ def add_args(p: argparse.ArgumentParser) -> None:
                    help="retrieval fine-tuning task(s): single, multikey, 2hop, repeat (copy warm-up), "
                         "cite (Stacks \\ref -> \\label retrieval targets) or a comma-separated mix")
     p.add_argument("--json", action="store_true", help="print one JSON object at the end")
+
+
+def _at_least_one(s: str) -> float:
+    x = float(s)
+    if not x >= 1.0:
+        raise argparse.ArgumentTypeError(f"{s} is below 1 (M = 1 is the plain loss; M > 1 adds competition)")
+    return x
 
 
 def _tasks_arg(s: str) -> str:

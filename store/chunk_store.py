@@ -53,6 +53,9 @@ class ChunkMemory:
     def gather(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # [..., N, D] each
         raise NotImplementedError
 
+    def gather_keys(self, idx: np.ndarray) -> np.ndarray:  # [..., N, D]: gather's K without reading V
+        return self.gather(idx)[0]
+
     def selections(self) -> tuple[np.ndarray, np.ndarray]:  # [n, G, k] idx, weights
         raise NotImplementedError
 
@@ -113,6 +116,9 @@ class RamChunkMemory(ChunkMemory):
 
     def gather(self, idx):
         return self._k[idx], self._v[idx]
+
+    def gather_keys(self, idx):
+        return self._k[idx]
 
     def selections(self):
         return self._si[: self.n], self._sw[: self.n]
@@ -196,17 +202,21 @@ class MemmapChunkMemory(ChunkMemory):
         """Read the selected rows with pread: nothing gets mapped into the process, so resident
         memory does not grow with the document (Linux's page cache is unified, so rows written
         through the mapping and not yet flushed are read back as written)."""
+        k_fd, v_fd = self._fds()
+        return self._pread(k_fd, idx), self._pread(v_fd, idx)
+
+    def gather_keys(self, idx):
+        return self._pread(self._fds()[0], idx)
+
+    def _pread(self, fd: int, idx) -> np.ndarray:
         idx = np.asarray(idx)
         flat = idx.reshape(-1).tolist()
         row = self.N * self.D * self.dtype.itemsize
-        out = []
-        for fd in self._fds():
-            a = np.empty((len(flat), self.N, self.D), self.dtype)
-            for j, c in enumerate(flat):
-                if os.preadv(fd, [a[j]], int(c) * row) != row:
-                    raise IOError(f"short read of chunk {c} in {self.dir}")
-            out.append(a.reshape(*idx.shape, self.N, self.D))
-        return out[0], out[1]
+        a = np.empty((len(flat), self.N, self.D), self.dtype)
+        for j, c in enumerate(flat):
+            if os.preadv(fd, [a[j]], int(c) * row) != row:
+                raise IOError(f"short read of chunk {c} in {self.dir}")
+        return a.reshape(*idx.shape, self.N, self.D)
 
     def tokens(self, idx):
         return np.asarray(self._tok[np.asarray(idx)])

@@ -379,3 +379,30 @@ def test_generate_with_no_repeat_ngram_does_not_loop():
     assert len(set(bigrams(loop))) < len(bigrams(loop))  # the plain greedy answer does repeat itself
     ids = answer_ids(2)
     assert len(ids) == 40 and len(set(bigrams(ids))) == len(bigrams(ids))
+
+
+@pytest.mark.parametrize("kind", ["ram", "memmap", "overlay"])
+def test_gather_keys_is_gathers_k(tmp_path, kind):
+    """gather_keys (what copy_span / copy_lead read of a neighbour chunk) returns gather's K for
+    every memory kind, in idx's shape, including an overlay's mix of stored and appended rows."""
+    from drt_core.engine import OverlayMemory
+    from store.chunk_store import MemmapChunkMemory, RamChunkMemory
+
+    D, N, G, k = 8, 5, 1, 2
+    rng = np.random.default_rng(0)
+
+    def rows(m):
+        return (rng.normal(size=(m, D)).astype(np.float32), rng.normal(size=(m, N, D)).astype(np.float32),
+                rng.normal(size=(m, N, D)).astype(np.float32), np.zeros((m, G, k), np.int32),
+                np.zeros((m, G, k), np.float32), rng.integers(0, 9, (m, N)).astype(np.int32))
+
+    mem = MemmapChunkMemory(tmp_path, D, N, G, k, np.float32) if kind == "memmap" else RamChunkMemory(D, N, G, k, np.float32)
+    mem.append(*rows(6))
+    if kind == "overlay":
+        mem = OverlayMemory(mem)
+        mem.append(*rows(3))
+    idx = np.array([[8, 0, 5], [2, 6, 2]])
+    K, Vv = mem.gather(idx)
+    assert K.shape == Vv.shape == (2, 3, N, D) and not np.array_equal(K, Vv)
+    np.testing.assert_array_equal(mem.gather_keys(idx), K)
+    assert mem.gather_keys(np.zeros((2, 0), np.int64)).shape == (2, 0, N, D)

@@ -396,3 +396,18 @@ def test_niah_readable_counts_the_copy_span():
     assert readable({6}, 5 * 63 + 60, 6 * 63 + 3, S1, 0, lead=8)  # across, from the chunk after
     assert not readable({6}, 5 * 63 + 54, 5 * 63 + 60, S1, span, lead=8)
     assert not readable({6}, 5 * 63 + 55, 5 * 63 + 61, S1, span, lead=0)
+
+
+def test_niah_bench_makes_its_state_dir(ckpt, haystack, tmp_path, capsys):
+    """Regression: `bench.niah_retrieval --state-dir D` failed with FileNotFoundError, after loading
+    the haystack, when D did not exist yet; it now makes D (and removes each sample's memory)."""
+    from bench.niah_retrieval import main
+
+    hay = tmp_path / "hay.bin"
+    haystack.astype(np.uint16).tofile(hay)
+    sdir = tmp_path / "new" / "states"
+    assert main(["--model", str(ckpt), "--lengths", "2k", "--samples", "1", "--haystack", str(hay),
+                 "--state-dir", str(sdir), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["results"]["2048"]["samples"] == 1
+    assert sdir.is_dir() and not any(sdir.iterdir())

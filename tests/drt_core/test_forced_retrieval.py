@@ -79,6 +79,24 @@ def test_forced_retrieval_loss_is_the_cross_entropy_of_the_forced_chunks():
     assert torch.allclose(forced_retrieval_loss(s, two), -torch.log(p[2] + p[4]), atol=1e-6)
 
 
+def test_distractor_weight_is_the_loss_over_a_haystack_with_each_other_chunk_repeated():
+    """forced_retrieval_loss(..., distractors=M) equals the plain loss when every non-target chunk
+    of a row appears M times (integer M), with one target or two; M = 1 is the plain loss."""
+    s = _scores()
+    forced = torch.full((2, 9, 2), -1)
+    forced[0, 6, 0], forced[1, 8] = 2, torch.tensor([1, 5])
+    assert torch.equal(forced_retrieval_loss(s, forced, 1.0), forced_retrieval_loss(s, forced))
+    want = []
+    for b, c, n, t in ((0, 6, 6, [2]), (1, 8, 8, [1, 5])):
+        row = s[b, c, :n]
+        others = row[[j for j in range(n) if j not in t]]
+        big = torch.cat([row[t], others.repeat(3)])  # the targets first, each other chunk 3 times
+        want.append(torch.logsumexp(big, 0) - torch.logsumexp(row[t], 0))
+    got = forced_retrieval_loss(s, forced, 3.0)
+    assert torch.allclose(got, torch.stack(want).mean(), atol=1e-6)
+    assert got > forced_retrieval_loss(s, forced)
+
+
 def test_model_oracle_reads_only_the_forced_chunk_and_the_loss_trains_the_scores():
     torch.manual_seed(0)
     cfg = DRTConfig.from_preset("tiny", hidden_size=64, num_heads=2, intermediate_size=128, window=64,
@@ -259,7 +277,9 @@ def test_scorer_loss_is_the_forward_retrieval_loss_with_its_gradients(qenc):
     losses, grads = [], []
     for fast in (False, True):
         m.zero_grad()
-        loss = m.scorer_loss(ids, targets) if fast else m(ids, retrieval_targets=targets).retrieval_loss
+        M = 4.0 if qenc == "context" else 1.0  # --retrieval-distractors: the same weight on both paths
+        loss = (m.scorer_loss(ids, targets, M) if fast
+                else m(ids, retrieval_targets=targets, retrieval_distractors=M).retrieval_loss)
         loss.backward()
         losses.append(loss.detach())
         grads.append({n: p.grad.clone() for n, p in m.named_parameters() if p.grad is not None
@@ -340,3 +360,33 @@ def test_task_split_writes_the_training_needles_across_chunk_boundaries(tmp_path
         counts[frac] = (split, total)
     assert counts[1.0][0] == counts[1.0][1] > 10
     assert counts[0.0][0] < counts[0.0][1] / 2
+
+
+def test_train_retrieval_distractors_reaches_the_loss(tmp_path):
+    """`train --retrieval-distractors M` (below 1 refused) reaches the scorer's loss: the first
+    step's logged retrieval loss, same model and batch, is higher with M = 50 than with M = 1."""
+    import argparse
+    import json
+
+    from drt_core.train import add_args, build_model, config_from_args, train
+    from tests.drt_core.record_golden import build_token_dir, golden_config
+
+    p = argparse.ArgumentParser()
+    add_args(p)
+    assert config_from_args(p.parse_args(["--retrieval-distractors", "16"])).retrieval_distractors == 16.0
+    with pytest.raises(SystemExit):
+        p.parse_args(["--retrieval-distractors", "0.5"])
+    data = build_token_dir(tmp_path / "data")
+    init = tmp_path / "init"
+    torch.manual_seed(0)
+    build_model(golden_config(data, tmp_path / "x")).save_pretrained(init)
+    first = {}
+    for M in (1.0, 50.0):
+        cfg = golden_config(data, tmp_path / f"run{M}", steps=1, seq_len=1260, batch_size=2, task="multikey",
+                            task_len_min=1260, task_pairs=2, task_margin=300, retrieval_loss=1.0, lm_loss=0.0,
+                            train_only="encoder.,lmk_norms.", init=str(init), retrieval_distractors=M,
+                            log_file=str(tmp_path / f"run{M}.jsonl"))
+        train(cfg)
+        rows = [json.loads(x) for x in open(tmp_path / f"run{M}.jsonl")]
+        first[M] = next(r["ret_loss"] for r in rows if "ret_loss" in r)
+    assert first[50.0] > first[1.0] + 1.0
