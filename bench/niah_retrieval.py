@@ -101,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
                         "before; tasks.build split_frac=1), the case that defeated retrieval at 1M")
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
+    if a.state_dir:  # made up front, once (a missing one used to fail at the first sample, after the haystack loaded)
+        Path(a.state_dir).mkdir(parents=True, exist_ok=True)
 
     from drt_core.engine import Engine
     from drt_core.tasks import build, score_answer, value_span
@@ -138,8 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                       file=sys.stderr, flush=True)
                 continue
             sdir = None
-            if a.state_dir:  # a directory that does not exist yet is made (it used to fail after the haystack loaded)
-                Path(a.state_dir).mkdir(parents=True, exist_ok=True)
+            if a.state_dir:
                 sdir = Path(tempfile.mkdtemp(prefix=f"niah-{L}-", dir=a.state_dir))
             st = eng.new_state(sdir)
             eng.feed(st, prompt[:-1])  # ends with the landmark that serves the answer chunk
