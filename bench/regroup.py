@@ -2,8 +2,8 @@
 `python -m bench.regroup --model checkpoints/drt-tiny --groups 1,1 --out runs/drt-g2/init`.
 
 Upper layer i keeps its weights and lands in group g of the new `upper_groups` (layers in order);
-a new group's landmark query norm is a copy of the norm of the old group its first layer came
-from. With groups 1,1 the second layer's GCA then reads chunks retrieved by a landmark that has
+a new group's landmark query norm (and query projection, with query_encoder / query_key) is a
+copy of the old group's that its first layer came from. With groups 1,1 the second layer's GCA then reads chunks retrieved by a landmark that has
 already read the first group's retrievals (the paper's G = 2, for multi-hop questions), starting
 from the trained G = 1 model instead of a second pretraining."""
 
@@ -34,12 +34,14 @@ def regroup(model_dir: str, groups: list[int], out: str) -> Path:
             i = where_old.index((int(g), int(j)))
             ng, nj = where_new[i]
             new[f"groups.{ng}.{nj}.{rest}"] = t
-        elif not name.startswith("lmk_norms."):
+        elif not name.startswith(("lmk_norms.", "query_projs.")):
             new[name] = t
-    for ng in range(len(groups)):
+    for ng in range(len(groups)):  # per-group query parts: copies of the old group's
         i = where_new.index((ng, 0))
         og = where_old[i][0]
-        new[f"lmk_norms.{ng}.weight"] = sd[f"lmk_norms.{og}.weight"]
+        for part in ("lmk_norms", "query_projs"):
+            if f"{part}.{og}.weight" in sd:
+                new[f"{part}.{ng}.weight"] = sd[f"{part}.{og}.weight"]
     missing, unexpected = dst.load_state_dict(new, strict=False)
     missing = [m for m in missing if m != "lm_head.weight"]  # tied to the embeddings
     if missing or unexpected:

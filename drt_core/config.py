@@ -71,6 +71,7 @@ class DRTConfig(PretrainedConfig):
         copy_recall: int = 0,  # > 0: slots up to this many after an n-gram the question / answer holds get biases
         copy_span: int = 0,  # the pointer also reads this many slots of the chunk after each retrieved one
         copy_lead: int = 0,  # ... and this many last slots of the chunk before each
+        copy_groups: str = "last",  # "all": with G >= 2 groups the pointer reads every group's selection
         key_encoder: int = 0,  # > 0: landmark keys from a separate encoder of this many layers (not the memory's)
         key_context: int = 0,  # > 0: that key encoder also reads this many last slots of the chunk before
         query_key: bool = False,  # landmark queries also read their own chunk's landmark key (projected)
@@ -139,6 +140,11 @@ class DRTConfig(PretrainedConfig):
         if not 0 <= int(copy_lead) <= chunk_size - 1:
             raise ValueError(f"copy_lead must be in [0, {chunk_size - 1}], got {copy_lead}")
         self.copy_lead = int(copy_lead)
+        if copy_groups not in ("last", "all"):
+            raise ValueError(f"copy_groups must be 'last' or 'all', got {copy_groups!r}")
+        if copy_groups != "last" and not copy_head:
+            raise ValueError("copy_groups extends the copy head: set copy_head=true too")
+        self.copy_groups = str(copy_groups)
         if (query_key or query_encoder or key_encoder) and arch != "drt":
             raise ValueError(f"key_encoder, query_key and query_encoder need arch 'drt' (landmark scores), got {arch!r}")
         if query_key and query_encoder:

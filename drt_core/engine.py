@@ -42,6 +42,7 @@ from .config import DRTConfig
 from .modeling import (
     DRTForCausalLM,
     KVWindow,
+    copy_selection,
     mix_copy,
     recall_lengths,
     recall_limits,
@@ -439,7 +440,7 @@ class Engine:
         first_chunk = pos0 // S
         n_seg = int(chunk_of[-1]) - first_chunk + 1
         all_keys = torch.from_numpy(mem.keys()).to(dev) if lmk_local else None
-        new_idx, new_w = [], []
+        new_idx, new_w, reads = [], [], []
         wi = nl
         for g, group in enumerate(model.groups):
             # selections of the chunks touched by this run: the carried one, then the in-run ones
@@ -465,6 +466,7 @@ class Engine:
                 seg_w += list(w[: n_seg - 1])
             gi, gw = torch.stack(seg_idx[:n_seg]), torch.stack(seg_w[:n_seg])  # [n_seg, k]
             gca_fn = self._stream_gca_fn(mem, gi, gw, pos0, T)
+            reads.append((gi, gw, gca_fn.mem_k))
             for layer in group:
                 x = layer(x, gca_fn, pos0, car.windows[wi])
                 wi += 1
@@ -479,8 +481,16 @@ class Engine:
         car.pos += T
         if not want_logits:
             return None
-        copy = (self._stream_copy(mem, gi, gw, pos0, x, emb[0], before, gca_fn.mem_k, history, car.tok_buf)
-                if model.copy_head is not None else None)
+        copy = None
+        if model.copy_head is not None:  # the groups' selections it reads (copy_selection), with their keys
+            if c.copy_groups == "all" and len(reads) > 1:
+                N = S - 1
+                ks = [mk if mk is not None else torch.zeros(*si.shape, N, D, device=dev) for si, _, mk in reads]
+                mem_k = None if all(mk is None for *_, mk in reads) else torch.cat(ks, dim=1)
+            else:
+                mem_k = reads[-1][2]
+            gi, gw = copy_selection([(si, sw) for si, sw, _ in reads], c.copy_groups)
+            copy = self._stream_copy(mem, gi, gw, pos0, x, emb[0], before, mem_k, history, car.tok_buf)
         return self._logits(x, real, copy)
 
     def _topk(self, scores: torch.Tensor | None, mem: ChunkMemory, q: torch.Tensor | None = None,
@@ -563,7 +573,7 @@ class Engine:
             out = gca_mod(padded.view(n_seg, S, D), gk, gv, sel_w.to(a.dtype)).reshape(n_seg * S, D)
             return out[off: off + T][None]
 
-        fn.mem_k = mem_k  # the copy head reads the same keys (the last group's selection)
+        fn.mem_k = mem_k  # the copy head reads the same keys (copy_selection)
         return fn
 
     def _tokens_until(self, mem: ChunkMemory, tok_buf: list[int], pos0: int, n: int) -> list[int]:

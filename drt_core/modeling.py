@@ -657,6 +657,27 @@ def force_selection(idx: torch.Tensor, scores: torch.Tensor, forced: torch.Tenso
     return new.masked_fill(~valid, 0), w
 
 
+def _group_column(t: torch.Tensor | None, g: int, per_group: bool) -> torch.Tensor | None:
+    """Group g's share of forced / target chunks [B, C, F]: all of them, or with per_group
+    (`train --group-targets`) column g alone ([B, C, 1]; all -1 when F <= g)."""
+    if t is None or not per_group:
+        return t
+    if t.dim() == 2:
+        t = t.unsqueeze(-1)
+    return t[..., g: g + 1] if g < t.shape[-1] else torch.full_like(t[..., :1], -1)
+
+
+def copy_selection(sels: list[tuple[torch.Tensor, torch.Tensor]], mode: str = "last"):
+    """The chunks the copy head reads, from each group's (idx [..., k], w [..., k]): the last
+    group's (config copy_groups "last"), or with "all" every group's side by side ([..., G*k]),
+    each group's fusion weights divided by G, so the pointer's total weight stays <= 1 and a chunk
+    two groups select weighs the mean of their weights (copy_global: exactly, as one read)."""
+    if mode == "last" or len(sels) == 1:
+        return sels[-1]
+    G = len(sels)
+    return torch.cat([i for i, _ in sels], dim=-1), torch.cat([w for _, w in sels], dim=-1) / G
+
+
 def forced_retrieval_loss(scores: torch.Tensor, forced: torch.Tensor, distractors: float = 1.0) -> torch.Tensor | None:
     """-log P(forced chunks) under the softmax of a row's scores over all eligible chunks, mean over
     the rows with a forced chunk. scores [B, C, Ce], forced [B, C] or [B, C, F] (-1 = none).
@@ -881,13 +902,16 @@ class DRTForCausalLM(DRTPreTrainedModel):
         retrieval_targets: torch.Tensor | None = None,
         retrieval_distractors: float = 1.0,
         scorer_only: bool = False,
+        group_targets: bool = False,
         **kwargs,
     ) -> DRTOutput:
         """forced_chunks [B, C] or [B, C, F] (optional, DRT fine-tuning): chunk(s) to force into
         the selection of retrieval row c (which serves chunk c + 1), -1 for none; see
         force_selection. retrieval_targets (same shape, default: forced_chunks) are the chunks the
         output's retrieval_loss asks those rows to rank first (forced_retrieval_loss, with every other
-        chunk counted retrieval_distractors times).
+        chunk counted retrieval_distractors times). group_targets (G >= 2, `train --group-targets`):
+        group g is forced and trained toward column g of those tensors only (2-hop rows: group 0
+        toward hop 1's chunk, group 1 toward hop 2's), instead of every group toward any of them.
 
         scorer_only (training the retrieval scorer alone, `drt-reader train --lm-loss 0`): the upper
         layers run without an autograd graph, so the loss and logits carry no gradient and only
@@ -901,7 +925,7 @@ class DRTForCausalLM(DRTPreTrainedModel):
         if self.config.uses_chunks:
             h, retrieval, retrieval_loss, copy = self._forward_drt(input_ids, output_retrieval, chunk_embeddings,
                                                                    forced_chunks, forced_oracle, retrieval_targets,
-                                                                   scorer_only, retrieval_distractors)
+                                                                   scorer_only, retrieval_distractors, group_targets)
         else:
             h, retrieval = self._forward_plain(input_ids), None
         with torch.no_grad() if scorer_only else nullcontext():
@@ -978,7 +1002,7 @@ class DRTForCausalLM(DRTPreTrainedModel):
 
     def _forward_drt(self, input_ids, output_retrieval: bool, chunk_embeddings=None, forced_chunks=None,
                      forced_oracle: bool = False, retrieval_targets=None, scorer_only: bool = False,
-                     retrieval_distractors: float = 1.0):
+                     retrieval_distractors: float = 1.0, group_targets: bool = False):
         cfg = self.config
         B, L = input_ids.shape
         S, D, H, d = cfg.chunk_size, cfg.hidden_size, cfg.num_heads, cfg.head_dim
@@ -991,7 +1015,7 @@ class DRTForCausalLM(DRTPreTrainedModel):
         mem_k = mem_k.view(B, C, N, H, d).permute(0, 1, 3, 2, 4)
         mem_v = mem_v.view(B, C, N, H, d).permute(0, 1, 3, 2, 4)
         chunk_ids = torch.arange(C, device=x.device)
-        retrieval, retrieval_loss = [], None
+        retrieval, retrieval_loss, sels = [], None, []
         for g, group in enumerate(self.groups):
             if cfg.arch == "fixed_retriever":
                 scores = self._fixed_scores(input_ids, C, chunk_embeddings)
@@ -999,9 +1023,11 @@ class DRTForCausalLM(DRTPreTrainedModel):
                 q_lmk = self.landmark_query(g, x.view(B, C, S, D)[:, :, S - 1], own)
                 scores = retrieval_scores(q_lmk, lmk_keys, chunk_ids, chunk_ids)
             idx, w = select_topk(scores, cfg.chunk_topk, gumbel=self.training and cfg.arch == "drt")
-            if forced_chunks is not None:
-                idx, w = force_selection(idx, scores, forced_chunks[:, :C], forced_oracle)
-            targets = retrieval_targets if retrieval_targets is not None else forced_chunks
+            forced_g = _group_column(forced_chunks, g, group_targets)
+            if forced_g is not None:
+                idx, w = force_selection(idx, scores, forced_g[:, :C], forced_oracle)
+            targets = _group_column(retrieval_targets if retrieval_targets is not None else forced_chunks, g,
+                                    group_targets)
             if targets is not None and cfg.arch == "drt":
                 rl = forced_retrieval_loss(scores, targets[:, :C], retrieval_distractors)
                 if rl is not None:
@@ -1011,17 +1037,21 @@ class DRTForCausalLM(DRTPreTrainedModel):
                 w = w.detach()  # constants: the LM loss no longer reaches the scorer
             if output_retrieval:
                 retrieval.append({"idx": idx, "weights": w.detach(), "scores": scores.detach()})
+            sels.append((idx, w))
             with torch.no_grad() if scorer_only else nullcontext():
                 gca_fn = self._batch_gca_fn(idx, w, mem_k, mem_v, B, C)
                 for layer in group:
                     x = layer(x, gca_fn)
-        copy = self._batch_copy(x, emb, aug, flat_k, idx, w, B, C, L) if self.copy_head is not None else None
+        copy = None
+        if self.copy_head is not None:
+            idx, w = copy_selection(sels, cfg.copy_groups)
+            copy = self._batch_copy(x, emb, aug, flat_k, idx, w, B, C, L)
         # drop landmark slots and padding
         x = x.view(B, C, S, D)[:, :, : S - 1].reshape(B, C * (S - 1), D)[:, :L]
         return x, (retrieval if output_retrieval else None), retrieval_loss, copy
 
     def _batch_copy(self, x, emb, aug, flat_k, idx, w, B, C, L):
-        """CopyHead over the last group's selections, in the real-token layout: (gate [B, L],
+        """CopyHead over the selections idx / w [B, C, k'] (copy_selection), in the real-token layout: (gate [B, L],
         p [B, L, k*N], toks [B, L, k*N]); chunk 0 reads nothing (p = 0)."""
         S, D, N = self.config.chunk_size, self.config.hidden_size, self.config.chunk_size - 1
         k = idx.shape[-1]

@@ -75,6 +75,7 @@ class TrainConfig:
     task_split: float = 0.0  # share of needles written across a chunk boundary at the value (split_frac)
     retrieval_distractors: float = 1.0  # the retrieval loss counts every other chunk this many times
     target_needle_start: bool = False  # a needle written across chunks: its first chunk is a retrieval target too
+    group_targets: bool = False  # G >= 2: group g is trained (and forced) toward target column g (2hop: hop g + 1)
     train_only: str = ""  # comma-separated parameter-name fragments to train (others frozen); "" = all
     log_file: str | None = None
 
@@ -371,6 +372,8 @@ def train(cfg: TrainConfig) -> dict:
         if targets is not None and cfg.retrieval_loss > 0:
             kw["retrieval_targets"] = targets.to(device)
             kw["retrieval_distractors"] = cfg.retrieval_distractors
+        if cfg.group_targets and kw:
+            kw["group_targets"] = True
         if scorer_only:
             kw["scorer_only"] = True  # no graph through the upper layers: only the scorer learns
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
@@ -491,6 +494,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target-needle-start", action="store_true",
                    help="single / multikey: a needle written across a chunk boundary also has its first chunk as "
                         "retrieval target (tasks.retrieval_targets needle_start)")
+    p.add_argument("--group-targets", action="store_true",
+                   help="G >= 2 groups: group g is trained toward target column g alone (2hop: group 1 finds "
+                        "hop 1's chunk, group 2 hop 2's) instead of every group toward any target")
     p.add_argument("--fsdp", action="store_true", help="FSDP2 instead of DDP under torchrun (large presets)")
     p.add_argument("--task", default=None, type=_tasks_arg,
                    help="retrieval fine-tuning task(s): single, multikey, 2hop, repeat (copy warm-up), "
@@ -524,6 +530,9 @@ def config_from_args(args) -> TrainConfig:
             cfg.model_overrides[k] = json.loads(v)
         except json.JSONDecodeError:
             cfg.model_overrides[k] = v
+    if cfg.group_targets and (cfg.target_needle_start or "cite" in (cfg.task or "").split(",")):
+        raise SystemExit("--group-targets gives target column g to group g: it cannot be combined with "
+                         "--target-needle-start or the cite task, whose columns are alternatives")
     cfg.log_file = str(Path(cfg.out) / "log.jsonl")
     return cfg
 

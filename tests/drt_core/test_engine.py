@@ -63,13 +63,15 @@ def ids_of(L, seed=1):
 
 def copy_kw(smear):
     """make_model options of a streaming-test variant: smeared keys, then the copy head's options."""
-    full = smear in ("match", "lead")  # every copy option; "lead" adds copy_lead and key_context
-    return dict(smear_keys=bool(smear), copy_head=smear in ("copy", "bigram", "global", "match", "lead"),
+    full = smear in ("match", "lead", "allgroups")  # every copy option; "lead" adds copy_lead and key_context,
+    # "allgroups" copy_groups="all" (with G = 2, the pointer reads both groups' selections)
+    return dict(smear_keys=bool(smear), copy_head=smear in ("copy", "bigram", "global", "match", "lead", "allgroups"),
                 copy_bigram=smear in ("bigram", "global") or full, copy_global=smear == "global" or full,
                 copy_match=6 if full else 0, copy_recall=5 if full else 0,
                 copy_span=9 if full else 0, query_encoder=1 if full else 0,
                 copy_lead=11 if smear == "lead" else 0, key_encoder=int(smear == "lead"),
-                key_context=5 if smear == "lead" else 0)
+                key_context=5 if smear == "lead" else 0,
+                copy_groups="all" if smear == "allgroups" else "last")
 
 
 def repeating_ids(L, period=130, seed=1):
@@ -83,13 +85,14 @@ def repeating_ids(L, period=130, seed=1):
                                                 ("full_attention", (2,), True), ("drt", (2,), "copy"),
                                                 ("drt", (1, 1), "copy"), ("drt", (2,), "bigram"),
                                                 ("drt", (2,), "global"), ("drt", (2,), "match"),
-                                                ("drt", (1, 1), "match"), ("drt", (2,), "lead")])
+                                                ("drt", (1, 1), "match"), ("drt", (2,), "lead"),
+                                                ("drt", (1, 1), "allgroups")])
 def test_streaming_logits_equal_batch(arch, groups, smear):
     """Teacher-forced streaming in uneven pieces == one batch forward (within the training length);
     with smeared keys too (the ring then holds raw keys and one slot more than the window), and with
     the copy head (smeared keys and a pointer over the stored chunks' tokens)."""
     m = make_model(arch, groups, **copy_kw(smear))
-    ids = repeating_ids(700) if smear in ("match", "lead") else ids_of(700)
+    ids = repeating_ids(700) if smear in ("match", "lead", "allgroups") else ids_of(700)
     with torch.no_grad():
         ref = m(ids).logits[0]
     eng = Engine(m, memory_dtype=np.float32)
@@ -124,11 +127,11 @@ def test_streaming_attends_only_to_filled_cache_slots(monkeypatch):
                                                 ("sliding_window", (2,), False), ("drt", (2,), True),
                                                 ("drt", (2,), "copy"), ("drt", (2,), "bigram"),
                                                 ("drt", (2,), "global"), ("drt", (2,), "match"),
-                                                ("drt", (2,), "lead")])
+                                                ("drt", (2,), "lead"), ("drt", (1, 1), "allgroups")])
 def test_token_by_token_equals_batch(arch, groups, smear):
     """Decoding one token at a time (the landmark inserted at chunk completion) == batch forward."""
     m = make_model(arch, groups, **copy_kw(smear))
-    ids = repeating_ids(260, seed=2) if smear in ("match", "lead") else ids_of(260, seed=2)
+    ids = repeating_ids(260, seed=2) if smear in ("match", "lead", "allgroups") else ids_of(260, seed=2)
     with torch.no_grad():
         ref = m(ids).logits[0]
     eng = Engine(m, memory_dtype=np.float32)
