@@ -3,9 +3,10 @@
 
 Upper layer i keeps its weights and lands in group g of the new `upper_groups` (layers in order);
 a new group's landmark query norm (and query projection, with query_encoder / query_key) is a
-copy of the old group's that its first layer came from. With groups 1,1 the second layer's GCA then reads chunks retrieved by a landmark that has
-already read the first group's retrievals (the paper's G = 2, for multi-hop questions), starting
-from the trained G = 1 model instead of a second pretraining."""
+copy of the old group's that its first layer came from. With groups 1,1 the second layer's GCA
+then reads chunks retrieved by a landmark that has already read the first group's retrievals (the
+paper's G = 2, for multi-hop questions), starting from the trained G = 1 model instead of a second
+pretraining."""
 
 from __future__ import annotations
 
