@@ -69,6 +69,7 @@ class DRTConfig(PretrainedConfig):
         copy_global: bool = False,  # one pointer softmax over all retrieved slots (log fusion weight as prior)
         copy_match: int = 0,  # > 0: the pointer and its gate read exact suffix-match lengths (capped here)
         copy_recall: int = 0,  # > 0: slots up to this many after an n-gram the question / answer holds get biases
+        copy_recall_age: int = 0,  # > 0: those biases also read how recently the n-gram was written (buckets)
         copy_span: int = 0,  # the pointer also reads this many slots of the chunk after each retrieved one
         copy_lead: int = 0,  # ... and this many last slots of the chunk before each
         copy_groups: str = "last",  # "all": with G >= 2 groups the pointer reads every group's selection
@@ -134,6 +135,11 @@ class DRTConfig(PretrainedConfig):
         if not 0 <= int(copy_recall) < chunk_size - 1:
             raise ValueError(f"copy_recall must be in [0, {chunk_size - 1}), got {copy_recall}")
         self.copy_recall = int(copy_recall)
+        if not 0 <= int(copy_recall_age) <= 8:
+            raise ValueError(f"copy_recall_age is a number of age buckets in [0, 8], got {copy_recall_age}")
+        if int(copy_recall_age) and not self.copy_recall:
+            raise ValueError("copy_recall_age refines copy_recall's biases: set copy_recall > 0 too")
+        self.copy_recall_age = int(copy_recall_age)
         if not 0 <= int(copy_span) <= chunk_size - 1:
             raise ValueError(f"copy_span must be in [0, {chunk_size - 1}], got {copy_span}")
         self.copy_span = int(copy_span)

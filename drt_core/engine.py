@@ -691,7 +691,7 @@ class Engine:
             ctx = torch.from_numpy(np.stack([np.concatenate([self._chunk_tokens(mem, first + i - 1, tok_buf),
                                                              self._chunk_tokens(mem, first + i, tok_buf)])
                                              for i in range(n_seg)]).astype(np.int64)).to(dev)
-            recall = recall_lengths(toks, ctx, recall_limits(N, dev), c.pad_token_id)
+            recall = recall_lengths(toks, ctx, recall_limits(N, dev), c.pad_token_id, ages=c.copy_recall_age)
         gate, p = self.model.copy_head(padded, emb, gk, prev_emb, sel_w.float(), bigram, match, recall)  # [n_seg, S], [n_seg, S, k, R]
         toks = toks.view(n_seg, 1, k * R).expand(n_seg, S, k * R)
         return (gate.reshape(-1)[off: off + T], p.reshape(n_seg * S, k * R)[off: off + T],

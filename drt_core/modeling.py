@@ -415,7 +415,10 @@ class CopyHead(nn.Module):
     question, then the answer so far), with a learned bias per (o, length); the gate reads the
     largest such bias among the readable slots. "the magic number for amber falcon is 52..." then
     gets the bias of a 5-gram of the question two slots before "5", where a distractor needle
-    of another key gets that of a 3-gram.
+    of another key gets that of a 3-gram. copy_recall_age = A > 0 adds a bias per (o, length, age)
+    with the age of the n-gram's latest occurrence on the query side in log2 buckets (0, 1-2,
+    3-6, ..., the last open): in a 2-hop answer "v1, v2", v2's slot recalls the v1 just written
+    and v1's slot the v0 of the question, longer ago; lengths alone tie the two.
 
     copy_span = E > 0 extends each retrieved chunk, for the pointer only, by the first E slots of
     the chunk after it (always in the past: a selection serving chunk c reads chunks < c - 1), so
@@ -451,6 +454,9 @@ class CopyHead(nn.Module):
         if self.recall:  # config copy_recall: biases per (offset, recalled n-gram length), zero at init
             self.recall_bias = nn.Parameter(torch.zeros(self.recall, RECALL_CAP + 1))
             self.recall_gate = nn.Parameter(torch.zeros(1))
+        self.ages = cfg.copy_recall_age
+        if self.ages:  # config copy_recall_age: and per (offset, length, age bucket), zero at init
+            self.recall_age_bias = nn.Parameter(torch.zeros(self.recall, RECALL_CAP + 1, self.ages))
 
     def forward(self, h: torch.Tensor, emb: torch.Tensor, mem_k: torch.Tensor, prev_emb: torch.Tensor,
                 w: torch.Tensor, bigram: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
@@ -464,7 +470,7 @@ class CopyHead(nn.Module):
         position [Z, M, D], of the token two slots before each slot [Z, k, N, D], of each slot's own
         token [Z, k, N, D]). With copy_match, `match` [Z, M, k, N] the suffix-match lengths
         (suffix_match); with copy_recall, `recall` [Z, M, k, N] the recalled n-gram lengths ending
-        at each slot (recall_lengths). Returns gate logits [Z, M] and pointer weights [Z, M, k, N]
+        at each slot (recall_lengths; with copy_recall_age, its codes length + (cap + 1) * age). Returns gate logits [Z, M] and pointer weights [Z, M, k, N]
         (float32)."""
         hn = self.norm(h)
         q = self.q(hn) + self.q_tok(self.tok_norm(emb))
@@ -481,7 +487,10 @@ class CopyHead(nn.Module):
         if self.recall:  # slot s reads the n-gram ending at slot s - 1 - o, for o < J
             J, N = self.recall, recall.shape[-1]
             padded = F.pad(recall.long(), (J, 0))
-            rb = sum(self.recall_bias.float()[o][padded[..., J - 1 - o: J - 1 - o + N]] for o in range(J))
+            table = self.recall_bias.float()
+            if self.ages:  # one table over codes length + (cap + 1) * age
+                table = (table[:, None, :] + self.recall_age_bias.float().transpose(1, 2)).flatten(1)
+            rb = sum(table[o][padded[..., J - 1 - o: J - 1 - o + N]] for o in range(J))
             s = s + MATCH_SCALE * rb
         if self.global_softmax:  # one softmax-one over every slot, each chunk's log weight as a prior
             wf = w.float()[:, None, :, None]
@@ -529,12 +538,16 @@ RECALL_CAP = 6  # copy_recall: recalled n-grams are counted up to this length
 
 
 def recall_lengths(slot_toks: torch.Tensor, ctx: torch.Tensor, upto: torch.Tensor, pad_id: int,
-                   cap: int = RECALL_CAP) -> torch.Tensor:
+                   cap: int = RECALL_CAP, ages: int = 0) -> torch.Tensor:
     """For the copy head's copy_recall: slot_toks [Z, k, N] the retrieved chunks' tokens; ctx [Z, X]
     the query side's text (the chunk before and the query's own chunk); upto [M] the last index of
     ctx each query position may read (-1: none). Returns R [Z, M, k, N] uint8: the length (<= cap)
     of the longest n-gram ending at slot a that occurs in ctx[:upto[m] + 1] (pad ids match nothing).
-    Exact and causal: the match ending at ctx index x reads ctx[<= x] only."""
+    Exact and causal: the match ending at ctx index x reads ctx[<= x] only.
+
+    With ages = A > 0 (copy_recall_age), R + (cap + 1) * b instead: b the age upto[m] - x of the
+    latest such occurrence (ending at x) in log2 buckets, min(A - 1, floor(log2(age + 1))); b = 0
+    where nothing matches."""
     eq = (slot_toks[..., :, None] == ctx[:, None, None, :]) & (slot_toks != pad_id)[..., None]  # [Z, k, N, X]
     run = eq
     total = eq.to(torch.uint8)
@@ -544,8 +557,15 @@ def recall_lengths(slot_toks: torch.Tensor, ctx: torch.Tensor, upto: torch.Tenso
             break
         total += run
     best = torch.cummax(total, dim=-1).values  # the longest among ctx[: x + 1]
-    best = F.pad(best, (1, 0))  # index 0: nothing readable (upto = -1)
-    out = best[..., (upto + 1).clamp_min(0)]  # [Z, k, N, M]
+    gather = (upto + 1).clamp_min(0)
+    out = F.pad(best, (1, 0))[..., gather]  # [Z, k, N, M]; index 0: nothing readable (upto = -1)
+    if ages:  # the latest x holding the running longest: where total reaches it, carried forward
+        X = ctx.shape[-1]
+        at = torch.arange(X, dtype=torch.int32, device=ctx.device).expand_as(total)
+        last = torch.cummax(torch.where((total == best) & (total > 0), at, -1), dim=-1).values
+        age = (upto.to(torch.int32)[None, None, None, :] - F.pad(last, (1, 0))[..., gather]).clamp_min(0)
+        b = torch.floor(torch.log2(age.float() + 1)).clamp_max(ages - 1).to(torch.uint8)
+        out = out + (cap + 1) * (b * (out > 0))
     return out.permute(0, 3, 1, 2).contiguous()
 
 
@@ -746,6 +766,8 @@ class DRTPreTrainedModel(PreTrainedModel):
         if isinstance(module, CopyHead) and module.recall:
             nn.init.zeros_(module.recall_bias)
             nn.init.zeros_(module.recall_gate)
+        if isinstance(module, CopyHead) and module.ages:
+            nn.init.zeros_(module.recall_age_bias)
         if isinstance(module, (SelfAttention, ChunkEncoder)) and module.smear is not None:
             # nn.init, not fill_: transformers guards it so that a loaded value is not overwritten
             nn.init.constant_(module.smear, self.config.smear_init)
@@ -1094,7 +1116,8 @@ class DRTForCausalLM(DRTPreTrainedModel):
             recall = None
             if self.copy_head.recall:  # chunk c's query side: chunks c - 1 and c; slot j reads up to N + j
                 ctx = torch.cat([ids[:, :-1], ids[:, 1:]], dim=-1).reshape(B * (C - 1), 2 * N)
-                recall = recall_lengths(slot_ids, ctx, recall_limits(N, x.device), pad)
+                recall = recall_lengths(slot_ids, ctx, recall_limits(N, x.device), pad,
+                                        ages=self.config.copy_recall_age)
             g_, p_ = self.copy_head(x.view(B, C, S, D)[:, 1:].reshape(B * (C - 1), S, D),
                                     emb.view(B, C, S, D)[:, 1:].reshape(B * (C - 1), S, D),
                                     slot_k.reshape(B * (C - 1), k, R, D), prev_emb, w[:, :-1].reshape(B * (C - 1), k),

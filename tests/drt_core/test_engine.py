@@ -44,6 +44,8 @@ def make_model(arch="drt", groups=(2,), seed=0, **kw):
                 m.copy_head.recall_bias.copy_(torch.linspace(-0.2, 0.4, m.copy_head.recall_bias.numel())
                                               .view_as(m.copy_head.recall_bias))
                 m.copy_head.recall_gate.fill_(0.05)
+            if m.copy_head.ages:  # copy_recall_age: zero at init, a no-op
+                m.copy_head.recall_age_bias.normal_(0, 0.1)
     # non-trivial query norms, so a path that forgot them would retrieve differently (spec §6.2)
     with torch.no_grad():
         for n in getattr(m, "lmk_norms", []):
@@ -71,7 +73,8 @@ def copy_kw(smear):
                 copy_span=9 if full else 0, query_encoder=1 if full else 0,
                 copy_lead=11 if smear == "lead" else 0, key_encoder=int(smear == "lead"),
                 key_context=5 if smear == "lead" else 0,
-                copy_groups="all" if smear == "allgroups" else "last")
+                copy_groups="all" if smear == "allgroups" else "last",
+                copy_recall_age=4 if smear in ("lead", "allgroups") else 0)
 
 
 def repeating_ids(L, period=130, seed=1):

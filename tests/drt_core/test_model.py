@@ -509,11 +509,13 @@ def lead_span(mem_k, ids, c, lead, span):
     return mk, chunk
 
 
-@pytest.mark.parametrize("bigram,glob,match,recall,span,lead", [
-    (False, False, 0, 0, 0, 0), (True, False, 0, 0, 0, 0), (True, True, 0, 0, 0, 0), (True, True, 5, 0, 0, 0),
-    (False, False, 3, 0, 0, 0), (True, True, 5, 4, 0, 0), (False, False, 0, 3, 0, 0), (True, True, 5, 4, 10, 0),
-    (False, False, 0, 0, 7, 0), (True, True, 5, 4, 10, 6), (False, False, 0, 0, 0, 9)])
-def test_copy_head_mixture_against_a_naive_reference(bigram, glob, match, recall, span, lead):
+@pytest.mark.parametrize("bigram,glob,match,recall,span,lead,ages", [
+    (False, False, 0, 0, 0, 0, 0), (True, False, 0, 0, 0, 0, 0), (True, True, 0, 0, 0, 0, 0),
+    (True, True, 5, 0, 0, 0, 0), (False, False, 3, 0, 0, 0, 0), (True, True, 5, 4, 0, 0, 0),
+    (False, False, 0, 3, 0, 0, 0), (True, True, 5, 4, 10, 0, 0), (False, False, 0, 0, 7, 0, 0),
+    (True, True, 5, 4, 10, 6, 0), (False, False, 0, 0, 0, 9, 0), (False, False, 0, 3, 0, 0, 5),
+    (True, True, 5, 4, 10, 6, 3)])
+def test_copy_head_mixture_against_a_naive_reference(bigram, glob, match, recall, span, lead, ages):
     """The CopyHead output, recomputed by hand for a few positions: the LM's softmax scaled by
     1 - g*P plus g times the pointer's weight on each retrieved slot's token; chunks 0 and 1
     (nothing retrieved) get the plain LM; every row sums to 1. With copy_bigram the query also
@@ -524,10 +526,11 @@ def test_copy_head_mixture_against_a_naive_reference(bigram, glob, match, recall
     the longest one; with copy_recall each slot's score gets, per offset o, the bias of the
     longest n-gram ending o + 1 slots before it that the query's chunk before and own chunk (up to
     the query) contain, searched here substring by substring, and the gate the largest such sum;
+    with copy_recall_age that bias also per age bucket of the n-gram's latest occurrence there;
     with copy_span each retrieved chunk runs on into the first slots of the chunk after it; with
     copy_lead it starts with the last slots of the chunk before it (pads before chunk 0)."""
     model = make("drt", chunk_topk=2, copy_head=True, smear_keys=True, copy_bigram=bigram, copy_global=glob,
-                 copy_match=match, copy_recall=recall, copy_span=span, copy_lead=lead)
+                 copy_match=match, copy_recall=recall, copy_span=span, copy_lead=lead, copy_recall_age=ages)
     ch = model.copy_head
     with torch.no_grad():
         ch.gate.bias.fill_(0.3)
@@ -546,6 +549,8 @@ def test_copy_head_mixture_against_a_naive_reference(bigram, glob, match, recall
         if recall:
             ch.recall_bias.copy_(torch.linspace(-0.2, 0.3, ch.recall_bias.numel()).view_as(ch.recall_bias))
             ch.recall_gate.fill_(0.05)
+        if ages:
+            ch.recall_age_bias.normal_(0, 0.1)
     # with copy_match / copy_recall a repeated block, so that long matches occur
     ids = rand_ids(1, 50).repeat(1, 6)[:, :4 * S1 + 10] if match or recall else rand_ids(1, 4 * S1 + 10)
     cap = {}
@@ -592,11 +597,20 @@ def test_copy_head_mixture_against_a_naive_reference(bigram, glob, match, recall
                     longest = max(longest, max(lens))
             if recall:
                 ctx = ids[0, (c - 1) * S1: t + 1].tolist()
-                texts = {tuple(ctx[a:b]) for a in range(len(ctx)) for b in range(a + 1, min(a + 6, len(ctx)) + 1)}
+                ends = {}  # n-gram -> the last index of ctx where an occurrence ends
+                for a in range(len(ctx)):
+                    for b in range(a + 1, min(a + 6, len(ctx)) + 1):
+                        ends[tuple(ctx[a:b])] = max(ends.get(tuple(ctx[a:b]), -1), b - 1)
                 ngram = [max([n for n in range(1, 7) if a - n + 1 >= 0 and tuple(chunk[a - n + 1: a + 1].tolist())
-                              in texts] or [0]) for a in range(len(chunk))]
-                rb = torch.stack([sum(ch.recall_bias[o][ngram[sl - 1 - o] if sl - 1 - o >= 0 else 0]
-                                      for o in range(recall)) for sl in range(len(chunk))])
+                              in ends] or [0]) for a in range(len(chunk))]
+                bucket = [min(ages - 1, int(math.log2(len(ctx) - 1 - ends[tuple(chunk[a - n + 1: a + 1].tolist())]
+                                                      + 1))) if ages and n else 0 for a, n in enumerate(ngram)]
+
+                def bias(o, a):  # offset o's bias for the n-gram ending at slot a (none before slot 0)
+                    if a < 0:
+                        return ch.recall_bias[o][0] + (ch.recall_age_bias[o][0][0] if ages else 0)
+                    return ch.recall_bias[o][ngram[a]] + (ch.recall_age_bias[o][ngram[a]][bucket[a]] if ages else 0)
+                rb = torch.stack([sum(bias(o, sl - 1 - o) for o in range(recall)) for sl in range(len(chunk))])
                 s = s + 10.0 * rb
                 if w[j] > 0:
                     strongest = max(strongest, float(rb.detach().max()))
@@ -620,6 +634,37 @@ def test_copy_head_mixture_against_a_naive_reference(bigram, glob, match, recall
     assert seen_long or not (match or recall)  # the matches were exercised
 
 
+def test_recall_ages_are_those_of_the_latest_longest_occurrence():
+    """copy_recall_age's feature by hand, as in a 2-hop answer: the question holds v0 = (1, 2, 3),
+    the answer so far v1 = (4, 5, 6) then ","; the slot after v0 recalls it from long ago, the
+    slot after v1 from one token ago. An earlier longer occurrence beats a later shorter one, and
+    of two equal ones the later counts. Buckets floor(log2(age + 1)), capped at ages - 1."""
+    from drt_core.modeling import recall_lengths
+
+    ctx = torch.tensor([[1, 2, 3, 8, 7, 2, 3, 8, 8, 4, 5, 6, 9]])  # "... v0 ... (2 3) ... v1 ,"
+    slots = torch.tensor([[[1, 2, 3, 4, 5, 6, 7]]])  # [Z=1, k=1, N=7]
+    upto = torch.tensor([12, 3])  # the ","; and a query that reads ctx[:4] only
+    out = recall_lengths(slots, ctx, upto, pad_id=0, ages=4).long()  # [1, 2, 1, 7]
+    lengths, age = out % 7, out // 7
+    assert lengths[0, 0, 0].tolist() == [1, 2, 3, 1, 2, 3, 1]
+    # slot 2 ends "1 2 3" at ctx 2 (age 10: bucket 3), slot 5 "4 5 6" at ctx 11 (age 1: bucket 1);
+    # slot 1: "1 2" only at ctx 1 (age 11); slot 3: "4" at ctx 9 (age 3: bucket 2); slot 6: "7" at 4 (age 8)
+    assert age[0, 0, 0].tolist() == [3, 3, 3, 2, 1, 1, 3]
+    assert lengths[0, 1, 0].tolist() == [1, 2, 3, 0, 0, 0, 0]  # causal: ctx[:4] holds v0 and an 8
+    assert age[0, 1, 0].tolist() == [2, 1, 1, 0, 0, 0, 0]  # ages 3, 2, 1; none (0) where nothing matches
+    ctx2 = torch.tensor([[2, 3, 9, 9, 9, 9, 9, 9, 9, 9, 2, 3]])  # "2 3" twice: the later one counts
+    out2 = recall_lengths(torch.tensor([[[2, 3]]]), ctx2, torch.tensor([11]), pad_id=0, ages=4).long()
+    assert (out2 % 7)[0, 0, 0].tolist() == [1, 2] and (out2 // 7)[0, 0, 0].tolist() == [1, 0]
+    assert torch.equal(recall_lengths(slots, ctx, upto, pad_id=0), lengths.to(torch.uint8))  # ages=0: lengths
+
+
+def test_copy_recall_age_needs_copy_recall():
+    with pytest.raises(ValueError, match="copy_recall > 0"):
+        DRTConfig.from_preset("tiny", copy_head=True, copy_recall_age=3)
+    with pytest.raises(ValueError, match="age buckets"):
+        DRTConfig.from_preset("tiny", copy_head=True, copy_recall=2, copy_recall_age=9)
+
+
 def test_copy_match_added_to_a_saved_model_starts_as_a_no_op(tmp_path):
     """`train --init M --set copy_match=n --set copy_recall=J` loads M's weights and adds zero match biases: the
     outputs are M's until they train (the nn.Parameters are created by _init_weights, not
@@ -630,8 +675,9 @@ def test_copy_match_added_to_a_saved_model_starts_as_a_no_op(tmp_path):
         model.copy_head.q_tok.weight.normal_(0, 0.3)
         model.copy_head.k_tok.weight.normal_(0, 0.3)
     model.save_pretrained(tmp_path)
-    grown = DRTForCausalLM.from_pretrained(tmp_path, copy_match=6, copy_recall=4).eval()
-    assert grown.config.copy_match == 6 and grown.config.copy_recall == 4
+    grown = DRTForCausalLM.from_pretrained(tmp_path, copy_match=6, copy_recall=4, copy_recall_age=3).eval()
+    assert grown.config.copy_match == 6 and grown.config.copy_recall == 4 and grown.config.copy_recall_age == 3
+    assert torch.equal(grown.copy_head.recall_age_bias, torch.zeros(4, 7, 3))
     assert torch.equal(grown.copy_head.match_bias, torch.zeros(7))
     assert torch.equal(grown.copy_head.match_gate, torch.zeros(7))
     assert torch.equal(grown.copy_head.recall_bias, torch.zeros(4, 7))
