@@ -68,6 +68,7 @@ class TrainConfig:
     gca_lr_mult: float = 1.0  # lr multiplier of the retrieval path (GCA, chunk encoder, query norms)
     smear_lr_mult: float = 30.0  # lr multiplier of the smeared-key logits (one scalar per head)
     copy_lr_mult: float = 3.0  # lr multiplier of the copy head (config copy_head), new on a trained model
+    copy_bias_lr_mult: float = 1.0  # and on top of it, of the copy head's feature biases (COPY_BIASES)
     oracle_steps: int = 0  # first steps: forced rows read only the needle chunk (copy-path warm-up)
     retrieval_loss: float = 0.0  # weight of the forced rows' retrieval cross-entropy (0 = LM loss only)
     gca_out_scale: float = 1.0  # with --init: scale the GCA output projections once at the start
@@ -266,12 +267,16 @@ def build_model(cfg: TrainConfig):
 
 
 RETRIEVAL_PATH = ("gca.", "encoder.", "lmk_norms.")
+# the copy head's scalar biases per exact-feature value (suffix-match and recall lengths, ages): at
+# the matrices' rate they move 0.1 a step at most (x MATCH_SCALE), while the pointer's learned
+# scores span tens (RESULTS.md §5, round 10)
+COPY_BIASES = ("match_bias", "match_gate", "recall_bias", "recall_gate", "recall_age_bias")
 
 
 def param_groups(model, cfg: TrainConfig) -> list[dict]:
     """AdamW groups: weight decay on matrices only; the retrieval path (GCA projections, chunk
     encoder, landmark query norms) at `gca_lr_mult` times the learning rate, the copy head at
-    `copy_lr_mult` times; the smeared-key logits
+    `copy_lr_mult` times (its feature biases, COPY_BIASES, `copy_bias_lr_mult` times more); the smeared-key logits
     (config smear_keys) at `smear_lr_mult` times: one scalar per head, which at the matrices' rate
     would take thousands of steps to move a head from its own key to the previous one."""
     groups = {}
@@ -283,7 +288,7 @@ def param_groups(model, cfg: TrainConfig) -> list[dict]:
         decay = p.dim() >= 2
         mult = cfg.gca_lr_mult if any(s in n for s in RETRIEVAL_PATH) else 1.0
         if n.startswith("copy_head."):
-            mult = cfg.copy_lr_mult
+            mult = cfg.copy_lr_mult * (cfg.copy_bias_lr_mult if n.split(".")[-1] in COPY_BIASES else 1.0)
         if n.endswith("smear"):
             mult = cfg.smear_lr_mult
         g = groups.setdefault((decay, mult), {"params": [], "weight_decay": cfg.weight_decay if decay else 0.0,
@@ -482,7 +487,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
                  "task_pairs", "task_len_min", "task_len_ramp", "task_margin", "force_steps", "oracle_steps"):
         p.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name), help=f"default {getattr(d, name)}")
     for name in ("lr", "min_lr", "weight_decay", "grad_clip", "book_weight", "task_frac", "answer_weight",
-                 "force_retrieval", "gca_lr_mult", "smear_lr_mult", "copy_lr_mult", "retrieval_loss", "gca_out_scale", "lm_loss",
+                 "force_retrieval", "gca_lr_mult", "smear_lr_mult", "copy_lr_mult", "copy_bias_lr_mult", "retrieval_loss", "gca_out_scale", "lm_loss",
                  "task_split"):
         p.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(d, name), help=f"default {getattr(d, name)}")
     p.add_argument("--retrieval-distractors", type=_at_least_one, default=d.retrieval_distractors, metavar="M",

@@ -10,7 +10,8 @@ copy_groups="all").
 `python bench/probes/twohop.py copy MODEL [LENGTH] [SAMPLES]`: teacher-forced, at the first token of
 each value (after ":" for hop 1, after "," for hop 2): the model's output right; the copy head's
 pointer pointing at the right token (its heaviest token); the gate's mean opening (sigmoid), which
-mixes the pointer into the LM output.
+mixes the pointer into the LM output. Each miss prints the slot the pointer chose and the text
+before it.
 
 Both run the batch forward of the whole sample: at 64K that takes about 13 GB of RAM."""
 import sys
@@ -55,9 +56,11 @@ def copy(model, model_dir, examples):
         return cap["copy"]
 
     model._batch_copy = spy
-    comma = load_tokenizer(model_dir).encode(",", add_special_tokens=False)
+    tok = load_tokenizer(model_dir)
+    comma = tok.encode(",", add_special_tokens=False)
+    R = model.config.copy_lead + model.config.chunk_size - 1 + model.config.copy_span
     stats = {h: np.zeros(3) for h in ("hop 1", "hop 2")}
-    for ex in examples:
+    for i, ex in enumerate(examples):
         a0, a1 = ex.answer_spans[0]
         with torch.no_grad():
             out = model(torch.tensor(ex.ids[:a1])[None])
@@ -69,6 +72,13 @@ def copy(model, model_dir, examples):
             mass = torch.zeros(int(toks.max()) + 1).index_add_(0, toks[0, t], p[0, t])
             stats[hop] += [int(out.logits[0, t].argmax()) == want, int(mass.argmax()) == want,
                            float(torch.sigmoid(gate[0, t]))]
+            if int(mass.argmax()) != want:  # where the pointer went: its heaviest slot and the text before it
+                r = int(p[0, t].argmax())
+                lo = r - min(r % R, 12)
+                print(f"sample {i} {hop}: want {tok.decode([want])!r} ({float(mass[want]):.2f}), pointer "
+                      f"{tok.decode([int(toks[0, t, r])])!r} ({float(mass.max()):.2f}) after "
+                      f"{tok.decode(toks[0, t, lo:r].tolist())!r}; answer so far "
+                      f"{tok.decode(ex.ids[a0 - 12:t + 1].tolist())!r}", flush=True)
     n = len(examples)
     return "; ".join(f"{hop} first token: output right {int(ok)}, pointer right {int(ptr)}, mean gate {g / n:.2f}"
                      for hop, (ok, ptr, g) in stats.items())

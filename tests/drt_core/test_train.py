@@ -63,6 +63,26 @@ def test_param_groups_give_smeared_key_logits_their_own_rate():
     assert sum(n.endswith("smear") for n, _ in model.named_parameters()) == 2 + 2 + 1
 
 
+def test_param_groups_give_the_copy_heads_feature_biases_their_own_rate():
+    """copy_bias_lr_mult multiplies copy_lr_mult for the copy head's per-feature biases only (match,
+    recall, age tables and their gate scalars), not for its linear layers (the gate's bias too)."""
+    from drt_core.train import COPY_BIASES, TrainConfig, param_groups
+
+    cfg = DRTConfig.from_preset("tiny", vocab_size=300, hidden_size=64, num_heads=2, intermediate_size=128,
+                                copy_head=True, copy_match=4, copy_recall=3, copy_recall_age=4)
+    model = DRTForCausalLM(cfg)
+    groups = param_groups(model, TrainConfig(copy_lr_mult=3.0, copy_bias_lr_mult=10.0))
+    by_id = {id(p): g for g in groups for p in g["params"]}
+    seen = set()
+    for n, p in model.named_parameters():
+        if n.startswith("copy_head."):
+            last = n.split(".")[-1]
+            want = 30.0 if last in COPY_BIASES else 3.0
+            assert by_id[id(p)]["lr_mult"] == want, n
+            seen.add(last)
+    assert set(COPY_BIASES) <= seen and "bias" in seen  # every feature bias exists; gate.bias stays at 3
+
+
 def test_init_with_structural_overrides_adds_the_new_modules(tmp_path):
     """`train --init CKPT --set copy_head=true`: the override reaches the config before the model is
     built, so the copy head exists (freshly initialised like any layer: the gate's bias at 0) and every loaded
