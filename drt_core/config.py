@@ -70,6 +70,7 @@ class DRTConfig(PretrainedConfig):
         copy_match: int = 0,  # > 0: the pointer and its gate read exact suffix-match lengths (capped here)
         copy_recall: int = 0,  # > 0: slots up to this many after an n-gram the question / answer holds get biases
         copy_recall_age: int = 0,  # > 0: those biases also read how recently the n-gram was written (buckets)
+        copy_qk_cap: float = 0.0,  # > 0: the pointer's learned scores soft-capped at +-this (tanh), 0 = off
         copy_span: int = 0,  # the pointer also reads this many slots of the chunk after each retrieved one
         copy_lead: int = 0,  # ... and this many last slots of the chunk before each
         copy_groups: str = "last",  # "all": with G >= 2 groups the pointer reads every group's selection
@@ -140,6 +141,11 @@ class DRTConfig(PretrainedConfig):
         if int(copy_recall_age) and not self.copy_recall:
             raise ValueError("copy_recall_age refines copy_recall's biases: set copy_recall > 0 too")
         self.copy_recall_age = int(copy_recall_age)
+        if float(copy_qk_cap) < 0:
+            raise ValueError(f"copy_qk_cap is a bound on the pointer's scores (> 0) or 0 (off), got {copy_qk_cap}")
+        if float(copy_qk_cap) and not copy_head:
+            raise ValueError("copy_qk_cap bounds the copy head's scores: set copy_head=true too")
+        self.copy_qk_cap = float(copy_qk_cap)
         if not 0 <= int(copy_span) <= chunk_size - 1:
             raise ValueError(f"copy_span must be in [0, {chunk_size - 1}], got {copy_span}")
         self.copy_span = int(copy_span)

@@ -420,6 +420,11 @@ class CopyHead(nn.Module):
     3-6, ..., the last open): in a 2-hop answer "v1, v2", v2's slot recalls the v1 just written
     and v1's slot the v0 of the question, longer ago; lengths alone tie the two.
 
+    copy_qk_cap = c > 0 soft-caps the learned query-key scores at +-c (c * tanh(s / c)) before the
+    exact-feature biases are added. Trained, those scores spread over tens and saturate the softmax,
+    so the right slot got no gradient and the recall biases could never outgrow them (RESULTS.md
+    §5, round 10).
+
     copy_span = E > 0 extends each retrieved chunk, for the pointer only, by the first E slots of
     the chunk after it (always in the past: a selection serving chunk c reads chunks < c - 1), so
     a value written across a chunk boundary can be copied to its end; the slots' contexts (the
@@ -446,6 +451,7 @@ class CopyHead(nn.Module):
             self.q_tok2 = nn.Linear(D, d, bias=False)
             self.k_tok2 = nn.Linear(D, d, bias=False)
             self.gate_tok = nn.Linear(D, 1, bias=False)  # reads the token the pointer would copy
+        self.qk_cap = cfg.copy_qk_cap
         self.match = cfg.copy_match
         if self.match:  # config copy_match: biases per exact suffix-match length (0..n), zero at init
             self.match_bias = nn.Parameter(torch.zeros(self.match + 1))
@@ -481,6 +487,8 @@ class CopyHead(nn.Module):
             q = q + self.q_tok2(self.tok_norm(q_prev_emb))
             keys = keys + self.k_tok2(self.tok_norm(prev2_emb))
         s = torch.einsum("zmd,zjnd->zmjn", q.float(), keys.float()) / math.sqrt(self.d)
+        if self.qk_cap:  # config copy_qk_cap: bounded, so the exact features below can outweigh them
+            s = self.qk_cap * torch.tanh(s / self.qk_cap)
         if self.match:
             match = match.long()
             s = s + MATCH_SCALE * self.match_bias.float()[match]

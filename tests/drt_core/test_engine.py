@@ -74,7 +74,8 @@ def copy_kw(smear):
                 copy_lead=11 if smear == "lead" else 0, key_encoder=int(smear == "lead"),
                 key_context=5 if smear == "lead" else 0,
                 copy_groups="all" if smear == "allgroups" else "last",
-                copy_recall_age=4 if smear in ("lead", "allgroups") else 0)
+                copy_recall_age=4 if smear in ("lead", "allgroups") else 0,
+                copy_qk_cap=2.0 if smear == "allgroups" else 0.0)
 
 
 def repeating_ids(L, period=130, seed=1):

@@ -509,13 +509,14 @@ def lead_span(mem_k, ids, c, lead, span):
     return mk, chunk
 
 
-@pytest.mark.parametrize("bigram,glob,match,recall,span,lead,ages", [
-    (False, False, 0, 0, 0, 0, 0), (True, False, 0, 0, 0, 0, 0), (True, True, 0, 0, 0, 0, 0),
-    (True, True, 5, 0, 0, 0, 0), (False, False, 3, 0, 0, 0, 0), (True, True, 5, 4, 0, 0, 0),
-    (False, False, 0, 3, 0, 0, 0), (True, True, 5, 4, 10, 0, 0), (False, False, 0, 0, 7, 0, 0),
-    (True, True, 5, 4, 10, 6, 0), (False, False, 0, 0, 0, 9, 0), (False, False, 0, 3, 0, 0, 5),
-    (True, True, 5, 4, 10, 6, 3)])
-def test_copy_head_mixture_against_a_naive_reference(bigram, glob, match, recall, span, lead, ages):
+@pytest.mark.parametrize("bigram,glob,match,recall,span,lead,ages,qk_cap", [
+    (False, False, 0, 0, 0, 0, 0, 0.0), (True, False, 0, 0, 0, 0, 0, 0.0), (True, True, 0, 0, 0, 0, 0, 0.0),
+    (True, True, 5, 0, 0, 0, 0, 0.0), (False, False, 3, 0, 0, 0, 0, 0.0), (True, True, 5, 4, 0, 0, 0, 0.0),
+    (False, False, 0, 3, 0, 0, 0, 0.0), (True, True, 5, 4, 10, 0, 0, 0.0), (False, False, 0, 0, 7, 0, 0, 0.0),
+    (True, True, 5, 4, 10, 6, 0, 0.0), (False, False, 0, 0, 0, 9, 0, 0.0), (False, False, 0, 3, 0, 0, 5, 0.0),
+    (True, True, 5, 4, 10, 6, 3, 0.0), (True, True, 5, 4, 10, 6, 3, 2.5),
+    (False, False, 0, 0, 0, 0, 0, 1.5)])
+def test_copy_head_mixture_against_a_naive_reference(bigram, glob, match, recall, span, lead, ages, qk_cap):
     """The CopyHead output, recomputed by hand for a few positions: the LM's softmax scaled by
     1 - g*P plus g times the pointer's weight on each retrieved slot's token; chunks 0 and 1
     (nothing retrieved) get the plain LM; every row sums to 1. With copy_bigram the query also
@@ -527,10 +528,12 @@ def test_copy_head_mixture_against_a_naive_reference(bigram, glob, match, recall
     longest n-gram ending o + 1 slots before it that the query's chunk before and own chunk (up to
     the query) contain, searched here substring by substring, and the gate the largest such sum;
     with copy_recall_age that bias also per age bucket of the n-gram's latest occurrence there;
+    with copy_qk_cap the learned scores (before those biases) go through cap * tanh(s / cap);
     with copy_span each retrieved chunk runs on into the first slots of the chunk after it; with
     copy_lead it starts with the last slots of the chunk before it (pads before chunk 0)."""
     model = make("drt", chunk_topk=2, copy_head=True, smear_keys=True, copy_bigram=bigram, copy_global=glob,
-                 copy_match=match, copy_recall=recall, copy_span=span, copy_lead=lead, copy_recall_age=ages)
+                 copy_match=match, copy_recall=recall, copy_span=span, copy_lead=lead, copy_recall_age=ages,
+                 copy_qk_cap=qk_cap)
     ch = model.copy_head
     with torch.no_grad():
         ch.gate.bias.fill_(0.3)
@@ -585,6 +588,9 @@ def test_copy_head_mixture_against_a_naive_reference(bigram, glob, match, recall
                 before2 = torch.cat([torch.zeros_like(chunk[:2]), chunk[:-2]])
                 kk = kk + ch.k_tok2(ch.tok_norm(model.embed(before2)))
             s = kk @ q / math.sqrt(ch.d)
+            if qk_cap:
+                assert s.abs().max() > qk_cap  # the cap bites
+                s = qk_cap * torch.tanh(s / qk_cap)
             if match:
                 lens = []
                 for slot in range(len(chunk)):
@@ -658,11 +664,15 @@ def test_recall_ages_are_those_of_the_latest_longest_occurrence():
     assert torch.equal(recall_lengths(slots, ctx, upto, pad_id=0), lengths.to(torch.uint8))  # ages=0: lengths
 
 
-def test_copy_recall_age_needs_copy_recall():
+def test_copy_recall_age_and_qk_cap_are_validated():
     with pytest.raises(ValueError, match="copy_recall > 0"):
         DRTConfig.from_preset("tiny", copy_head=True, copy_recall_age=3)
     with pytest.raises(ValueError, match="age buckets"):
         DRTConfig.from_preset("tiny", copy_head=True, copy_recall=2, copy_recall_age=9)
+    with pytest.raises(ValueError, match="copy_head=true"):
+        DRTConfig.from_preset("tiny", copy_qk_cap=5.0)
+    with pytest.raises(ValueError, match="bound"):
+        DRTConfig.from_preset("tiny", copy_head=True, copy_qk_cap=-1.0)
 
 
 def test_copy_match_added_to_a_saved_model_starts_as_a_no_op(tmp_path):
