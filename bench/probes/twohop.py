@@ -13,16 +13,25 @@ pointer pointing at the right token (its heaviest token); the gate's mean openin
 mixes the pointer into the LM output. Each miss prints the slot the pointer chose and the text
 before it.
 
-Both run the batch forward of the whole sample: at 64K that takes about 13 GB of RAM."""
+`python bench/probes/twohop.py scores MODEL [LENGTH] [SAMPLES]`: at the same tokens, the pointer's
+score of the slot it chose split into its terms: the learned query-key score (after copy_qk_cap),
+the suffix-match bias, the recall biases (with copy_recall_age, ages included) and the chunk's
+log fusion weight (copy_global's prior); for a miss, the same for the best slot holding the
+right token (none printed when no retrieved slot holds it).
+
+All three run the batch forward of the whole sample: at 64K that takes about 13 GB of RAM."""
+import math
 import sys
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 sys.path.insert(0, ".")
 from bench.niah_retrieval import parse_len, score_rank  # noqa: E402
 from drt_core import DRTForCausalLM  # noqa: E402
 from drt_core.evaluate import niah_depths, niah_example  # noqa: E402
+from drt_core.modeling import MATCH_SCALE  # noqa: E402
 from drt_core.tasks import retrieval_targets  # noqa: E402
 
 
@@ -84,6 +93,78 @@ def copy(model, model_dir, examples):
                      for hop, (ok, ptr, g) in stats.items())
 
 
+def scores(model, model_dir, examples):
+    from drt_core.tokenizer import load_tokenizer
+
+    ch, cfg, cap = model.copy_head, model.config, {}
+    head_fwd, batch_copy = ch.forward, model._batch_copy
+
+    def spy_head(*a):
+        cap["args"] = a
+        return head_fwd(*a)
+
+    def spy_copy(*a):
+        cap["copy"] = batch_copy(*a)
+        return cap["copy"]
+
+    ch.forward, model._batch_copy = spy_head, spy_copy
+    tok = load_tokenizer(model_dir)
+    comma = tok.encode(",", add_special_tokens=False)
+    R = cfg.copy_lead + cfg.chunk_size - 1 + cfg.copy_span
+    S1 = cfg.chunk_size - 1
+    right_n = {"hop 1": 0, "hop 2": 0}
+    for i, ex in enumerate(examples):
+        a0, a1 = ex.answer_spans[0]
+        with torch.no_grad():
+            model(torch.tensor(ex.ids[:a1])[None])
+            h, emb, mem_k, prev_emb, w, bigram, match, recall = cap["args"]
+            gate, p, toks = cap["copy"]
+            ans = ex.ids[a0:a1].tolist()
+            sep = next(j for j in range(len(ans)) if ans[j] in comma)
+            for hop, t in (("hop 1", a0 - 1), ("hop 2", a0 + sep)):
+                want, z, m = int(ex.ids[t + 1]), t // S1 - 1, t % S1  # row z serves chunk z + 1
+                hn = ch.norm(h[z:z + 1, m:m + 1])
+                q = ch.q(hn) + ch.q_tok(ch.tok_norm(emb[z:z + 1, m:m + 1]))
+                mk = mem_k[z:z + 1]
+                keys = ch.k(mk) + ch.k_prev(F.pad(mk, (0, 0, 1, 0))[..., :-1, :]) + ch.k_tok(ch.tok_norm(prev_emb[z:z + 1]))
+                if ch.bigram:
+                    q = q + ch.q_tok2(ch.tok_norm(bigram[0][z:z + 1, m:m + 1]))
+                    keys = keys + ch.k_tok2(ch.tok_norm(bigram[1][z:z + 1]))
+                qk = (torch.einsum("zmd,zjnd->zmjn", q, keys) / math.sqrt(ch.d))[0, 0].flatten()
+                if ch.qk_cap:
+                    qk = ch.qk_cap * torch.tanh(qk / ch.qk_cap)
+                terms = {"qk": qk}
+                if ch.match:
+                    terms["match"] = (MATCH_SCALE * ch.match_bias[match[z, m].long()]).flatten()
+                if ch.recall:
+                    J, rc = ch.recall, recall[z, m].long()
+                    table = ch.recall_bias
+                    if ch.ages:
+                        table = (table[:, None, :] + ch.recall_age_bias.transpose(1, 2)).flatten(1)
+                    padded = F.pad(rc, (J, 0))
+                    terms["recall"] = (MATCH_SCALE * sum(table[o][padded[..., J - 1 - o: J - 1 - o + rc.shape[-1]]]
+                                                         for o in range(J))).flatten()
+                if cfg.copy_global:
+                    terms["log w"] = torch.log(w[z].clamp_min(1e-30)).repeat_interleave(R)
+                total = sum(terms.values())
+                tk = toks[0, t]
+
+                def say(r):
+                    return (f"{tok.decode([int(tk[r])])!r} (chunk {r // R}, slot {r % R}): "
+                            + ", ".join(f"{k} {float(v[r]):.1f}" for k, v in terms.items()) + f" = {float(total[r]):.1f}")
+
+                chosen = int(p[0, t].argmax())
+                ok = int(tk[chosen]) == want
+                right_n[hop] += ok
+                line = f"sample {i} {hop} {'right' if ok else 'MISS'}: chose {say(chosen)}"
+                holds = [r for r in range(len(tk)) if int(tk[r]) == want]
+                if not ok:
+                    line += f" | right {say(max(holds, key=lambda r: float(total[r])))}" if holds else " | right: not read"
+                print(line, flush=True)
+    ch.forward, model._batch_copy = head_fwd, batch_copy
+    return "pointer right at the first token: " + ", ".join(f"{h} {n}/{len(examples)}" for h, n in right_n.items())
+
+
 if __name__ == "__main__":
     mode, model_dir = sys.argv[1], sys.argv[2]
     L = parse_len(sys.argv[3]) if len(sys.argv) > 3 else 4096
@@ -91,4 +172,4 @@ if __name__ == "__main__":
     hay = np.fromfile("data/books/val.bin", dtype=np.uint16).astype(np.int64)
     model = DRTForCausalLM.from_pretrained(model_dir).eval()
     examples = [niah_example("2hop", hay, L, i, 0, niah_depths(5), "train", model_dir) for i in range(n)]
-    print(f"{L} tokens, {n} samples: " + {"ranks": ranks, "copy": copy}[mode](model, model_dir, examples))
+    print(f"{L} tokens, {n} samples: " + {"ranks": ranks, "copy": copy, "scores": scores}[mode](model, model_dir, examples))
