@@ -417,7 +417,7 @@ class CopyHead(nn.Module):
     gets the bias of a 5-gram of the question two slots before "5", where a distractor needle
     of another key gets that of a 3-gram. copy_recall_age = A > 0 adds a bias per (o, length, age)
     with the age of the n-gram's latest occurrence on the query side in log2 buckets (0, 1-2,
-    3-6, ..., the last open): in a 2-hop answer "v1, v2", v2's slot recalls the v1 just written
+    3-6, ..., the last open): in a 2-hop answer "v1; v2", v2's slot recalls the v1 just written
     and v1's slot the v0 of the question, longer ago; lengths alone tie the two.
 
     copy_qk_cap = c > 0 soft-caps the learned query-key scores at +-c (c * tanh(s / c)) before the

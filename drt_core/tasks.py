@@ -7,7 +7,7 @@ Tasks (the spec's semantics, our text):
   the question names the real key.
 * ``2hop``     chains v0 -> v1 -> v2 plus ``n_distractors`` (default 1) distractor chains
   v3 -> v4 -> v5; each hop is its own needle, shuffled and spread over the haystack; the question
-  gives v0 and the answer is "v1, v2".
+  gives v0 and the answer is "v1; v2" (TWOHOP_SEP: no needle continues its first code with it).
 
 Values are random digit strings (5-7 digits, first digit non-zero, all distinct in an example), so
 answers are checkable from text (`score_answer`). Needles and questions come from FAMILIES of
@@ -127,6 +127,22 @@ TWOHOP_QUESTIONS = (
     "Trace two hops from {start}. What are they?",
     "Name the two codes that follow {start}.",
 )
+
+# The 2-hop answer's separator. It must not be what a needle writes right after its first code: the
+# copy head's exact suffix match would then continue that needle ("From v1," -> " the") instead of
+# starting v2 (round 10's hop-2 misses with ", ": docs/RESULTS.md §5, round 11).
+TWOHOP_SEP = ";"
+
+
+def twohop_answer(v1: str, v2: str) -> str:
+    """The answer text of a 2-hop question: "v1; v2"."""
+    return f"{v1}{TWOHOP_SEP} {v2}"
+
+
+def twohop_values(answer: str) -> list[str]:
+    """twohop_answer's inverse: [v1, v2]."""
+    return [v.strip() for v in answer.split(TWOHOP_SEP)]
+
 
 TEMPLATES = {
     "single": (SINGLE_NEEDLES, SINGLE_QUESTIONS),
@@ -362,7 +378,7 @@ def _facts_2hop(rng, n_pairs, n_distractors, digits, ntpl, qtpl):
             if c < n_pairs:
                 real.append(len(needles))
             needles.append(rng.choice(ntpl).format(a=x, b=y))
-    qas = [(rng.choice(qtpl).format(start=chains[c][0]), f"{chains[c][1]}, {chains[c][2]}") for c in range(n_pairs)]
+    qas = [(rng.choice(qtpl).format(start=a), twohop_answer(b, d)) for a, b, d in chains[:n_pairs]]
     return needles, real, qas
 
 
@@ -541,7 +557,7 @@ def multikey(haystack, length: int, seed, **kw) -> NIAHExample:
 
 
 def two_hop(haystack, length: int, seed, **kw) -> NIAHExample:
-    """Chain v0 -> v1 -> v2 plus a distractor chain; answer "v1, v2" (spec "multihop")."""
+    """Chain v0 -> v1 -> v2 plus a distractor chain; answer "v1; v2" (spec "multihop")."""
     return build("2hop", haystack, length, seed, **kw)
 
 
@@ -708,7 +724,7 @@ def retrieval_targets(ex: NIAHExample, tokenizer_path=None, needle_start: bool =
     for k, p in enumerate(ex.prompt_ends):
         if ex.task == "2hop":
             needles = [real[2 * k], real[2 * k + 1]]
-            values = [v.strip() for v in ex.answers[k].split(",")]
+            values = twohop_values(ex.answers[k])
         else:
             needles, values = [real[k]], [ex.answers[k]]
         chunks = []

@@ -8,7 +8,7 @@ and with G >= 2 how often each hop is in some group's top-k (what the copy head 
 copy_groups="all").
 
 `python bench/probes/twohop.py copy MODEL [LENGTH] [SAMPLES]`: teacher-forced, at the first token of
-each value (after ":" for hop 1, after "," for hop 2): the model's output right; the copy head's
+each value (after ":" for hop 1, after the separator ";" for hop 2): the model's output right; the copy head's
 pointer pointing at the right token (its heaviest token); the gate's mean opening (sigmoid), which
 mixes the pointer into the LM output. Each miss prints the slot the pointer chose and the text
 before it.
@@ -32,7 +32,7 @@ from bench.niah_retrieval import parse_len, score_rank  # noqa: E402
 from drt_core import DRTForCausalLM  # noqa: E402
 from drt_core.evaluate import niah_depths, niah_example  # noqa: E402
 from drt_core.modeling import MATCH_SCALE  # noqa: E402
-from drt_core.tasks import retrieval_targets  # noqa: E402
+from drt_core.tasks import TWOHOP_SEP, retrieval_targets  # noqa: E402
 
 
 def ranks(model, model_dir, examples):
@@ -66,7 +66,7 @@ def copy(model, model_dir, examples):
 
     model._batch_copy = spy
     tok = load_tokenizer(model_dir)
-    comma = tok.encode(",", add_special_tokens=False)
+    sep_ids = tok.encode(TWOHOP_SEP, add_special_tokens=False)
     R = model.config.copy_lead + model.config.chunk_size - 1 + model.config.copy_span
     stats = {h: np.zeros(3) for h in ("hop 1", "hop 2")}
     for i, ex in enumerate(examples):
@@ -75,7 +75,7 @@ def copy(model, model_dir, examples):
             out = model(torch.tensor(ex.ids[:a1])[None])
         gate, p, toks = cap["copy"]
         ans = ex.ids[a0:a1].tolist()
-        sep = next(j for j in range(len(ans)) if ans[j] in comma)
+        sep = next(j for j in range(len(ans)) if ans[j] in sep_ids)
         for hop, t in (("hop 1", a0 - 1), ("hop 2", a0 + sep)):  # position t predicts token t + 1
             want = int(ex.ids[t + 1])
             mass = torch.zeros(int(toks.max()) + 1).index_add_(0, toks[0, t], p[0, t])
@@ -109,7 +109,7 @@ def scores(model, model_dir, examples):
 
     ch.forward, model._batch_copy = spy_head, spy_copy
     tok = load_tokenizer(model_dir)
-    comma = tok.encode(",", add_special_tokens=False)
+    sep_ids = tok.encode(TWOHOP_SEP, add_special_tokens=False)
     R = cfg.copy_lead + cfg.chunk_size - 1 + cfg.copy_span
     S1 = cfg.chunk_size - 1
     right_n = {"hop 1": 0, "hop 2": 0}
@@ -120,7 +120,7 @@ def scores(model, model_dir, examples):
             h, emb, mem_k, prev_emb, w, bigram, match, recall = cap["args"]
             gate, p, toks = cap["copy"]
             ans = ex.ids[a0:a1].tolist()
-            sep = next(j for j in range(len(ans)) if ans[j] in comma)
+            sep = next(j for j in range(len(ans)) if ans[j] in sep_ids)
             for hop, t in (("hop 1", a0 - 1), ("hop 2", a0 + sep)):
                 want, z, m = int(ex.ids[t + 1]), t // S1 - 1, t % S1  # row z serves chunk z + 1
                 hn = ch.norm(h[z:z + 1, m:m + 1])

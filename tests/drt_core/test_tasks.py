@@ -91,7 +91,7 @@ def test_geometry_and_labels(task, length, hay):
         assert T.decode(e.ids[s:t]) == P.answer_text(ans)
         assert T.decode(e.ids[t : t + 1]) == "\n"
         assert (e.weights[s : t + 1] == 5.0).all()
-        assert all(c.isdigit() or c in ", " for c in ans)
+        assert all(c.isdigit() or c in "; " for c in ans)
     # needles lie in the context, at least 2 chunks before the first question
     for (s, t), text in zip(e.needle_spans, e.needles):
         assert T.decode(e.ids[s:t]) == " " + text
@@ -102,6 +102,16 @@ def test_geometry_and_labels(task, length, hay):
     assert (e.ids[pad] == T.PAD_ID).all()
     assert (e.ids[: e.n_context] != T.PAD_ID).all()
     assert e.meta["n_right_pad"] < 63 * n_pairs + 70
+
+
+def test_twohop_separator_never_continues_a_needles_first_code():
+    # Regression (round 10): with the answer "v1, v2", the copy head's exact suffix match after "v1,"
+    # pointed into "From v1, the next stop is v2" at " the", the needle's own continuation.
+    needles, _ = K.phrasing_templates("2hop", "all")
+    for tpl in needles:
+        after_a = tpl.split("{a}", 1)[1]
+        assert not after_a.lstrip(" ").startswith(K.TWOHOP_SEP), tpl
+        assert K.TWOHOP_SEP not in tpl
 
 
 def test_needle_depth(hay):
@@ -121,7 +131,8 @@ def test_task_semantics(hay):
     real = [n for n in m.needles if key in n]
     assert len(real) == 1 and m.answer in real[0]
     h = K.two_hop(hay, 2000, 3)
-    v1, v2 = h.answer.split(", ")
+    v1, v2 = h.answer.split("; ")
+    assert K.twohop_values(h.answer) == [v1, v2] and K.twohop_answer(v1, v2) == h.answer
     import re
 
     (start,) = re.findall(r"\d+", h.question)
