@@ -10,8 +10,8 @@ copy_groups="all").
 `python bench/probes/twohop.py copy MODEL [LENGTH] [SAMPLES]`: teacher-forced, at the first token of
 each value (after ":" for hop 1, after the separator tasks.TWOHOP_SEP for hop 2): the model's output
 right; the copy head's pointer pointing at the right token (its heaviest token); the gate's mean
-opening (sigmoid), which mixes the pointer into the LM output. Each miss prints the slot the pointer chose and the text
-before it.
+opening (sigmoid), which mixes the pointer into the LM output. Each miss prints the slot the
+pointer chose and the text before it.
 
 `python bench/probes/twohop.py scores MODEL [LENGTH] [SAMPLES]`: at the same tokens, the pointer's
 score of the slot it chose split into its terms: the learned query-key score (after copy_qk_cap),
