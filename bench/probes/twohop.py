@@ -55,6 +55,15 @@ def ranks(model, model_dir, examples):
             + (f"; in some group's top-{k}: hop 1 {union[0]}, hop 2 {union[1]}" if G > 1 else ""))
 
 
+def hop_positions(ex, sep_ids) -> tuple[tuple[str, int], tuple[str, int]]:
+    """The positions whose next token starts each value of the first answer: the ":" of "Answer:"
+    (hop 1) and the separator tasks.TWOHOP_SEP, as token ids sep_ids (hop 2). Position t predicts
+    token t + 1."""
+    a0, a1 = ex.answer_spans[0]
+    sep = next(j for j, t in enumerate(ex.ids[a0:a1].tolist()) if t in sep_ids)
+    return ("hop 1", a0 - 1), ("hop 2", a0 + sep)
+
+
 def copy(model, model_dir, examples):
     from drt_core.tokenizer import load_tokenizer
 
@@ -74,9 +83,7 @@ def copy(model, model_dir, examples):
         with torch.no_grad():
             out = model(torch.tensor(ex.ids[:a1])[None])
         gate, p, toks = cap["copy"]
-        ans = ex.ids[a0:a1].tolist()
-        sep = next(j for j in range(len(ans)) if ans[j] in sep_ids)
-        for hop, t in (("hop 1", a0 - 1), ("hop 2", a0 + sep)):  # position t predicts token t + 1
+        for hop, t in hop_positions(ex, sep_ids):  # position t predicts token t + 1
             want = int(ex.ids[t + 1])
             mass = torch.zeros(int(toks.max()) + 1).index_add_(0, toks[0, t], p[0, t])
             stats[hop] += [int(out.logits[0, t].argmax()) == want, int(mass.argmax()) == want,
@@ -114,14 +121,11 @@ def scores(model, model_dir, examples):
     S1 = cfg.chunk_size - 1
     right_n = {"hop 1": 0, "hop 2": 0}
     for i, ex in enumerate(examples):
-        a0, a1 = ex.answer_spans[0]
         with torch.no_grad():
-            model(torch.tensor(ex.ids[:a1])[None])
+            model(torch.tensor(ex.ids[:ex.answer_spans[0][1]])[None])
             h, emb, mem_k, prev_emb, w, bigram, match, recall = cap["args"]
             gate, p, toks = cap["copy"]
-            ans = ex.ids[a0:a1].tolist()
-            sep = next(j for j in range(len(ans)) if ans[j] in sep_ids)
-            for hop, t in (("hop 1", a0 - 1), ("hop 2", a0 + sep)):
+            for hop, t in hop_positions(ex, sep_ids):
                 want, z, m = int(ex.ids[t + 1]), t // S1 - 1, t % S1  # row z serves chunk z + 1
                 hn = ch.norm(h[z:z + 1, m:m + 1])
                 q = ch.q(hn) + ch.q_tok(ch.tok_norm(emb[z:z + 1, m:m + 1]))
