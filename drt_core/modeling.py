@@ -904,6 +904,24 @@ class DRTForCausalLM(DRTPreTrainedModel):
                 for i in range(min(len(enc.layers), len(src.layers))):
                     enc.layers[i].load_state_dict(src.layers[i].state_dict())
 
+    def init_added_encoder_layers(self, missing_keys) -> list[str]:
+        """Layers that `train --init M --set key_encoder=n` (or query_encoder=n) adds to an encoder M
+        already has start as the identity (their attention output and MLP down projections zero),
+        so the encoder's landmark states, and every score, are unchanged until they train. An
+        encoder M lacks altogether is init_retrieval_encoders' case. Returns the layers zeroed."""
+        missing, done = set(missing_keys), []
+        for name in ("query_enc", "key_enc"):
+            enc = getattr(self, name, None)
+            if enc is None or f"{name}.prenorm.weight" in missing:
+                continue
+            for i, layer in enumerate(enc.layers):
+                if f"{name}.layers.{i}.o.weight" in missing:
+                    with torch.no_grad():
+                        layer.o.weight.zero_()
+                        layer.mlp.down.weight.zero_()
+                    done.append(f"{name}.layers.{i}")
+        return done
+
     # -- layout helpers ---------------------------------------------------------------------------
 
     def augment(self, input_ids: torch.Tensor):

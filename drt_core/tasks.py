@@ -813,6 +813,33 @@ def build_repeat(
             "copy_span": (start, start + P), "source_span": (o, o + P)}
 
 
+def splice_passages(ex: NIAHExample, ids, passages, k: int, rng, chunk_tokens: int = CHUNK_TOKENS) -> list[int]:
+    """Hard negatives (`train --hard-negatives`): write up to k passages (rows of `passages`, each
+    P >= chunk_tokens tokens: a chunk and the tokens before it that its key reads) into the
+    haystack of example ex's ids (a copy of ex.ids, changed in place), each ending at a chunk's end,
+    so that the chunk holds a mined hub and its key reads the hub's own context. No needle's
+    chunks, and nothing from the first question on, is touched: the chunks written and the ones
+    whose tail they overwrite are all plain haystack. Returns the chunks that now hold a passage."""
+    S1, P = chunk_tokens, passages.shape[1]
+    back = -(-(P - S1) // S1)  # chunks before c whose tail a passage overwrites
+    C = len(ids) // S1
+    kept = {p // S1 for a, b in ex.needle_spans for p in range(a, b)}
+    first_q = ex.n_context // S1
+    free = [c for c in range(back, min(C, first_q)) if not any(c - j in kept for j in range(back + 1))]
+    rng.shuffle(free)
+    done, used = [], set()
+    for c in free:
+        if len(done) >= k:
+            break
+        if any(c - j in used or c + j in used for j in range(back + 1)):
+            continue  # one passage per run of chunks: a passage's context is not another's chunk
+        row = passages[rng.randrange(len(passages))]
+        ids[(c + 1) * S1 - P:(c + 1) * S1] = row
+        done.append(c)
+        used.add(c)
+    return sorted(done)
+
+
 # ------------------------------------------------------------------------------------------------
 # citation targets: a chunk that cites a statement (\ref{X}) should retrieve the chunk stating it
 # ------------------------------------------------------------------------------------------------
@@ -861,3 +888,50 @@ def citation_targets(ids: Sequence[int], tokenizer_path=None, chunk_tokens: int 
         if t not in by_row.setdefault(c, []) and len(by_row[c]) < 2:
             by_row[c].append(t)
     return sorted(by_row.items())
+
+
+def statement_label_words(text: str) -> list[str]:
+    """The words of the statements' label names in `text` ("lemma-flat-base-change" -> "flat",
+    "base", "change"), sorted and without repeats: the vocabulary rename_labels draws from."""
+    words = set()
+    for m in LABEL_RE.finditer(text):
+        kind, _, rest = m.group(1).partition("-")
+        if kind in STATEMENT_KINDS:
+            words.update(w for w in rest.split("-") if w.isalpha())
+    return sorted(words)
+
+
+def rename_labels(ids: Sequence[int], rng, words: Sequence[str], tokenizer_path=None) -> np.ndarray:
+    """A citation row whose statements' label names are replaced, consistently in each \\label and
+    \\ref of the window, by random names of the same kind and word count from `words` (`train
+    --cite-rename`, our extension). A scorer can then find the cited chunk only by matching the
+    names it reads in the \\ref with those of the \\label, not by the topic both passages share. The
+    window is split at EOT ids (documents), each part decoded, renamed and encoded again; the
+    result is cut or padded (PAD_ID) to len(ids)."""
+    from .tokenizer import decode, encode
+
+    rng = _rng(rng)
+    ids = np.asarray(ids, dtype=np.int64)
+    n, out = len(ids), []
+    cuts = [-1] + np.flatnonzero(ids == EOT_ID).tolist() + [n]
+    for k, (a, b) in enumerate(zip(cuts, cuts[1:])):
+        text = decode(ids[a + 1:b].tolist(), tokenizer_path)
+        names = {m.group(1) for r in (LABEL_RE, REF_RE) for m in r.finditer(text)
+                 if m.group(1).partition("-")[0] in STATEMENT_KINDS}
+        new, taken = {}, set(names)  # no new name is an old one (it would join two statements)
+        for name in sorted(names):
+            kind, _, rest = name.partition("-")
+            size = min(4, max(1, len(rest.split("-"))))
+            while True:
+                cand = kind + "-" + "-".join(rng.sample(list(words), min(size, len(words))))
+                if cand not in taken:
+                    break
+            new[name] = cand
+            taken.add(cand)
+        text = re.sub(r"\\(label|ref)\{([^}]+)\}",
+                      lambda m: "\\" + m.group(1) + "{" + new.get(m.group(2), m.group(2)) + "}", text)
+        out += encode(text, tokenizer_path)
+        if b < n:
+            out.append(EOT_ID)
+    out = out[:n] + [PAD_ID] * max(0, n - len(out))
+    return np.asarray(out, dtype=np.int64)

@@ -76,6 +76,9 @@ class TrainConfig:
     task_split: float = 0.0  # share of needles written across a chunk boundary at the value (split_frac)
     retrieval_distractors: float = 1.0  # the retrieval loss counts every other chunk this many times
     target_needle_start: bool = False  # a needle written across chunks: its first chunk is a retrieval target too
+    cite_rename: float = 0.0  # share of cite rows whose label names are renamed (tasks.rename_labels)
+    hard_negatives: str = ""  # .npy of mined hub passages (bench/probes/mine_hubs.py) spliced into NIAH rows
+    hard_negatives_per_row: int = 32  # how many passages each single / multikey / 2hop row gets
     group_targets: bool = False  # G >= 2: group g is trained (and forced) toward target column g (2hop: hop g + 1)
     train_only: str = ""  # comma-separated parameter-name fragments to train (others frozen); "" = all
     log_file: str | None = None
@@ -172,6 +175,37 @@ class Batches:
             return cfg.force_retrieval
         return cfg.force_retrieval * max(0.0, 1.0 - step / cfg.force_steps)
 
+    def label_words(self) -> list[str]:
+        """The words of every statement label name in the Stacks training chapters (--cite-rename's
+        vocabulary), read once."""
+        if getattr(self, "_label_words", None) is None:
+            import numpy as np
+
+            from .tasks import _tokenizer_path, statement_label_words
+            from .tokenizer import decode
+
+            hay = np.memmap(Path(self.cfg.data) / "stacks" / "train.bin", dtype=np.uint16, mode="r")
+            words = set()
+            for a in range(0, len(hay), 1 << 20):  # label names cut at a boundary add a few partial words
+                words.update(statement_label_words(decode(hay[a:a + (1 << 20)].astype(np.int64).tolist(),
+                                                          _tokenizer_path(self.tokenizer))))
+            self._label_words = sorted(words)
+        return self._label_words
+
+    def hard_negatives(self):
+        """The mined hub passages of --hard-negatives, [H, P] int64 (loaded once)."""
+        if getattr(self, "_hubs", None) is None:
+            import numpy as np
+
+            from .prompts import CHUNK_TOKENS
+
+            hubs = np.load(self.cfg.hard_negatives)
+            if hubs.ndim != 2 or hubs.shape[1] < CHUNK_TOKENS or not len(hubs):
+                raise SystemExit(f"--hard-negatives {self.cfg.hard_negatives}: expected [passages, tokens] with "
+                                 f"at least {CHUNK_TOKENS} tokens each, got shape {hubs.shape}")
+            self._hubs = hubs.astype(np.int64)
+        return self._hubs
+
     def _task_batch(self, step: int, G: int):
         """G rows of `task_length(step)` tokens: task examples (several needle/question pairs each,
         needles at least `task_margin` tokens before the questions), then plain LM rows. forced
@@ -180,7 +214,9 @@ class Batches:
         import random
 
         from .prompts import CHUNK_TOKENS
-        from .tasks import _tokenizer_path, build_repeat, build_training_example, citation_targets, retrieval_targets
+        from .tasks import (_tokenizer_path, build_repeat, build_training_example, citation_targets, rename_labels,
+                            retrieval_targets, splice_passages)
+        from .tokenizer import PAD_ID
 
         cfg = self.cfg
         n_task = round(G * cfg.task_frac)
@@ -204,6 +240,9 @@ class Batches:
             elif name == "cite":  # Stacks text: citing chunks should retrieve the cited statement
                 ids[i] = labels[i] = self.stacks_window(step, i)[:length]
                 weights[i] = 1.0
+                if cfg.cite_rename and rng.random() < cfg.cite_rename:
+                    ids[i] = torch.from_numpy(rename_labels(ids[i].numpy(), rng, self.label_words(), tok_dir))
+                    labels[i] = ids[i].masked_fill(ids[i] == PAD_ID, -100)
                 for row, chunks in citation_targets(ids[i].tolist(), tok_dir):
                     if row < C:
                         targets[i, row, : len(chunks)] = torch.tensor(chunks)
@@ -226,6 +265,11 @@ class Batches:
                     targets[i, row, : len(chunks[:2])] = torch.tensor(chunks[:2])
                     if p_force > 0 and rng.random() < p_force:
                         forced[i, row] = targets[i, row]
+                if cfg.hard_negatives:  # mined hubs into the haystack (after the targets: needles untouched)
+                    row_ids = ids[i].numpy()
+                    splice_passages(ex["example"], row_ids, self.hard_negatives(), cfg.hard_negatives_per_row,
+                                    random.Random(f"hubs:{cfg.seed}:{step}:{i}"), CHUNK_TOKENS)
+                    labels[i] = torch.where(labels[i] == -100, labels[i], ids[i])
         return ids, labels, weights, forced, targets
 
 
@@ -254,6 +298,7 @@ def build_model(cfg: TrainConfig):
         # has keeps its weights when only a part is new, such as key_context's attention)
         model.init_retrieval_encoders([n for n in ("query_enc", "key_enc")
                                        if any(k.startswith(n + ".prenorm.") for k in info["missing_keys"])])
+        model.init_added_encoder_layers(info["missing_keys"])
         if cfg.gca_out_scale != 1.0 and model.config.uses_chunks:
             # a pretrained DRT whose GCA stayed small next to the residual stream (we measured 4%
             # of its norm in the upper layers) cannot pass retrieved content on; see RESULTS.md §5
@@ -493,6 +538,13 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--retrieval-distractors", type=_at_least_one, default=d.retrieval_distractors, metavar="M",
                    help="the retrieval loss counts every non-target chunk M times, as if each row's haystack were "
                         "M times longer (train at 64K for the competition of 64K*M tokens); default 1")
+    p.add_argument("--cite-rename", type=float, default=d.cite_rename, metavar="P",
+                   help="cite rows: share whose statements' label names are renamed at random, consistently in "
+                        "\\label and \\ref (the scorer must match names, not topics); default 0")
+    p.add_argument("--hard-negatives", default="", metavar="HUBS.npy",
+                   help="mined hub passages (bench/probes/mine_hubs.py) spliced into every NIAH row's haystack")
+    p.add_argument("--hard-negatives-per-row", type=int, default=d.hard_negatives_per_row,
+                   help=f"passages per row (default {d.hard_negatives_per_row})")
     p.add_argument("--bf16", default="auto", choices=["auto", "on", "off"], help="bf16 autocast")
     p.add_argument("--train-only", default="", help="train only parameters whose names contain one of these "
                    "comma-separated fragments, e.g. encoder.,lmk_norms. (the retrieval scorer)")

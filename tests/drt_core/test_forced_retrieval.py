@@ -390,3 +390,42 @@ def test_train_retrieval_distractors_reaches_the_loss(tmp_path):
         rows = [json.loads(x) for x in open(tmp_path / f"run{M}.jsonl")]
         first[M] = next(r["ret_loss"] for r in rows if "ret_loss" in r)
     assert first[50.0] > first[1.0] + 1.0
+
+
+def test_train_hard_negatives_reach_the_rows(tmp_path):
+    """`train --hard-negatives HUBS.npy`: the mined passages go into the NIAH rows (same seed and
+    model, the first step's retrieval loss changes); a file of the wrong shape is refused."""
+    import argparse
+    import json
+
+    import numpy as np
+
+    from drt_core.train import add_args, build_model, config_from_args, train
+    from tests.drt_core.record_golden import build_token_dir, golden_config
+
+    p = argparse.ArgumentParser()
+    add_args(p)
+    a = config_from_args(p.parse_args(["--hard-negatives", "h.npy", "--hard-negatives-per-row", "5"]))
+    assert (a.hard_negatives, a.hard_negatives_per_row) == ("h.npy", 5)
+    data = build_token_dir(tmp_path / "data")
+    init = tmp_path / "init"
+    torch.manual_seed(0)
+    build_model(golden_config(data, tmp_path / "x")).save_pretrained(init)
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "hubs.npy", rng.integers(10, 500, size=(4, 79)))
+    np.save(tmp_path / "bad.npy", np.zeros((4, 10), dtype=np.int64))
+    first = {}
+    for name in ("", "hubs.npy", "bad.npy"):
+        cfg = golden_config(data, tmp_path / f"run{name}", steps=1, seq_len=1260, batch_size=2, task="multikey",
+                            task_len_min=1260, task_pairs=2, task_margin=300, retrieval_loss=1.0, lm_loss=0.0,
+                            train_only="encoder.,lmk_norms.", init=str(init),
+                            hard_negatives=str(tmp_path / name) if name else "", hard_negatives_per_row=6,
+                            log_file=str(tmp_path / f"run{name}.jsonl"))
+        if name == "bad.npy":
+            with pytest.raises(SystemExit, match="hard-negatives"):
+                train(cfg)
+            continue
+        train(cfg)
+        rows = [json.loads(x) for x in open(tmp_path / f"run{name}.jsonl")]
+        first[name] = next(r["ret_loss"] for r in rows if "ret_loss" in r)
+    assert abs(first["hubs.npy"] - first[""]) > 1e-4

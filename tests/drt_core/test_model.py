@@ -817,3 +817,32 @@ def test_key_encoder_copied_from_the_chunk_encoder_changes_nothing_until_trained
         grown.key_enc.layers[0].qkv.weight.add_(0.05)
         k1, mk1, mv1, _ = grown.encode_chunks(h)
     assert torch.equal(mk0, mk1) and torch.equal(mv0, mv1) and not torch.allclose(k0, k1)
+
+
+def test_encoder_layers_added_to_a_trained_encoder_start_as_the_identity(tmp_path):
+    """--set key_encoder=2 --set query_encoder=2 on a model with one-layer encoders: the second
+    layers start as the identity (init_added_encoder_layers), so keys, queries and logits are
+    unchanged; trained, they move the keys. Without it the new layer is random and moves them."""
+    model = make("drt", chunk_topk=2, key_encoder=1, query_encoder=1, key_context=8, window=16)
+    with torch.no_grad():  # a trained query projection, so the query encoder's states count
+        model.query_projs[0].weight.normal_(0, 0.05)
+    model.save_pretrained(tmp_path)
+    grown, info = DRTForCausalLM.from_pretrained(tmp_path, key_encoder=2, query_encoder=2,
+                                                 output_loading_info=True)
+    grown.eval()
+    ids = rand_ids(1, 6 * S1)
+    with torch.no_grad():
+        k0, q0 = model.landmarks(ids[0])
+        k_raw, _ = grown.landmarks(ids[0])
+        assert not torch.allclose(k_raw, k0, atol=1e-3)  # the random second layer
+        assert sorted(grown.init_added_encoder_layers(info["missing_keys"])) == ["key_enc.layers.1",
+                                                                               "query_enc.layers.1"]
+        k1, q1 = grown.landmarks(ids[0])
+        torch.testing.assert_close(k1, k0, atol=1e-6, rtol=1e-6)
+        torch.testing.assert_close(q1, q0, atol=1e-6, rtol=1e-6)
+        torch.testing.assert_close(grown(ids).logits, model(ids).logits, atol=1e-5, rtol=1e-5)
+        grown.key_enc.layers[1].o.weight.normal_(0, 0.05)
+        k2, _ = grown.landmarks(ids[0])
+    assert not torch.allclose(k2, k0, atol=1e-3)
+    # a checkpoint with every layer: nothing is zeroed
+    assert model.init_added_encoder_layers([]) == []

@@ -257,3 +257,62 @@ def test_split_needles_start_their_value_in_a_new_chunk(task, hay):
     assert n_split == n and n_plain < n / 3
     with pytest.raises(ValueError, match="split_frac"):
         K.build(task, hay, 3000, 0, split_frac=1.5)
+
+
+@pytest.mark.parametrize("task", ["single", "multikey"])
+def test_splice_passages_writes_hubs_at_chunk_ends_and_never_touches_needles_or_questions(task, hay):
+    """train --hard-negatives: each passage (a chunk and the 16 tokens its key reads before it)
+    ends at a chunk's end; the needles, their chunks and everything from the first question on
+    are unchanged, so the retrieval targets are too; passages never share a chunk."""
+    passages = np.arange(5000, 5000 + 3 * 79, dtype=np.int64).reshape(3, 79)
+    for seed in range(6):
+        ex = K.build(task, hay, 3000, seed, n_pairs=1 if task == "single" else 3)
+        ids = ex.ids.copy()
+        done = K.splice_passages(ex, ids, passages, 12, random.Random(seed))
+        assert len(done) == 12
+        for c in done:
+            assert any(np.array_equal(ids[(c + 1) * 63 - 79:(c + 1) * 63], p) for p in passages)
+        changed = np.flatnonzero(ids != ex.ids)
+        protected = {p for a, b in ex.needle_spans for p in range(a // 63 * 63, (b - 1) // 63 * 63 + 63)}
+        assert not protected & set(changed.tolist())
+        assert changed.max() < ex.n_context // 63 * 63
+        assert all(np.array_equal(ids[a:b], ex.ids[a:b]) for a, b in ex.needle_spans)
+        spliced = K.NIAHExample(**{**ex.__dict__, "ids": ids})
+        assert K.retrieval_targets(spliced) == K.retrieval_targets(ex)
+        assert len({c for c in done} | {c - 1 for c in done}) == 2 * len(done)  # no shared chunk
+    # a short haystack: fewer free chunks than asked, never an error
+    ex = K.build(task, hay, 700, 0, n_pairs=1)
+    assert len(K.splice_passages(ex, ex.ids.copy(), passages, 50, random.Random(0))) < 50
+
+
+def test_rename_labels_renames_statement_labels_consistently_and_keeps_the_citations():
+    """train --cite-rename: every statement label name is replaced in its \\label and its \\refs by
+    one new name of the same kind from the vocabulary (none of the old names survive); section
+    labels are kept; the citation pairs are the same chunks' pairs up to the shift that
+    re-tokenising brings; the row keeps its length (pads at the end, or cut)."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "assets" / "stacks-brauer.tex").read_text(encoding="utf-8")
+    ids = np.asarray(T.encode(text)[:6000], dtype=np.int64)
+    ids[3000] = T.EOT_ID  # two documents in one window
+    words = K.statement_label_words(text)
+    assert "brauer" in words and all(w.isalpha() for w in words)
+    before = T.decode(ids.tolist())
+    out = K.rename_labels(ids, random.Random(0), words)
+    assert len(out) == len(ids) and (out == T.EOT_ID).sum() == 1
+    after = T.decode(out.tolist())
+    old = {m.group(1) for m in re.finditer(r"\\(?:label|ref)\{([^}]+)\}", before)}
+    new = {m.group(1) for m in re.finditer(r"\\(?:label|ref)\{([^}]+)\}", after)}
+    statements = {n for n in old if n.split("-")[0] in K.STATEMENT_KINDS}
+    assert statements and not statements & new
+    assert old - statements <= new  # section labels unchanged
+    for n in new - (old - statements):
+        kind, *rest = n.split("-")
+        assert kind in K.STATEMENT_KINDS and set(rest) <= set(words)
+    pairs_before = K.citation_targets(ids.tolist())
+    pairs_after = K.citation_targets(out.tolist())
+    assert abs(len(pairs_after) - len(pairs_before)) <= 2 and len(pairs_after) > 5
+    # the same seed renames the same way; another does not
+    assert np.array_equal(K.rename_labels(ids, random.Random(0), words), out)
+    assert not np.array_equal(K.rename_labels(ids, random.Random(1), words), out)
