@@ -850,13 +850,20 @@ STATEMENT_KINDS = ("lemma", "proposition", "theorem", "definition", "remark", "e
                    "situation", "equation")
 
 
+def chunk_of_char(starts: Sequence[int], char_pos: int, chunk_tokens: int = CHUNK_TOKENS) -> int:
+    """The chunk holding character `char_pos`, where `starts[i]` is the character offset at which
+    token i begins."""
+    import bisect
+
+    return max(0, bisect.bisect_right(starts, char_pos) - 1) // chunk_tokens
+
+
 def citation_pairs(text: str, starts: Sequence[int], chunk_tokens: int = CHUNK_TOKENS) -> list[tuple[int, int, str]]:
     """(citing chunk, stating chunk, label) for every \\ref{X} of a statement whose \\label{X} is in
     an EARLIER chunk. `starts[i]` is the character offset where token i begins in `text`."""
-    import bisect
 
     def chunk_of(char_pos: int) -> int:
-        return max(0, bisect.bisect_right(starts, char_pos) - 1) // chunk_tokens
+        return chunk_of_char(starts, char_pos, chunk_tokens)
 
     labels = {}
     for m in LABEL_RE.finditer(text):
@@ -912,9 +919,9 @@ def rename_labels(ids: Sequence[int], rng, words: Sequence[str], tokenizer_path=
 
     rng = _rng(rng)
     ids = np.asarray(ids, dtype=np.int64)
-    n, out = len(ids), []
+    n, out, words = len(ids), [], list(words)
     cuts = [-1] + np.flatnonzero(ids == EOT_ID).tolist() + [n]
-    for k, (a, b) in enumerate(zip(cuts, cuts[1:])):
+    for a, b in zip(cuts, cuts[1:]):
         text = decode(ids[a + 1:b].tolist(), tokenizer_path)
         names = {m.group(1) for r in (LABEL_RE, REF_RE) for m in r.finditer(text)
                  if m.group(1).partition("-")[0] in STATEMENT_KINDS}
@@ -923,7 +930,7 @@ def rename_labels(ids: Sequence[int], rng, words: Sequence[str], tokenizer_path=
             kind, _, rest = name.partition("-")
             size = min(4, max(1, len(rest.split("-"))))
             while True:
-                cand = kind + "-" + "-".join(rng.sample(list(words), min(size, len(words))))
+                cand = kind + "-" + "-".join(rng.sample(words, min(size, len(words))))
                 if cand not in taken:
                     break
             new[name] = cand

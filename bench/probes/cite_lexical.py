@@ -4,14 +4,13 @@ the same held-out citation pairs as `bench.lemma_retrieval`, chunk c's "query" i
 it \\ref's and chunk e's "key" the names it \\label's; hit@4 over the earlier chunks, scored (1) by
 shared exact names, (2) by shared label-name words only (a bag of words: "lemma-flat-base-change"
 -> flat, base, change), ties broken towards chunks with more labels."""
-import bisect
 import sys
 
 import torch
 
 sys.path.insert(0, ".")
 from bench.lemma_retrieval import chapter_pairs, default_chapters  # noqa: E402
-from drt_core.tasks import LABEL_RE, REF_RE  # noqa: E402
+from drt_core.tasks import LABEL_RE, REF_RE, chunk_of_char  # noqa: E402
 from drt_core.tokenizer import encode_with_offsets  # noqa: E402
 
 
@@ -29,7 +28,7 @@ def main() -> None:
         refs, labs = [set() for _ in range(C)], [set() for _ in range(C)]
         for regex, sets in ((REF_RE, refs), (LABEL_RE, labs)):
             for m in regex.finditer(text):
-                sets[max(0, bisect.bisect_right(starts, m.start()) - 1) // 63].add(m.group(1))
+                sets[chunk_of_char(starts, m.start())].add(m.group(1))
         for c, t, _ in chapter_pairs(text, offsets):
             n += 1
             exact = torch.tensor([len(refs[c] & labs[e]) + 1e-3 * len(words(refs[c]) & words(labs[e]))
