@@ -153,6 +153,22 @@ class Batches:
         ids = self.train.batch(step, G)[sl]
         return ids, ids, None, None, None
 
+    def row_tasks(self, step: int) -> list[str]:
+        """The task of each of this rank's rows at `step` ("lm" for plain text rows), as _task_batch
+        draws them: the log names them, so per-task losses can be read back from log.jsonl."""
+        cfg = self.cfg
+        G = cfg.batch_size * self.world
+        return [self._task_of_row(step, i, G) for i in range(self.rank * cfg.batch_size, (self.rank + 1) * cfg.batch_size)]
+
+    def _task_of_row(self, step: int, i: int, G: int) -> str:
+        """Row i of the global batch of G rows: the first round(G * task_frac) rows cycle through
+        --task, the rest are plain text ("lm")."""
+        cfg = self.cfg
+        if not cfg.task or i >= round(G * cfg.task_frac):
+            return "lm"
+        names = cfg.task.split(",")
+        return names[(step + i) % len(names)]
+
     def stacks_window(self, step: int, i: int):
         """Row i of step `step` from the Stacks training chapters only (the "cite" task)."""
         from .data import WindowSampler
@@ -219,13 +235,11 @@ class Batches:
         from .tokenizer import PAD_ID
 
         cfg = self.cfg
-        n_task = round(G * cfg.task_frac)
         length = self.task_length(step)
         C = -(-length // CHUNK_TOKENS)
         tok_dir = _tokenizer_path(self.tokenizer)
         hay = self.train.batch(step, G)
         p_force = self.force_prob(step)
-        names = cfg.task.split(",")
         ids = torch.zeros(G, length, dtype=torch.long)
         labels = torch.full((G, length), -100, dtype=torch.long)
         weights = torch.zeros(G, length)
@@ -233,8 +247,8 @@ class Batches:
         targets = torch.full((G, C, 2), -1, dtype=torch.long)
         for i in range(G):
             rng = random.Random(cfg.seed * 1_000_003 + step * 1009 + i)
-            name = names[(step + i) % len(names)]
-            if i >= n_task:
+            name = self._task_of_row(step, i, G)
+            if name == "lm":
                 ids[i] = labels[i] = hay[i][:length]
                 weights[i] = 1.0
             elif name == "cite":  # Stacks text: citing chunks should retrieve the cited statement
@@ -466,6 +480,8 @@ def train(cfg: TrainConfig) -> dict:
         ntok = ids.numel() * world
         rec = {"step": step + 1, "loss": float(logged.item()), "lr": lr, "tok/s": ntok / (now - t_last),
                "mem_gb": rss_gb(), "gnorm": float(gnorm), **extra}
+        if cfg.task:
+            rec["task"] = ",".join(batches.row_tasks(step))
         t_last = now
         if cfg.eval_every and (step + 1) % cfg.eval_every == 0:
             rec["val_loss"] = evaluate(model, batches, cfg, device, bf16)

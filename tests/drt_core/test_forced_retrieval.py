@@ -173,6 +173,40 @@ def test_training_with_the_copy_warm_up_and_forced_retrieval(tmp_path):
 
     log = [json.loads(line) for line in open(tmp_path / "run" / "log.jsonl")]
     assert all("ret_loss" in r for r in log)  # step 2 forces with p = 0.5: rows still forced
+    # each step's log names its rows' tasks, in the order the batch drew them
+    assert [r["task"] for r in log] == ["repeat,multikey,single", "multikey,single,repeat"]
+
+
+def test_row_tasks_name_the_rows_the_batch_builds(tmp_path):
+    """Batches.row_tasks: the task cycle per row and step, "lm" for the plain-text rows past
+    task_frac, each rank its own slice; and the rows built match (a cite row is Stacks text, a
+    needle row carries a retrieval target)."""
+    from drt_core.train import Batches
+    from tests.drt_core.record_golden import build_token_dir, golden_config
+
+    data = build_token_dir(tmp_path / "data")
+    cfg = golden_config(data, tmp_path / "run", steps=1, seq_len=1260, batch_size=2, task="single,multikey,repeat",
+                        task_frac=0.75, task_len_min=1260, task_pairs=2, task_margin=300, retrieval_loss=1.0)
+    # a global batch of 4 rows over 2 ranks: round(4 * 0.75) = 3 task rows, then one plain row
+    assert Batches(cfg, 2, 0).row_tasks(0) == ["single", "multikey"]
+    assert Batches(cfg, 2, 1).row_tasks(0) == ["repeat", "lm"]
+    assert Batches(cfg, 2, 1).row_tasks(1) == ["single", "lm"]
+    ids, labels, weights, forced, targets = Batches(cfg, 2, 1).get(1)
+    assert bool((targets[0] >= 0).any())  # the single-needle row has its target
+    assert not bool((targets[1] >= 0).any()) and bool((weights[1] == 1).all())  # the plain row
+    cfg.task = None
+    assert Batches(cfg, 1, 0).row_tasks(0) == ["lm", "lm"]
+
+
+def test_task_losses_probe_reads_logged_and_cycled_tasks():
+    from bench.probes.task_losses import task_losses
+
+    logged = [{"step": s, "task": t, "ret_loss": v} for s, t, v in
+              [(1, "cite", 2.0), (2, "single", 0.0), (3, "cite", 4.0), (4, "single", 1.0), (5, "cite", 6.0)]]
+    assert task_losses(logged, every=4) == [(1, 4, {"cite": (3.0, 2), "single": (0.5, 2)}), (5, 5, {"cite": (6.0, 1)})]
+    old = [{k: v for k, v in r.items() if k != "task"} for r in logged]  # logs from before the task field
+    assert task_losses(old, every=4, cycle="cite,single") == task_losses(logged, every=4)
+    assert task_losses(old + [{"step": 6, "loss": 1.0}], every=10) == [(1, 6, {"all": (2.6, 5)})]
 
 
 def test_training_the_retrieval_scorer_alone_leaves_the_rest_untouched(tmp_path):
