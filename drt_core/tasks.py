@@ -861,20 +861,16 @@ def chunk_of_char(starts: Sequence[int], char_pos: int, chunk_tokens: int = CHUN
 def citation_pairs(text: str, starts: Sequence[int], chunk_tokens: int = CHUNK_TOKENS) -> list[tuple[int, int, str]]:
     """(citing chunk, stating chunk, label) for every \\ref{X} of a statement whose \\label{X} is in
     an EARLIER chunk. `starts[i]` is the character offset where token i begins in `text`."""
-
-    def chunk_of(char_pos: int) -> int:
-        return chunk_of_char(starts, char_pos, chunk_tokens)
-
     labels = {}
     for m in LABEL_RE.finditer(text):
         name = m.group(1)
         if name.split("-", 1)[0] in STATEMENT_KINDS and name not in labels:
-            labels[name] = chunk_of(m.start())
+            labels[name] = chunk_of_char(starts, m.start(), chunk_tokens)
     pairs = set()
     for m in REF_RE.finditer(text):
         name = m.group(1)
         if name in labels:
-            c, t = chunk_of(m.start()), labels[name]
+            c, t = chunk_of_char(starts, m.start(), chunk_tokens), labels[name]
             if t < c:
                 pairs.add((c, t, name))
     return sorted(pairs)

@@ -480,7 +480,7 @@ def train(cfg: TrainConfig) -> dict:
         ntok = ids.numel() * world
         rec = {"step": step + 1, "loss": float(logged.item()), "lr": lr, "tok/s": ntok / (now - t_last),
                "mem_gb": rss_gb(), "gnorm": float(gnorm), **extra}
-        if cfg.task:
+        if cfg.task:  # this rank's rows, as ret_loss beside it is this rank's
             rec["task"] = ",".join(batches.row_tasks(step))
         t_last = now
         if cfg.eval_every and (step + 1) % cfg.eval_every == 0:

@@ -22,17 +22,20 @@ def task_losses(records: list[dict], every: int, key: str = "ret_loss", cycle: s
     """[(first step, last step, {task: (mean, n)})] over consecutive windows of `every` steps."""
     names = cycle.split(",") if cycle else None
     out, window, lo = [], defaultdict(list), None
+
+    def close(hi: int) -> None:
+        out.append((lo, hi, {t: (sum(v) / len(v), len(v)) for t, v in sorted(window.items())}))
+
     for r in records:
         if "step" not in r or key not in r:
             continue
-        task = task_of(r, names)
         lo = r["step"] if lo is None else lo
-        window[task].append(r[key])
+        window[task_of(r, names)].append(r[key])
         if r["step"] - lo + 1 >= every:
-            out.append((lo, r["step"], {t: (sum(v) / len(v), len(v)) for t, v in sorted(window.items())}))
+            close(r["step"])
             window, lo = defaultdict(list), None
     if window:
-        out.append((lo, records[-1]["step"], {t: (sum(v) / len(v), len(v)) for t, v in sorted(window.items())}))
+        close(records[-1]["step"])
     return out
 
 

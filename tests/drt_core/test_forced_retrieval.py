@@ -179,8 +179,8 @@ def test_training_with_the_copy_warm_up_and_forced_retrieval(tmp_path):
 
 def test_row_tasks_name_the_rows_the_batch_builds(tmp_path):
     """Batches.row_tasks: the task cycle per row and step, "lm" for the plain-text rows past
-    task_frac, each rank its own slice; and the rows built match (a cite row is Stacks text, a
-    needle row carries a retrieval target)."""
+    task_frac, each rank its own slice; and the rows built match (the needle row carries a
+    retrieval target, the plain row none)."""
     from drt_core.train import Batches
     from tests.drt_core.record_golden import build_token_dir, golden_config
 
