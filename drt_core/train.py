@@ -121,6 +121,31 @@ def atomic_save(obj, path: Path) -> None:
     atomic_write(path, lambda f: torch.save(obj, f))
 
 
+def trim_log(path: Path, step: int) -> int:
+    """Drop the log records of steps after `step`, the checkpoint a resume starts from: the crashed
+    run logged them and the resume replays them, so without this the log holds those steps twice.
+    Returns how many records were dropped; a torn last line (a crash mid-write) is dropped too."""
+    path = Path(path)
+    if not path.exists():
+        return 0
+    keep, dropped = [], 0
+    for line in path.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            dropped += 1
+            continue
+        if isinstance(rec, dict) and rec.get("step", 0) > step:
+            dropped += 1
+        else:
+            keep.append(line)
+    if dropped:
+        from store.chunk_store import atomic_write_bytes
+
+        atomic_write_bytes(path, "".join(l + "\n" for l in keep).encode())
+    return dropped
+
+
 class Batches:
     """Batch of step s for rank r: slice r of the global batch of (seed, s). Pure function of s."""
 
@@ -365,6 +390,7 @@ def train(cfg: TrainConfig) -> dict:
 
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(cfg.seed)
     model = build_model(cfg).to(device)
     tokenizer = None
@@ -384,6 +410,8 @@ def train(cfg: TrainConfig) -> dict:
         torch.set_rng_state(st["rng"])
         if rank == 0:
             logger.info("resumed from %s at step %d", ck, start)
+            if cfg.log_file and (n := trim_log(Path(cfg.log_file), start)):
+                logger.info("dropped %d log records after step %d (they are replayed)", n, start)
     dmodel = model
     if world > 1:
         if cfg.fsdp:

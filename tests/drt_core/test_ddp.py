@@ -101,3 +101,35 @@ def test_resume_is_exact(tmp_path, data, monkeypatch):
     assert a["step"] == b["step"] == 4
     for name in a["model"]:
         assert torch.equal(a["model"][name], b["model"][name]), name
+
+
+def test_resume_keeps_one_log_record_per_step(tmp_path, data, monkeypatch):
+    """Regression: a crash after step 3 with the checkpoint at step 2 left step 3 in log.jsonl, and
+    the resume logged it again, so per-task loss windows (bench/probes/task_losses.py) and the loss
+    curves counted it twice. The resume now drops the records after its checkpoint."""
+    out = tmp_path / "run"
+    kw = dict(steps=4, ckpt_every=2, batch_size=1, log_file=str(out / "log.jsonl"))
+    real_get = T.Batches.get
+
+    def crash_at_4(self, step):
+        if step == 3:  # 0-based: steps 1-3 are logged, the checkpoint holds step 2
+            raise KeyboardInterrupt("simulated crash after step 3")
+        return real_get(self, step)
+
+    monkeypatch.setattr(T.Batches, "get", crash_at_4)
+    with pytest.raises(KeyboardInterrupt):
+        T.train(_config(data, out, **kw))
+    log = out / "log.jsonl"
+    assert [json.loads(l)["step"] for l in log.read_text().splitlines()] == [1, 2, 3]
+    monkeypatch.setattr(T.Batches, "get", real_get)
+    T.train(_config(data, out, **kw))
+    assert [json.loads(l)["step"] for l in log.read_text().splitlines()] == [1, 2, 3, 4]
+
+
+def test_trim_log_drops_later_steps_and_a_torn_line(tmp_path):
+    log = tmp_path / "log.jsonl"
+    log.write_text('{"step": 1, "loss": 2.0}\n{"step": 2, "loss": 1.5}\n{"step": 3, "loss": 1.2}\n{"step": 4, "lo')
+    assert T.trim_log(log, 2) == 2
+    assert [json.loads(l)["step"] for l in log.read_text().splitlines()] == [1, 2]
+    assert T.trim_log(log, 2) == 0
+    assert T.trim_log(tmp_path / "missing.jsonl", 5) == 0
