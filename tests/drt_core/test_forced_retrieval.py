@@ -463,3 +463,16 @@ def test_train_hard_negatives_reach_the_rows(tmp_path):
         rows = [json.loads(x) for x in open(tmp_path / f"run{name}.jsonl")]
         first[name] = next(r["ret_loss"] for r in rows if "ret_loss" in r)
     assert abs(first["hubs.npy"] - first[""]) > 1e-4
+
+
+def test_interpolate_probe_mixes_only_the_tensors_that_differ():
+    from bench.probes.interpolate import interpolate
+
+    same, a1, b1 = torch.randn(3, 2), torch.zeros(4), torch.ones(4)
+    out = interpolate({"same": same, "w": a1}, {"same": same.clone(), "w": b1}, alpha=0.25)
+    assert out["same"] is same  # bit-identical tensors are A's own
+    assert torch.equal(out["w"], torch.full((4,), 0.25))
+    with pytest.raises(SystemExit, match="shapes differ"):
+        interpolate({"w": a1}, {"w": torch.ones(5)}, 0.5)
+    with pytest.raises(SystemExit, match="tensor names"):
+        interpolate({"w": a1}, {"v": b1}, 0.5)

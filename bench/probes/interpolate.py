@@ -1,0 +1,43 @@
+"""`python bench/probes/interpolate.py A B OUT [--alpha 0.5]`: a checkpoint whose weights are
+(1 - alpha) * A + alpha * B, tensor by tensor, with A's config and tokenizer. A and B must be the
+same architecture (same tensor names and shapes), e.g. two stages of the scorer trained from one
+another (RESULTS.md §5, round 16: p3 and m4 trade lemma retrieval against the 256K needle ranking;
+their average sits between them). Tensors equal in A and B stay bit-identical."""
+import argparse
+import shutil
+from pathlib import Path
+
+from safetensors.torch import load_file, save_file
+
+
+def interpolate(a: dict, b: dict, alpha: float) -> dict:
+    if a.keys() != b.keys():
+        raise SystemExit(f"the checkpoints differ in tensor names: {sorted(a.keys() ^ b.keys())[:5]}")
+    out = {}
+    for k, ta in a.items():
+        tb = b[k]
+        if ta.shape != tb.shape:
+            raise SystemExit(f"{k}: shapes differ, {tuple(ta.shape)} against {tuple(tb.shape)}")
+        out[k] = ta if ta.equal(tb) else ((1 - alpha) * ta.float() + alpha * tb.float()).to(ta.dtype)
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("a")
+    p.add_argument("b")
+    p.add_argument("out")
+    p.add_argument("--alpha", type=float, default=0.5, help="weight of B (0: A, 1: B)")
+    args = p.parse_args()
+    a, b = Path(args.a), Path(args.b)
+    ta = load_file(a / "model.safetensors")
+    mixed = interpolate(ta, load_file(b / "model.safetensors"), args.alpha)
+    out = Path(args.out)
+    shutil.copytree(a, out, dirs_exist_ok=True, ignore=shutil.ignore_patterns("model.safetensors"))
+    save_file(mixed, out / "model.safetensors", metadata={"format": "pt"})
+    moved = sum(1 for k in mixed if mixed[k] is not ta[k])
+    print(f"wrote {out}: {moved} of {len(mixed)} tensors interpolated (alpha {args.alpha})")
+
+
+if __name__ == "__main__":
+    main()
