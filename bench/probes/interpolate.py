@@ -2,7 +2,11 @@
 (1 - alpha) * A + alpha * B, tensor by tensor, with A's config and tokenizer. A and B must be the
 same architecture (same tensor names and shapes), e.g. two stages of the scorer trained from one
 another (RESULTS.md §5, round 16: p3 and m4 trade lemma retrieval against the 256K needle ranking;
-their average sits between them). Tensors equal in A and B stay bit-identical."""
+their average sits between them). Tensors equal in A and B stay bit-identical.
+
+`--partial`: B may hold only some of A's tensors (the others are A's), e.g. a scorer kept apart:
+`interpolate.py checkpoints/drt-tiny checkpoints/candidates/avg-p3m4-scorer OUT --alpha 1 --partial`
+rebuilds round 16's candidate. `--diff-only`: write only the tensors that differ from A."""
 import argparse
 import shutil
 from pathlib import Path
@@ -10,7 +14,11 @@ from pathlib import Path
 from safetensors.torch import load_file, save_file
 
 
-def interpolate(a: dict, b: dict, alpha: float) -> dict:
+def interpolate(a: dict, b: dict, alpha: float, partial: bool = False) -> dict:
+    if partial and not b.keys() <= a.keys():
+        raise SystemExit(f"B has tensors A lacks: {sorted(b.keys() - a.keys())[:5]}")
+    if partial:
+        b = {**a, **b}
     if a.keys() != b.keys():
         raise SystemExit(f"the checkpoints differ in tensor names: {sorted(a.keys() ^ b.keys())[:5]}")
     out = {}
@@ -28,15 +36,21 @@ def main() -> None:
     p.add_argument("b")
     p.add_argument("out")
     p.add_argument("--alpha", type=float, default=0.5, help="weight of B (0: A, 1: B)")
+    p.add_argument("--partial", action="store_true", help="B holds a subset of A's tensors")
+    p.add_argument("--diff-only", action="store_true", help="write only the tensors that differ from A")
     args = p.parse_args()
     a, b = Path(args.a), Path(args.b)
     ta = load_file(a / "model.safetensors")
-    mixed = interpolate(ta, load_file(b / "model.safetensors"), args.alpha)
+    mixed = interpolate(ta, load_file(b / "model.safetensors"), args.alpha, args.partial)
     out = Path(args.out)
-    shutil.copytree(a, out, dirs_exist_ok=True, ignore=shutil.ignore_patterns("model.safetensors"))
+    changed = [k for k in mixed if not mixed[k].equal(ta[k])]
+    if args.diff_only:  # the tensors alone: --partial over A rebuilds the checkpoint
+        out.mkdir(parents=True, exist_ok=True)
+        mixed = {k: mixed[k] for k in changed}
+    else:
+        shutil.copytree(a, out, dirs_exist_ok=True, ignore=shutil.ignore_patterns("model.safetensors"))
     save_file(mixed, out / "model.safetensors", metadata={"format": "pt"})
-    moved = sum(1 for k in mixed if mixed[k] is not ta[k])
-    print(f"wrote {out}: {moved} of {len(mixed)} tensors interpolated (alpha {args.alpha})")
+    print(f"wrote {out}: {len(changed)} tensors differ from A, {len(mixed)} written (alpha {args.alpha})")
 
 
 if __name__ == "__main__":

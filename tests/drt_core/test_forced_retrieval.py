@@ -476,3 +476,8 @@ def test_interpolate_probe_mixes_only_the_tensors_that_differ():
         interpolate({"w": a1}, {"w": torch.ones(5)}, 0.5)
     with pytest.raises(SystemExit, match="tensor names"):
         interpolate({"w": a1}, {"v": b1}, 0.5)
+    # --partial: B holds a subset (a scorer kept apart); alpha 1 puts B's tensors into A exactly
+    part = interpolate({"same": same, "w": a1}, {"w": b1}, alpha=1.0, partial=True)
+    assert part["same"] is same and torch.equal(part["w"], b1)
+    with pytest.raises(SystemExit, match="A lacks"):
+        interpolate({"w": a1}, {"v": b1}, 1.0, partial=True)
