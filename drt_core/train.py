@@ -640,7 +640,6 @@ def config_from_args(args) -> TrainConfig:
 
 def run(args) -> int:
     cfg = config_from_args(args)
-    Path(cfg.out).mkdir(parents=True, exist_ok=True)
     res = train(cfg)
     if args.json:
         print(json.dumps({"out": res["out"], "steps": res["steps"], "final": res["history"][-1] if res["history"] else None}))
