@@ -28,17 +28,16 @@ def prefix_tokens(k: int, hay, eos: int) -> list[int]:
 
 
 def aligned(prompt: list[int], n_context: int, prompt_end: int, pre: list[int], S1: int) -> tuple[list[int], int]:
-    """pre + prompt with the question still ending where a chunk ends (the app's layout): k = len(pre)
-    of the pad tokens between the haystack and the question are dropped, or, when fewer are there,
-    S1 - k more are added (everything after the haystack moves by a whole chunk). Returns the ids
-    and the new index of the prompt's last token."""
+    """pre + prompt with the prompt's last token still on the first slot of a chunk (the app's
+    layout, prompts.layout_prompt): k = len(pre) of the pad tokens between the haystack and the
+    question are dropped, or, when fewer are there, S1 - k more are added (everything after the
+    haystack moves by a whole chunk). Returns the ids and the new index of the prompt's last token."""
     k, n_pad = len(pre), 0
     while prompt[n_context + n_pad] == PAD_ID:
         n_pad += 1
     ctx, tail = prompt[:n_context], prompt[n_context + n_pad:]
     pads = n_pad - k if n_pad >= k else n_pad + S1 - k
     ids = pre + ctx + [PAD_ID] * pads + tail
-    assert (prompt_end - n_pad + k + pads + 1) % S1 == (prompt_end + 1) % S1
     return ids, prompt_end - n_pad + k + pads
 
 

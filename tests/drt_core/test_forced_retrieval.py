@@ -488,10 +488,10 @@ def test_first_positions_probe_keeps_the_question_at_a_chunk_end():
     from drt_core.tokenizer import PAD_ID
 
     S1 = 4
-    ctx, question = [6, 7, 8, 9, 10, 11], [21, 22, 23]  # 6 context tokens, 3 pads, the question ends a chunk
+    ctx, question = [6, 7, 8, 9, 10, 11], [21, 22, 23]  # 6 context tokens, 3 pads, a 3-token question
     prompt = ctx + [PAD_ID] * 3 + question
     end = len(prompt) - 1
-    for k in range(0, 6):  # fewer pads than k: everything after the haystack moves by a whole chunk
+    for k in range(0, 6):  # k > 3 (fewer pads than k): everything after the haystack moves by a whole chunk
         pre = list(range(100, 100 + k))
         ids, new_end = aligned(prompt, len(ctx), end, pre, S1)
         assert ids[:k + len(ctx)] == pre + ctx and ids[new_end - 2: new_end + 1] == question
