@@ -15,6 +15,7 @@ sys.path.insert(0, ".")
 from bench.niah_retrieval import landmark_scores, score_rank  # noqa: E402
 from drt_core.engine import Engine  # noqa: E402
 from drt_core.evaluate import load_token_source, niah_depths, niah_example, parse_length  # noqa: E402
+from drt_core.prompts import layout_prompt  # noqa: E402
 from drt_core.tasks import PAD_ID, value_span  # noqa: E402
 
 
@@ -27,18 +28,15 @@ def prefix_tokens(k: int, hay, eos: int) -> list[int]:
     return [int(t) for t in hay[62 - k:62]]
 
 
-def aligned(prompt: list[int], n_context: int, prompt_end: int, pre: list[int], S1: int) -> tuple[list[int], int]:
-    """pre + prompt with the prompt's last token still on the first slot of a chunk (the app's
-    layout, prompts.layout_prompt): k = len(pre) of the pad tokens between the haystack and the
-    question are dropped, or, when fewer are there, S1 - k more are added (everything after the
-    haystack moves by a whole chunk). Returns the ids and the new index of the prompt's last token."""
-    k, n_pad = len(pre), 0
+def aligned(prompt: list[int], n_context: int, pre: list[int], S1: int) -> list[int]:
+    """pre + the haystack, with the question after it laid out again by prompts.layout_prompt (the
+    app's layout: the prompt's last token on the first slot of a chunk). prompt: an example's
+    prompt_ids, n_context haystack tokens, then the pads and the question."""
+    n_pad = 0
     while prompt[n_context + n_pad] == PAD_ID:
         n_pad += 1
-    ctx, tail = prompt[:n_context], prompt[n_context + n_pad:]
-    pads = n_pad - k if n_pad >= k else n_pad + S1 - k
-    ids = pre + ctx + [PAD_ID] * pads + tail
-    return ids, prompt_end - n_pad + k + pads
+    question = prompt[n_context + n_pad:]
+    return pre + prompt[:n_context] + layout_prompt(len(pre) + n_context, question, chunk_tokens=S1)
 
 
 def main(argv=None) -> int:
@@ -61,8 +59,8 @@ def main(argv=None) -> int:
         v0, _ = value_span(ex, 0, a.model)
         cells = []
         for k in [int(x) for x in a.prefix.split(",")]:
-            ids, end = aligned(prompt, ex.n_context, ex.prompt_ends[0], prefix_tokens(k, hay, eng.cfg.eos_token_id), S1)
-            row = end // S1 - 1  # the landmark that serves the answer chunk, after the whole question
+            ids = aligned(prompt, ex.n_context, prefix_tokens(k, hay, eng.cfg.eos_token_id), S1)
+            row = (len(ids) - 1) // S1 - 1  # the landmark that serves the answer chunk, after the whole question
             s = landmark_scores(eng, ids, row)
             c = (v0 + k) // S1
             cells.append(f"k={k}: rank {score_rank(s, c)} of {row} ({float(s[c]):.0f} vs best {float(s.max()):.0f})")

@@ -488,16 +488,18 @@ def test_first_positions_probe_keeps_the_question_at_a_chunk_end():
     from drt_core.tokenizer import PAD_ID
 
     S1 = 4
-    ctx, question = [6, 7, 8, 9, 10, 11], [21, 22, 23]  # 6 context tokens, 3 pads, a 3-token question
+    ctx, question = [6, 7, 8, 9, 10, 11], [21, 22, 23, 24]  # 6 context tokens, 3 pads, a 4-token question
     prompt = ctx + [PAD_ID] * 3 + question
     end = len(prompt) - 1
+    assert end % S1 == 0  # the app's layout: the prompt's last token on a chunk's first slot
     for k in range(0, 6):  # k > 3 (fewer pads than k): everything after the haystack moves by a whole chunk
         pre = list(range(100, 100 + k))
-        ids, new_end = aligned(prompt, len(ctx), end, pre, S1)
-        assert ids[:k + len(ctx)] == pre + ctx and ids[new_end - 2: new_end + 1] == question
-        assert new_end % S1 == end % S1 and new_end == len(ids) - 1
+        ids = aligned(prompt, len(ctx), pre, S1)
+        new_end = len(ids) - 1
+        assert ids[:k + len(ctx)] == pre + ctx and ids[new_end - 3:] == question
+        assert new_end % S1 == end % S1
         assert new_end == end + (0 if k <= 3 else S1)
-        assert set(ids[k + len(ctx): new_end - 2]) <= {PAD_ID}
+        assert set(ids[k + len(ctx): new_end - 3]) <= {PAD_ID}
     hay = list(range(1000, 1100))
     assert prefix_tokens(0, hay, 3) == [] and prefix_tokens(1, hay, 3) == [3]
     assert prefix_tokens(4, hay, 3) == hay[58:62]
