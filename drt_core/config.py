@@ -80,6 +80,9 @@ class DRTConfig(PretrainedConfig):
         query_encoder: int = 0,  # > 0: instead, a separate encoder of this many layers over their own chunk
         smear_keys: bool = False,  # per-head mix of each key with the previous position's (copying)
         smear_init: float = 0.0,  # initial logit of that mix's own-key share (sigmoid; 0 -> 0.5)
+        lexical: bool = False,  # retrieval scores add a learned weighting of the exact tokens two chunks share
+        abstain_z: float | None = None,  # ask: "not found" when the question's best chunk stands less than this
+        # many standard deviations above the document's scores (calibrated by `drt-reader eval qa --calibrate`)
         pad_token_id: int = 0,
         eos_token_id: int = 1,
         lmk_token_id: int = 2,
@@ -171,6 +174,10 @@ class DRTConfig(PretrainedConfig):
         self.key_context = int(key_context)
         self.query_key = bool(query_key)
         self.query_encoder = int(query_encoder)
+        if lexical and arch != "drt":
+            raise ValueError(f"lexical needs arch 'drt' (it adds to the landmark scores), got {arch!r}")
+        self.lexical = bool(lexical)
+        self.abstain_z = None if abstain_z is None else float(abstain_z)
         self.smear_keys = bool(smear_keys)
         self.smear_init = float(smear_init)
         self.lmk_token_id = lmk_token_id

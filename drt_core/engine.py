@@ -159,6 +159,7 @@ class DocState:
     def __init__(self, engine: "Engine", memory: ChunkMemory, carry: Carry, directory: Path | None):
         self.engine, self.memory, self.carry, self.directory = engine, memory, carry, directory
         self.lock = threading.Lock()
+        self.pointer: dict | None = None  # the copy head at the last position fed (Engine._pointer)
 
     @property
     def n_tokens(self) -> int:
@@ -228,6 +229,7 @@ class GenEvent:
     answer: str | None = None
     trace: RetrievalTrace | None = None
     stop_reason: str | None = None
+    pointer: dict | None = None  # the copy head at the answer's first position (Engine._pointer)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -454,8 +456,11 @@ class Engine:
                 if c.arch == "fixed_retriever":
                     raise NotImplementedError("fixed_retriever streaming: see drt_core/fixed_retriever.py")
                 # with use_faiss the dense scores are only computed when a trace records them
-                scores = (retrieval_scores(q[None], all_keys[None], q_chunk, k_chunk)[0]  # [m', n]
-                          if not self.use_faiss or record is not None else None)
+                lex = model.lexical is not None
+                q_toks = torch.from_numpy(toks).to(dev)[None] if lex else None  # the chunks those landmarks close
+                k_toks = self._memory_tokens(mem)[None] if lex else None
+                scores = (model.chunk_scores(g, q[None], all_keys[None], q_chunk, k_chunk, q_toks, k_toks)[0]  # [m', n]
+                          if not self.use_faiss or record is not None or lex else None)
                 idx, w = self._topk(scores, mem, q, q_chunk)
                 new_idx.append(idx), new_w.append(w)
                 if record is not None:
@@ -491,7 +496,43 @@ class Engine:
                 mem_k = reads[-1][2]
             gi, gw = copy_selection([(si, sw) for si, sw, _ in reads], c.copy_groups)
             copy = self._stream_copy(mem, gi, gw, pos0, x, emb[0], before, mem_k, history, car.tok_buf)
+            state.pointer = self._pointer(copy, gi[-1])
         return self._logits(x, real, copy)
+
+    def _pointer(self, copy, sel: torch.Tensor) -> dict:
+        """Where the copy head points at the run's last position: {"gate": the pointer's share of
+        the output (sigmoid of its gate), "slots": [(document token position, weight), ...]} over
+        the slots it reads of the chunks `sel` [k] (copy_lead slots of the chunk before each, the
+        chunk's N slots, copy_span slots of the chunk after), weight 0 dropped. What an extractive
+        answer quotes from (ingest.ask)."""
+        c = self.cfg
+        N, P, E = c.chunk_size - 1, c.copy_lead, c.copy_span
+        gate, p, _ = copy
+        off = torch.arange(P + N + E) - P  # a slot's token offset from its chunk's first token: -P..N+E-1
+        pos = (sel.cpu().long()[:, None] * N + off[None, :]).reshape(-1)
+        w = p[-1].detach().float().cpu()
+        keep = (w > 0) & (pos >= 0)
+        return {"gate": float(torch.sigmoid(gate[-1].float())),
+                "slots": [(int(a), float(b)) for a, b in zip(pos[keep].tolist(), w[keep].tolist())]}
+
+    def _memory_tokens(self, mem: ChunkMemory) -> torch.Tensor:
+        """[n, N] token ids of every stored chunk (what a lexical model's scores read), cached per
+        memory and grown as it grows; a generation fork starts from its base memory's cache."""
+        import weakref
+
+        cache = self.__dict__.setdefault("_token_cache", weakref.WeakKeyDictionary())
+        have = cache.get(mem)
+        if have is None and isinstance(mem, OverlayMemory):
+            base = cache.get(mem.base)
+            have = base[: mem.n0] if base is not None and len(base) >= mem.n0 else None
+        n = mem.n
+        if have is None or len(have) > n:
+            have = torch.zeros(0, mem.N, dtype=torch.int32)
+        if len(have) < n:
+            new = torch.from_numpy(np.asarray(mem.tokens(np.arange(len(have), n)), dtype=np.int32))
+            have = torch.cat([have, new])
+        cache[mem] = have
+        return have.to(self.device)
 
     def _topk(self, scores: torch.Tensor | None, mem: ChunkMemory, q: torch.Tensor | None = None,
               q_chunk: torch.Tensor | None = None):
@@ -505,7 +546,7 @@ class Engine:
         e >= c leaves the exact top-k. The picked scores are recomputed like retrieval_scores, so
         idx equals the matrix product's and the weights agree to float rounding."""
         k = self.cfg.chunk_topk
-        if self.use_faiss and q is not None:
+        if self.use_faiss and q is not None and self.model.lexical is None:  # lexical scores need every chunk
             return self._topk_faiss(q, q_chunk, mem)
         if scores.shape[1] < k:  # pad so that select_topk returns k columns (extra get weight 0)
             scores = F.pad(scores, (0, k - scores.shape[1]), value=float("-inf"))
@@ -787,6 +828,7 @@ class Engine:
             prompt_ids = self.prompt_ids(fork, question)
         record: list[dict] = []
         logits = self.feed(fork, list(prompt_ids), want_logits=True, record=record)[-1]
+        pointer = getattr(fork, "pointer", None)
         gen_chunk0 = fork.carry.pos // self.cfg.chunk_size if self.cfg.uses_chunks else 0
         # the selection serving the first answer chunk was made by the landmark before it
         serving = {gen_chunk0: self._current_selection(fork, record, gen_chunk0)}
@@ -827,7 +869,7 @@ class Engine:
             if serving[ch] is not None:
                 trace.rows.append(serving[ch] | {"gen_chunk": ch})
         answer = clean_answer(text)
-        yield GenEvent(None, "", done=True, answer=answer, trace=trace, stop_reason=reason)
+        yield GenEvent(None, "", done=True, answer=answer, trace=trace, stop_reason=reason, pointer=pointer)
 
     def _current_selection(self, fork: DocState, record: list[dict], chunk: int) -> dict | None:
         """The selection serving `chunk` (made by landmark chunk-1), from the run records, or from

@@ -546,7 +546,7 @@ def ppl_text(res: dict) -> str:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("eval", help="evaluate checkpoints: NIAH accuracy, perplexity")
+    p = sub.add_parser("eval", help="evaluate checkpoints: NIAH accuracy, perplexity, QA")
     esub = p.add_subparsers(dest="eval_command", metavar="EVAL", required=True)
 
     def common(q):
@@ -579,6 +579,10 @@ def register(sub) -> None:
     q.add_argument("--windows", type=int, default=4, help="at most this many windows per length (default 4)")
     common(q)
     q.set_defaults(func=cmd_ppl)
+
+    from ingest.qa_eval import register as register_qa  # eval qa: questions about ingested documents
+
+    register_qa(esub)
 
 
 def _entries(args) -> list[ModelEntry]:

@@ -628,6 +628,60 @@ def retrieval_scores(query: torch.Tensor, keys: torch.Tensor, q_chunk: torch.Ten
     return s.masked_fill(~causal, NEG_INF)
 
 
+class LexicalScorer(nn.Module):
+    """Exact token overlap between a landmark's own chunk and each past chunk (config `lexical`, our
+    extension): lex(c, e) = scale_g * sum of w_t over the distinct tokens t that chunks c and e share,
+    with w_t = relu(weight_t) learned per vocabulary entry (started from inverse document frequency
+    by `train --init-lexical`, so function words start at 0 and stay there) and 0 for the special
+    tokens. It is added to the landmark scores of every group, in training and in the engine.
+
+    Why: a 192-wide dense key cannot hold which rare words a chunk contains, and a reader's question
+    ("Who is Mr. Darcy?") is answered by the passage that shares its rare words. BM25 finds those;
+    the landmark scores alone did not (RESULTS, real questions). A chunk's tokens are already stored
+    beside its memory, so the term costs no state; it stays causal (the query reads only the chunk
+    its landmark closes, every token of which precedes the landmark)."""
+
+    def __init__(self, cfg: DRTConfig):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(cfg.vocab_size))
+        self.scale = nn.Parameter(torch.ones(cfg.num_groups))
+        self.pad_id = cfg.pad_token_id
+        # a plain tuple, not a buffer: from_pretrained leaves non-persistent buffers uninitialised
+        self.special = tuple(sorted({cfg.pad_token_id, cfg.eos_token_id, cfg.lmk_token_id}))
+
+    def token_weights(self) -> torch.Tensor:
+        """w [V]: relu(weight), 0 for the pad, end-of-text and landmark ids."""
+        return F.relu(self.weight).index_fill(0, torch.tensor(self.special, device=self.weight.device), 0.0)
+
+    def query_table(self, q_toks: torch.Tensor) -> torch.Tensor:
+        """q_toks [..., Cq, N] -> [..., Cq, V]: w_t where t occurs in the query chunk, else 0."""
+        V = self.weight.shape[0]
+        present = torch.zeros(*q_toks.shape[:-1], V, device=q_toks.device).scatter_(-1, q_toks.long(), 1.0)
+        return present * self.token_weights()
+
+    def scores(self, g: int, q_toks: torch.Tensor, k_toks: torch.Tensor, block: int = 4096) -> torch.Tensor:
+        """[B, Cq, Ck] lexical scores of group g; q_toks [B, Cq, N], k_toks [B, Ck, N] token ids
+        (keys deduplicated here: each distinct token counts once). Key chunks in blocks of `block`."""
+        table = self.query_table(q_toks)  # [B, Cq, V]
+        ku = distinct_tokens(k_toks, self.pad_id)
+        B, Cq = table.shape[:2]
+        out = []
+        for a in range(0, ku.shape[1], block):
+            kb = ku[:, a: a + block]
+            n = kb.shape[1] * kb.shape[2]
+            out.append(table.gather(-1, kb.reshape(B, 1, n).expand(B, Cq, n)).view(B, Cq, kb.shape[1], -1).sum(-1))
+        s = torch.cat(out, dim=-1) if out else table.new_zeros(B, Cq, 0)
+        return self.scale[g] * s
+
+
+def distinct_tokens(toks: torch.Tensor, pad_id: int) -> torch.Tensor:
+    """toks [..., N] -> the same ids with every repeat within a row replaced by pad_id (sorted)."""
+    s = toks.long().sort(-1).values
+    rep = torch.zeros_like(s, dtype=torch.bool)
+    rep[..., 1:] = s[..., 1:] == s[..., :-1]
+    return s.masked_fill(rep, pad_id)
+
+
 def select_topk(scores: torch.Tensor, k: int, gumbel: bool, generator: torch.Generator | None = None):
     """Top-k chunks per row and their fusion weights.
 
@@ -776,6 +830,9 @@ class DRTPreTrainedModel(PreTrainedModel):
             nn.init.zeros_(module.recall_gate)
         if isinstance(module, CopyHead) and module.ages:
             nn.init.zeros_(module.recall_age_bias)
+        if isinstance(module, LexicalScorer):  # inert until `train --init-lexical` sets the weights
+            nn.init.zeros_(module.weight)
+            nn.init.ones_(module.scale)
         if isinstance(module, (SelfAttention, ChunkEncoder)) and module.smear is not None:
             # nn.init, not fill_: transformers guards it so that a loaded value is not overwritten
             nn.init.constant_(module.smear, self.config.smear_init)
@@ -809,6 +866,7 @@ class DRTForCausalLM(DRTPreTrainedModel):
                 [nn.ModuleList([UpperBlock(cfg) for _ in range(n)]) for n in cfg.upper_groups]
             )
             self.copy_head = CopyHead(cfg) if cfg.copy_head else None
+            self.lexical = LexicalScorer(cfg) if cfg.lexical else None
         else:
             depth = cfg.baseline_layers or (cfg.lower_layers + sum(cfg.upper_groups) + 2)
             full = cfg.arch == "full_attention"
@@ -849,6 +907,26 @@ class DRTForCausalLM(DRTPreTrainedModel):
         if self.query_projs is not None:
             q = q + self.query_projs[g](own.to(q.dtype))
         return q
+
+    def chunk_scores(self, g: int, q: torch.Tensor, keys: torch.Tensor, q_chunk: torch.Tensor, k_chunk: torch.Tensor,
+                     q_toks: torch.Tensor | None = None, k_toks: torch.Tensor | None = None) -> torch.Tensor:
+        """Group g's retrieval scores [B, Cq, Ck]: retrieval_scores(q, keys, ...) (-inf unless the key
+        chunk precedes the query's), plus with config lexical the LexicalScorer term, which reads the
+        chunks' tokens q_toks [B, Cq, N] and k_toks [B, Ck, N] (chunk_token_ids). The one scoring
+        function of the batch forward, scorer_loss, the engine and the benches."""
+        s = retrieval_scores(q, keys, q_chunk, k_chunk)
+        if self.lexical is not None:
+            if q_toks is None or k_toks is None:
+                raise ValueError("a lexical model scores chunks with their tokens: pass q_toks and k_toks")
+            s = s + self.lexical.scores(g, q_toks.to(s.device), k_toks.to(s.device))
+        return s
+
+    def chunk_token_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Real ids [B, L] (or [L]) -> each chunk's token ids [B, C, N] (pads after the last token)."""
+        ids = input_ids.view(1, -1) if input_ids.dim() == 1 else input_ids
+        aug, C = self.augment(ids)
+        S = self.config.chunk_size
+        return aug.view(ids.shape[0], C, S)[:, :, : S - 1]
 
     def lower_states(self, aug: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Augmented ids [B, T] -> (lower-layer states, token embeddings), each [B, T, D]: what the
@@ -1039,8 +1117,9 @@ class DRTForCausalLM(DRTPreTrainedModel):
         lmk_keys, _, _, own = self.encode_chunks(x)
         chunk_ids = torch.arange(C, device=x.device)
         q = self.landmark_query(0, x[:, :, S - 1], own)
-        return forced_retrieval_loss(retrieval_scores(q, lmk_keys, chunk_ids, chunk_ids), retrieval_targets[:, :C],
-                                     retrieval_distractors)
+        toks = aug.view(B, C, S)[:, :, : S - 1]
+        return forced_retrieval_loss(self.chunk_scores(0, q, lmk_keys, chunk_ids, chunk_ids, toks, toks),
+                                     retrieval_targets[:, :C], retrieval_distractors)
 
     def _forward_plain(self, input_ids):
         x = self.embed(input_ids.clamp_min(0))
@@ -1069,7 +1148,8 @@ class DRTForCausalLM(DRTPreTrainedModel):
                 scores = self._fixed_scores(input_ids, C, chunk_embeddings)
             else:
                 q_lmk = self.landmark_query(g, x.view(B, C, S, D)[:, :, S - 1], own)
-                scores = retrieval_scores(q_lmk, lmk_keys, chunk_ids, chunk_ids)
+                toks = aug.view(B, C, S)[:, :, : S - 1]
+                scores = self.chunk_scores(g, q_lmk, lmk_keys, chunk_ids, chunk_ids, toks, toks)
             idx, w = select_topk(scores, cfg.chunk_topk, gumbel=self.training and cfg.arch == "drt")
             forced_g = _group_column(forced_chunks, g, group_targets)
             if forced_g is not None:

@@ -9,7 +9,7 @@ Text format
 ::
 
     <context ...>                       the document (or the NIAH haystack with needles)
-    <|pad|> x n                         0..62 pad tokens, see layout_prompt
+    <|pad|> x n                         0..124 pad tokens, see layout_prompt
     "\\n\\nQuestion: {question}\\nAnswer:" qa_suffix(question)
     " {answer}\\n"                       answer_text(answer) + STOP_TEXT (what the model generates)
 
@@ -21,9 +21,13 @@ The model closes every 63 real tokens with a landmark (spec §1.2): chunk c hold
 [63c, 63c + 63) and its landmark comes after position 63c + 62. The landmark of chunk c chooses
 the chunks that the tokens of chunk c + 1 retrieve from.
 
-`layout_prompt` left-pads the prompt so that its LAST token (the ":" of "Answer:") lands on the
+`layout_prompt` pads the context to the end of its last chunk, so that no chunk holds both context
+and question, and left-pads the prompt so that its LAST token (the ":" of "Answer:") lands on the
 FIRST slot of a chunk, i.e. at a position ``p`` (counted from the start of the whole sequence,
-context + pads + prompt) with ``p % 63 == 0``. Then
+context + pads + prompt) with ``p % 63 == 0``. The chunk that the question's landmark closes then
+holds pads and the question only: its query (the query encoder's, and with config `lexical` the
+words it matches) reads the question and not the document's last words, which in a book PDF are
+its licence pages (before this layout every question about a Gutenberg PDF retrieved them). Then
 
 * the landmark just before ``p`` (closing chunk p/63 - 1) has seen the whole question except the
   final ":", so the retrieval that serves the answer chunk is informed by the question;
@@ -74,14 +78,15 @@ def answer_text(answer: str) -> str:
 
 
 def n_layout_pads(n_context_tokens: int, n_prompt_tokens: int, chunk_tokens: int = CHUNK_TOKENS) -> int:
-    """Pads (0..chunk_tokens-1) to put between context and prompt so that the last prompt token
-    sits at a position p with p % chunk_tokens == 0."""
+    """Pads (0..2*chunk_tokens-2) to put between context and prompt: first to the end of the
+    context's last chunk, so the prompt starts a chunk of its own, then before the prompt so that
+    its last token sits at a position p with p % chunk_tokens == 0."""
     if n_prompt_tokens < 1:
         raise ValueError("the prompt needs at least one token")
     if n_context_tokens < 0:
         raise ValueError("negative context length")
-    last = n_context_tokens + n_prompt_tokens - 1
-    return (-last) % chunk_tokens
+    start = n_context_tokens + (-n_context_tokens) % chunk_tokens
+    return start - n_context_tokens + (-(start + n_prompt_tokens - 1)) % chunk_tokens
 
 
 def layout_prompt(

@@ -26,6 +26,7 @@ from types import SimpleNamespace
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 
 logger = logging.getLogger(__name__)
@@ -81,6 +82,11 @@ class TrainConfig:
     hard_negatives_per_row: int = 32  # how many passages each single / multikey / 2hop row gets
     group_targets: bool = False  # G >= 2: group g is trained (and forced) toward target column g (2hop: hop g + 1)
     train_only: str = ""  # comma-separated parameter-name fragments to train (others frozen); "" = all
+    qa_data: str = ""  # mined questions (drt_core.mine): directory with train.jsonl / train.bin; "" = <data>/qa
+    qa_boilerplate: str = ""  # .npy of boilerplate passages (licence pages, contents) spliced into qa rows
+    qa_boilerplate_per_row: int = 8  # how many each qa row gets
+    init_lexical: float = 0.0  # > 0: set the lexical scorer's token weights from idf (tokens in more than this share of chunks get 0)
+    lexical_lr_mult: float = 1.0  # lr multiplier of the lexical scorer's weights and scales
     log_file: str | None = None
 
 
@@ -247,6 +253,42 @@ class Batches:
             self._hubs = hubs.astype(np.int64)
         return self._hubs
 
+    def qa_row(self, length: int, rng) -> dict:
+        """A "qa" row (tasks.build_qa_example) from the mined training questions, with
+        --qa-boilerplate passages written over chunks of its window that hold neither the passage
+        nor the question, so that licence pages and contents lists compete with the gold passage."""
+        import numpy as np
+
+        from .prompts import CHUNK_TOKENS
+        from .tasks import QAItems, TooShort, _encode, _tokenizer_path, build_qa_example
+
+        if getattr(self, "_qa", None) is None:
+            self._qa = QAItems(self.cfg.qa_data or Path(self.cfg.data) / "qa", "train")
+            self._qa_enc = _encode(_tokenizer_path(self.tokenizer))
+        for _ in range(16):
+            item, doc = self._qa.draw(rng)
+            try:
+                ex = build_qa_example(doc, item, length, rng, encode=self._qa_enc, answer_weight=self.cfg.answer_weight,
+                                      margin=self.cfg.task_margin)
+                break
+            except TooShort:
+                continue
+        else:
+            raise RuntimeError("no mined question fits a row of this length")
+        if self.cfg.qa_boilerplate:
+            if getattr(self, "_boiler", None) is None:
+                self._boiler = np.load(self.cfg.qa_boilerplate).astype(np.int64)
+            S1 = CHUNK_TOKENS
+            keep = set(ex["targets"]) | {ex["targets"][0] - 1, ex["targets"][-1] + 1}
+            n_ctx_chunks = ex["row"]  # chunks before the question's
+            free = [c for c in range(n_ctx_chunks) if c not in keep]
+            rng.shuffle(free)
+            for c in free[: self.cfg.qa_boilerplate_per_row]:
+                row = self._boiler[rng.randrange(len(self._boiler))][:S1]
+                ex["ids"][c * S1:(c + 1) * S1] = row
+                ex["labels"][c * S1:(c + 1) * S1] = row
+        return ex
+
     def _task_batch(self, step: int, G: int):
         """G rows of `task_length(step)` tokens: task examples (several needle/question pairs each,
         needles at least `task_margin` tokens before the questions), then plain LM rows. forced
@@ -292,6 +334,15 @@ class Batches:
                 targets[i] = torch.from_numpy(ex["forced"])
                 if p_force > 0:
                     forced[i] = targets[i]
+            elif name == "qa":  # a window of a real document, a mined question about it, its answer
+                ex = self.qa_row(length, rng)
+                ids[i], labels[i] = torch.from_numpy(ex["ids"]), torch.from_numpy(ex["labels"])
+                weights[i] = torch.from_numpy(ex["weights"])
+                if ex["row"] < C:
+                    t = torch.tensor(ex["targets"][:2])
+                    targets[i, ex["row"], : len(t)] = t
+                    if p_force > 0 and rng.random() < p_force:
+                        forced[i, ex["row"]] = targets[i, ex["row"]]
             else:
                 ex = build_training_example(
                     name, hay[i].tolist(), self.tokenizer, rng,
@@ -350,6 +401,40 @@ def build_model(cfg: TrainConfig):
     return DRTForCausalLM(mc)
 
 
+def chunk_idf(data: Path, vocab_size: int, chunk_tokens: int = 63) -> tuple[np.ndarray, int]:
+    """Document frequency over the training split's 63-token chunks: (df [V] in chunks, chunks)."""
+    df, n = np.zeros(vocab_size, np.int64), 0
+    for name in ("books", "stacks"):
+        p = data / name / "train.bin"
+        if not p.exists():
+            continue
+        ids = np.memmap(p, dtype=np.uint16, mode="r")
+        C = len(ids) // chunk_tokens
+        for a in range(0, C, 1 << 16):  # blocks of chunks: (chunk, token) pairs, each counted once
+            b = min(C, a + (1 << 16))
+            blk = np.asarray(ids[a * chunk_tokens: b * chunk_tokens], dtype=np.int64).reshape(b - a, chunk_tokens)
+            pairs = np.unique(blk + np.arange(b - a)[:, None] * vocab_size)
+            df += np.bincount(pairs % vocab_size, minlength=vocab_size)
+        n += C
+    if not n:
+        raise FileNotFoundError(f"no token files under {data}/{{books,stacks}}/train.bin; run `drt-reader data`")
+    return df, n
+
+
+def init_lexical(model, data: Path, max_df: float) -> None:
+    """`train --init-lexical DF`: the lexical scorer's token weights (config lexical) start at
+    idf_t - log(1 / DF) = log(DF * chunks / df_t), clipped at 0: a token in more than a share DF
+    of the training chunks (function words, common word pieces) starts at 0, where relu keeps it;
+    a token in one chunk of a million weighs about 10 (DF = 0.02)."""
+    if getattr(model, "lexical", None) is None:
+        raise SystemExit("--init-lexical needs a lexical model: --set lexical=true")
+    df, n = chunk_idf(data, model.config.vocab_size, model.config.chunk_tokens)
+    w = np.log(max_df * n / np.maximum(df, 1)).clip(min=0.0)
+    with torch.no_grad():
+        model.lexical.weight.copy_(torch.from_numpy(w.astype(np.float32)))
+    logger.info("lexical weights from idf over %d chunks: %d of %d tokens > 0", n, int((w > 0).sum()), len(w))
+
+
 RETRIEVAL_PATH = ("gca.", "encoder.", "lmk_norms.")
 # the copy head's scalar biases per exact-feature value (suffix-match and recall lengths, ages): at
 # the matrices' rate they move 0.1 a step at most (x MATCH_SCALE), while the pointer's learned
@@ -375,6 +460,8 @@ def param_groups(model, cfg: TrainConfig) -> list[dict]:
             mult = cfg.copy_lr_mult * (cfg.copy_bias_lr_mult if n.split(".")[-1] in COPY_BIASES else 1.0)
         if n.endswith("smear"):
             mult = cfg.smear_lr_mult
+        if n.startswith("lexical."):
+            mult = cfg.lexical_lr_mult
         g = groups.setdefault((decay, mult), {"params": [], "weight_decay": cfg.weight_decay if decay else 0.0,
                                               "lr_mult": mult})
         g["params"].append(p)
@@ -393,6 +480,8 @@ def train(cfg: TrainConfig) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(cfg.seed)
     model = build_model(cfg).to(device)
+    if cfg.init_lexical > 0:
+        init_lexical(model, Path(cfg.data), cfg.init_lexical)
     tokenizer = None
     if cfg.task:
         from .tokenizer import load_tokenizer
@@ -589,6 +678,16 @@ def add_args(p: argparse.ArgumentParser) -> None:
                    help="mined hub passages (bench/probes/mine_hubs.py) spliced into every NIAH row's haystack")
     p.add_argument("--hard-negatives-per-row", type=int, default=d.hard_negatives_per_row,
                    help=f"passages per row (default {d.hard_negatives_per_row})")
+    p.add_argument("--qa-data", default="", help="mined questions (python -m drt_core.mine): a directory with "
+                   "train.jsonl and train.bin; default <data>/qa")
+    p.add_argument("--qa-boilerplate", default="", metavar="PASSAGES.npy",
+                   help="boilerplate passages (licence pages, contents lists; bench/boilerplate.py) written over "
+                        "chunks of every qa row's window")
+    p.add_argument("--qa-boilerplate-per-row", type=int, default=d.qa_boilerplate_per_row)
+    p.add_argument("--init-lexical", type=float, default=0.0, metavar="DF",
+                   help="set the lexical scorer's token weights (config lexical) from the training data's idf "
+                        "over chunks, 0 for tokens in more than this share of chunks (e.g. 0.02)")
+    p.add_argument("--lexical-lr-mult", type=float, default=d.lexical_lr_mult)
     p.add_argument("--bf16", default="auto", choices=["auto", "on", "off"], help="bf16 autocast")
     p.add_argument("--train-only", default="", help="train only parameters whose names contain one of these "
                    "comma-separated fragments, e.g. encoder.,lmk_norms. (the retrieval scorer)")
@@ -614,9 +713,9 @@ def _at_least_one(s: str) -> float:
 
 def _tasks_arg(s: str) -> str:
     parts = [p.strip() for p in s.split(",") if p.strip()]
-    bad = [p for p in parts if p not in ("single", "multikey", "2hop", "repeat", "cite")]
+    bad = [p for p in parts if p not in ("single", "multikey", "2hop", "repeat", "cite", "qa")]
     if not parts or bad:
-        raise argparse.ArgumentTypeError(f"unknown task(s) {bad or s!r}; use single, multikey, 2hop, repeat, cite")
+        raise argparse.ArgumentTypeError(f"unknown task(s) {bad or s!r}; use single, multikey, 2hop, repeat, cite, qa")
     return ",".join(parts)
 
 

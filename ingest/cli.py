@@ -265,32 +265,32 @@ def _evidence_text(evidence: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def answer_text(out: dict) -> str:
+    """The text-mode answer: the quote with its pages, or the abstention, then the model's short
+    answer when it copied one from the quote."""
+    q = out.get("quote")
+    if out.get("abstained"):
+        return f"{out['answer']} The passages the model scored highest are below."
+    if q:
+        lines = [f"\u201c{q['text']}\u201d ({_pages(q['pages'])}, chunk {q['chunk']})"]
+        if out.get("short_answer"):
+            lines.append(f"Short answer: {out['short_answer']}")
+        return "\n".join(lines)
+    return out["answer"] or EMPTY_GENERATION
+
+
 def cmd_ask(args: argparse.Namespace) -> int:
-    from .ask import ask
-
-    streaming = not args.json
-
-    def on_delta(s: str) -> None:
-        print(s, end="", flush=True)
+    from .ask import CONTRACT_KEYS, ask
 
     with _library(args) as lib:
         doc_id = lib.resolve(args.doc_id)
         engine = _engine(args)
-        out = ask(
-            lib,
-            engine,
-            doc_id,
-            args.question,
-            max_new_tokens=args.max_new_tokens,
-            on_delta=on_delta if streaming else None,
-        )
-    if streaming:
-        if not out["answer"]:
-            print(EMPTY_GENERATION, end="")
-        print()
+        out = ask(lib, engine, doc_id, args.question, max_new_tokens=args.max_new_tokens)
+    if not args.json:
+        print(answer_text(out))
         print("\nEvidence (what the model retrieved):\n" + (_evidence_text(out["evidence"]) or "  (none)"))
     else:
-        _emit(args, out)
+        _emit(args, {k: out[k] for k in CONTRACT_KEYS})
     return 0
 
 

@@ -810,8 +810,8 @@ def chat_bot(
         return
     final: dict | None = None
     for ev in ask_stream(ctx, doc_id, question, max_new_tokens=max_new_tokens, session=session):
-        if not ev["done"]:
-            yield history + [{"role": "assistant", "content": md_escape(ev["answer"]) + " ▌"}], answers, skip, skip, skip, skip
+        if not ev["done"]:  # the answer is a quote chosen at the end: show progress, not the raw generation
+            yield history + [{"role": "assistant", "content": "*reading the passages the model retrieved…* ▌"}], answers, skip, skip, skip, skip
         else:
             final = ev
     assert final is not None
@@ -821,13 +821,52 @@ def chat_bot(
         shown = (md_escape(text) + " " if text else "") + "*(stopped)*"
         yield history + [{"role": "assistant", "content": shown}], answers, skip, skip, skip, skip
         return
-    shown = md_escape(text) if text else "*(the model wrote nothing; see what it retrieved below)*"
+    shown = answer_md(final, labels)
     history = history + [{"role": "assistant", "content": shown}, _evidence_note(final["evidence"], labels)]
-    record = {k: final[k] for k in ("doc_id", "question", "answer", "evidence", "trace")}
+    record = {k: final.get(k) for k in ("doc_id", "question", "answer", "evidence", "trace", "quote", "abstained")}
     answers.append(record)
     picker = gr.update(choices=_answer_choices(answers), value=len(answers) - 1)
     result = {k: final[k] for k in ("answer", "evidence", "trace")}
-    yield history, answers, picker, answer_heatmap(ctx, record), evidence_md(final["evidence"], labels), result
+    yield history, answers, picker, answer_heatmap(ctx, record), answer_evidence_md(ctx, record, labels), result
+
+
+def answer_md(result: dict, labels: dict[int, str] | None = None) -> str:
+    """The chat's answer: a quote from the document with its page, or an abstention; the model's
+    short answer under the quote when it copied one verbatim from it."""
+    text = str(result.get("answer") or "").strip()
+    if result.get("abstained"):
+        return ("**Not found in this document.** No passage stood out for this question; the passages the "
+                "model scored highest are listed under Evidence.")
+    q = result.get("quote")
+    if q:
+        pages = q.get("pages") or [0]
+        out = (f"{_quote(q['text'])}\n\n— {pages_text(pages[0], pages[-1], labels)}, chunk {int(q['chunk'])} "
+               f"(the passage is shown first under Evidence)")
+        if result.get("short_answer"):
+            out = f"**{md_escape(result['short_answer'])}**\n\n" + out
+        return out
+    return md_escape(text) if text else "*(the model wrote nothing; see what it retrieved below)*"
+
+
+def answer_evidence_md(ctx: UIContext, record: dict, labels: dict[int, str] | None = None) -> str:
+    """Evidence of an answer: the quoted passage first (its chunk, the quote in bold), then the
+    chunks the model retrieved by fusion weight."""
+    body = evidence_md(record.get("evidence") or [], labels)
+    q = record.get("quote")
+    if not q:
+        return body
+    rows = ctx.library.chunks(record["doc_id"], [int(q["chunk"])])
+    if not rows:
+        return body
+    r = rows[0]
+    flat = " ".join(r["text"].split())
+    quoted = " ".join(q["text"].split())
+    i = flat.find(quoted[:60])
+    shown = (md_escape(flat[:i]) + "**" + md_escape(flat[i:i + len(quoted)]) + "**" + md_escape(flat[i + len(quoted):])
+             if i >= 0 else md_escape(flat))
+    head = (f"**Quoted passage** · {pages_text(r['page_first'], r['page_last'], labels)} · chunk {int(q['chunk'])}"
+            f"\n\n> {shown}")
+    return head + "\n\n" + body
 
 
 def show_answer(ctx: UIContext, answers: list | None, index: int | None) -> tuple[str, str, dict | None]:
@@ -837,7 +876,7 @@ def show_answer(ctx: UIContext, answers: list | None, index: int | None) -> tupl
         return answer_heatmap(ctx, None), "", None
     rec = answers[int(index)]
     _, labels = ctx.layout(rec["doc_id"])
-    return (answer_heatmap(ctx, rec), evidence_md(rec["evidence"], labels),
+    return (answer_heatmap(ctx, rec), answer_evidence_md(ctx, rec, labels),
             {k: rec[k] for k in ("answer", "evidence", "trace")})  # fmt: skip
 
 

@@ -39,13 +39,18 @@ def test_layout_prompt_geometry():
             prompt = list(range(10, 10 + n_prompt))
             laid = P.layout_prompt(n_ctx, prompt)
             n_pad = len(laid) - n_prompt
-            assert 0 <= n_pad < 63
+            assert 0 <= n_pad < 2 * 63 - 1
             assert laid[:n_pad] == [T.PAD_ID] * n_pad and laid[n_pad:] == prompt
             p = P.prompt_end_position(n_ctx, laid)
             assert p % 63 == 0  # last prompt token on the first slot of a chunk
             assert (n_ctx + len(laid)) % 63 == 1
+            first = n_ctx + n_pad  # the prompt's first token: never in the context's last chunk
+            assert n_ctx == 0 or first // 63 > (n_ctx - 1) // 63
+            if n_prompt <= 63:  # the chunk before the answer's holds pads and prompt only
+                assert n_ctx <= (p // 63 - 1) * 63 or n_prompt == 1
     assert P.layout_prompt(0, [5], chunk_tokens=10) == [5]
-    assert len(P.layout_prompt(3, [5, 6], chunk_tokens=10)) == 8  # 3 + 6 pads + 2 -> last at 10
+    assert len(P.layout_prompt(3, [5, 6], chunk_tokens=10)) == 18  # 3 + 7 + 6 pads + 2 -> last at 20
+    assert len(P.layout_prompt(10, [5, 6], chunk_tokens=10)) == 11  # already at a boundary: 9 pads + 2
     with pytest.raises(ValueError):
         P.layout_prompt(5, [])
 

@@ -1,0 +1,75 @@
+"""Front and back matter: licence pages, contents lists and indexes, told apart from the text.
+
+`matter_of(text)` names a page's kind ("licence", "contents", "index" or None) from what it says,
+not from where it sits: a Project Gutenberg PDF carries the licence on its last pages and its header
+on the first, a book's contents list is a run of short numbered lines, an index a run of
+"term, 12, 45" lines. Ingest tags the chunks of such pages (`chunks.matter`), the UI shows the tag,
+and `python -m ingest.boilerplate PDF... --out passages.npy` writes their 63-token chunks for
+training (`train --qa-boilerplate`), where they are written into the windows of reading
+questions, so the model learns that they answer nothing. The tag is for the reader; the fix is in
+what the model learns.
+"""
+
+from __future__ import annotations
+
+import re
+
+LICENCE_MARKERS = ("project gutenberg", "gutenberg literary archive", "gutenberg-tm", "gutenberg™",
+                   "electronic works", "this ebook is for the use of anyone", "terms of the project gutenberg",
+                   "full project gutenberg license", "donations", "trademark")
+_NUMBERED_LINE = re.compile(r"^\s*(chapter|book|part|section|[ivxlc]+\.|\d+\.?)\b.{0,80}$", re.I | re.M)
+_INDEX_LINE = re.compile(r"^.{1,60},\s*\d+(\s*[,–-]\s*\d+)*\s*$", re.M)
+
+
+def matter_of(text: str) -> str | None:
+    """"licence" when the page speaks of the Gutenberg licence (two markers or more), "contents"
+    when most of its non-empty lines are short numbered headings, "index" when most are
+    "term, page" lines; None for ordinary text."""
+    low = text.lower()
+    if sum(m in low for m in LICENCE_MARKERS) >= 2:
+        return "licence"
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if len(lines) >= 8:
+        if len(_INDEX_LINE.findall(text)) >= 0.6 * len(lines):
+            return "index"
+        if len(_NUMBERED_LINE.findall(text)) >= 0.6 * len(lines):
+            return "contents"
+    return None
+
+
+def boilerplate_passages(paths, chunk_tokens: int = 63):
+    """The 63-token chunks of every licence / contents / index page of the files at `paths`
+    (parsed with ingest.parse, tokenized with the shipped tokenizer): np.ndarray [P, 63] int64."""
+    import numpy as np
+
+    from drt_core.tokenizer import encode
+
+    from .parse import parse_file
+
+    rows = []
+    for p in paths:
+        doc = parse_file(p)
+        for page in doc.pages:
+            if matter_of(page.text):
+                ids = encode(page.text)
+                rows += [ids[a:a + chunk_tokens] for a in range(0, len(ids) - chunk_tokens + 1, chunk_tokens)]
+    return np.asarray(rows, dtype=np.int64).reshape(-1, chunk_tokens)
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    import numpy as np
+
+    ap = argparse.ArgumentParser(prog="python -m ingest.boilerplate", description=__doc__.split("\n\n")[0])
+    ap.add_argument("files", nargs="+", help="documents (PDFs of the TRAINING split only)")
+    ap.add_argument("--out", required=True, help="where to write the passages (.npy)")
+    a = ap.parse_args(argv)
+    rows = boilerplate_passages(a.files)
+    np.save(a.out, rows)
+    print(f"{len(rows)} boilerplate chunks from {len(a.files)} files -> {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
