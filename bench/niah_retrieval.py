@@ -49,9 +49,14 @@ def landmark_scores(eng, prompt: list[int], row: int):
     are rounded to the engine's memory dtype first, so the ranking is the engine's."""
     import torch
 
-    keys, queries = eng.model.landmarks(torch.tensor(prompt[: (row + 1) * eng.cfg.chunk_tokens], device=eng.device))
+    ids = torch.tensor(prompt[: (row + 1) * eng.cfg.chunk_tokens], device=eng.device)
+    keys, queries = eng.model.landmarks(ids)
     keys = torch.from_numpy(keys[:row].float().cpu().numpy().astype(eng.memory_dtype)).float()  # as the store holds them
-    return keys @ queries[row].float().cpu()
+    s = keys @ queries[row].float().cpu() / keys.shape[-1] ** 0.5  # retrieval_scores' scale
+    if eng.model.lexical is not None:  # config lexical: the scores add the tokens shared with each chunk
+        toks = eng.model.chunk_token_ids(ids)[0].cpu()
+        s = s + eng.model.lexical.scores(0, toks[row: row + 1][None], toks[:row][None])[0, 0].float()
+    return s
 
 
 def score_rank(scores, chunk: int) -> int:

@@ -963,7 +963,8 @@ def build_qa_example(doc, item: dict, length: int, rng, *, encode=None, answer_w
     rng = _rng(rng)
     enc = encode or _encode(_resolve_tok(None))
     p_ids = enc(qa_suffix(item["question"]))
-    a_ids = enc(answer_text(item["answer"]))[: 2 * chunk_tokens] + enc(STOP_TEXT)
+    # the answer as generated: its whitespace runs collapsed ("target"), since a newline ends an answer
+    a_ids = enc(answer_text(item.get("target") or " ".join(item["answer"].split())))[: 2 * chunk_tokens] + enc(STOP_TEXT)
     ps, pe = (int(x) for x in item["passage_tok"])
     as_, ae = (int(x) for x in item["ans_tok"])
     tail = 2 * chunk_tokens + len(p_ids) + len(a_ids)

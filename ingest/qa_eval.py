@@ -298,6 +298,7 @@ def run_qa(
                     raise QAError(f"prefill of {path} did not finish ({res.status}); run again to resume")
             chunks = lib.chunks(res.doc_id)
             texts = [c["text"] for c in chunks]
+            boiler = boilerplate_chunks(lib, res.doc_id, chunks)
             finder = TextFinder(document_text(lib, res.doc_id))
             indexes = {b: _baseline_index(b, texts, device) for b in baselines}
             docs.append({"doc": doc, "doc_id": res.doc_id, "title": res.title, "tokens": res.tokens,
@@ -311,12 +312,16 @@ def run_qa(
                     abstained = bool(out.get("abstained", False))
                     answer = "" if abstained else str(out.get("answer") or "")
                     ranking = [int(e["chunk"]) for e in out.get("evidence") or []]
-                    row[name] = {"answer": answer, "abstained": abstained, "quote": out.get("quote"),
-                                 "z": out.get("retrieval_z"), "ranking": ranking, **_hits(ranking, gold)}
+                    quote = out.get("quote")
+                    drawn = [int(quote["chunk"])] if quote else ranking[:1]
+                    row[name] = {"answer": answer, "abstained": abstained, "quote": quote,
+                                 "z": out.get("retrieval_z"), "ranking": ranking, **_hits(ranking, gold),
+                                 "boilerplate": None if abstained else float(any(c in boiler for c in drawn))}
                 for b, index in indexes.items():
                     ranking = [i for i, _ in index.search(q["question"], max(K))]
                     answer = extract_sentence(texts[ranking[0]], q["question"]) if ranking else ""
-                    row[b] = {"answer": answer, "ranking": ranking, **_hits(ranking, gold)}
+                    row[b] = {"answer": answer, "ranking": ranking, **_hits(ranking, gold),
+                              "boilerplate": float(bool(ranking) and ranking[0] in boiler)}
                 for s in systems:
                     row[s] |= answer_scores(row[s]["answer"], q["answer"]) if q["answerable"] else {}
                 rows.append(row)
@@ -336,6 +341,14 @@ def run_qa(
         "gold_not_found": [r["id"] for r in rows if r["answerable"] and not r["gold_found"]],
         "rows": rows,
     }
+
+
+def boilerplate_chunks(library, doc_id: str, chunks: list[dict]) -> set[int]:
+    """Chunks lying on a licence, contents or index page (ingest.boilerplate.matter_of)."""
+    from .boilerplate import matter_of
+
+    pages = {p["number"] for p in library.pages(doc_id, with_text=True) if matter_of(p["text"])}
+    return {c["idx"] for c in chunks if any(n in pages for n in range(c["page_first"], c["page_last"] + 1))}
 
 
 def calibrate(rows: list[dict], system: str, max_false: float = 0.10) -> dict:
@@ -431,6 +444,7 @@ def summarize(rows: list[dict], systems: Sequence[str], **where) -> dict:
     for s in systems:
         m = {f"hit@{k}": _mean(r[s][f"hit@{k}"] for r in ans) for k in K}
         m |= {x: _mean(r[s][x] for r in ans) for x in ("em", "f1", "contains")}
+        m["boilerplate"] = _mean(r[s].get("boilerplate") for r in rows)
         if s.startswith(DRT):
             m["abstain_unanswerable"] = _mean(r[s]["abstained"] for r in una)
             m["abstain_answerable"] = _mean(r[s]["abstained"] for r in ans)
@@ -443,6 +457,7 @@ def summarize(rows: list[dict], systems: Sequence[str], **where) -> dict:
 # ---------------------------------------------------------------------------------------------
 
 COLUMNS = [("hit@1", "hit@1"), ("hit@4", "hit@4"), ("em", "EM"), ("f1", "F1"), ("contains", "contains"),
+           ("boilerplate", "from licence/contents"),
            ("abstain_unanswerable", "abstain (unanswerable)"), ("abstain_answerable", "abstain (answerable)")]
 
 

@@ -321,3 +321,34 @@ def test_rename_labels_renames_statement_labels_consistently_and_keeps_the_citat
     # the same seed renames the same way; another does not
     assert np.array_equal(K.rename_labels(ids, random.Random(0), words), out)
     assert not np.array_equal(K.rename_labels(ids, random.Random(1), words), out)
+
+
+def test_build_qa_example_layout_and_targets():
+    """A qa row: a window holding the passage (at least `margin` tokens before its end), the
+    question laid out by prompts.layout_prompt, the answer; the retrieval row is the one serving
+    the answer's chunk and its targets are the chunks of the answer and of the passage's start."""
+    import random
+
+    from drt_core.tasks import TooShort, build_qa_example
+
+    doc = np.arange(100, 100 + 5000) % 7000 + 3
+    item = {"question": "Who is X?", "answer": "a man", "passage_tok": [2000, 2080], "ans_tok": [2040, 2045]}
+    enc = lambda s: [10 + (ord(ch) % 50) for ch in s]  # noqa: E731  a toy tokenizer: one id per character
+    for seed in range(20):
+        ex = build_qa_example(doc, item, 1500, random.Random(seed), encode=enc, margin=320)
+        ids, w0 = ex["ids"], ex["window_start"]
+        assert len(ids) == len(ex["labels"]) == len(ex["weights"]) == 1500
+        n_win = ex["row"] * 63  # the window ends in the chunks before the question's
+        assert w0 <= 2000 and 2080 + 320 <= w0 + n_win + 62
+        assert list(ids[2000 - w0: 2080 - w0]) == list(doc[2000:2080])  # the passage, in place
+        a0, a1 = ex["answer_span"]
+        assert (a0 - 1) % 63 == 0 and ex["row"] == (a0 - 1) // 63 - 1  # the prompt's last token starts a chunk
+        assert list(ids[a0:a1]) == enc(" a man")
+        assert ex["targets"] == sorted({(2040 - w0) // 63, (2000 - w0) // 63})
+        assert (ex["labels"][ids == 0] == -100).all() and (ex["weights"][a0:a1] == 5.0).all()
+    with pytest.raises(TooShort):
+        build_qa_example(doc, item, 300, random.Random(0), encode=enc)
+    short = doc[:900]  # a document shorter than the window: the row is right-padded
+    ex = build_qa_example(short, {**item, "passage_tok": [100, 150], "ans_tok": [120, 125]}, 1500, random.Random(1),
+                          encode=enc)
+    assert ex["window_start"] == 0 and (ex["ids"][-50:] == 0).all() and (ex["labels"][-50:] == -100).all()

@@ -286,3 +286,14 @@ def test_bad_and_encrypted_files(tiny_model, tmp_path):
     last = list(h.ingest_upload(ctx, enc, password="openpassword"))[-1]
     assert last.result["status"] == "done" and not enc.exists()
     ctx.close()
+
+
+def test_answer_md_shows_a_quote_with_its_page_or_an_abstention():
+    from ui.handlers import answer_md
+
+    q = {"text": "Emma Woodhouse, handsome, clever, and rich.", "chunk": 3, "pages": [2]}
+    md = answer_md({"answer": q["text"], "quote": q, "short_answer": "handsome"})
+    assert md.startswith("**handsome**") and "> Emma Woodhouse" in md and "p. 2, chunk 3" in md
+    md = answer_md({"answer": "Not found in this document.", "abstained": True, "quote": None})
+    assert md.startswith("**Not found in this document.**") and ">" not in md
+    assert "the model wrote nothing" in answer_md({"answer": "", "quote": None})
