@@ -55,7 +55,8 @@ def landmark_scores(eng, prompt: list[int], row: int):
     s = keys @ queries[row].float().cpu() / keys.shape[-1] ** 0.5  # retrieval_scores' scale
     if eng.model.lexical is not None:  # config lexical: the scores add the tokens shared with each chunk
         toks = eng.model.chunk_token_ids(ids)[0].cpu()
-        s = s + eng.model.lexical.scores(0, toks[row: row + 1][None], toks[:row][None])[0, 0].float()
+        s = s + eng.model.lexical.scores(0, toks[row: row + 1][None], toks[:row][None], torch.tensor([row]),
+                                         torch.arange(row))[0, 0].float()
     return s
 
 

@@ -81,6 +81,7 @@ class DRTConfig(PretrainedConfig):
         smear_keys: bool = False,  # per-head mix of each key with the previous position's (copying)
         smear_init: float = 0.0,  # initial logit of that mix's own-key share (sigmoid; 0 -> 0.5)
         lexical: bool = False,  # retrieval scores add a learned weighting of the exact tokens two chunks share
+        lexical_doc_df: float = 0.0,  # > 0: that weighting also falls with the token's count in the past chunks (initial power)
         abstain_z: float | None = None,  # ask: "not found" when the question's best chunk stands less than this
         # many standard deviations above the document's scores (calibrated by `drt-reader eval qa --calibrate`)
         pad_token_id: int = 0,
@@ -177,6 +178,9 @@ class DRTConfig(PretrainedConfig):
         if lexical and arch != "drt":
             raise ValueError(f"lexical needs arch 'drt' (it adds to the landmark scores), got {arch!r}")
         self.lexical = bool(lexical)
+        if float(lexical_doc_df) < 0 or (lexical_doc_df and not lexical):
+            raise ValueError(f"lexical_doc_df must be >= 0 and needs lexical, got {lexical_doc_df!r}")
+        self.lexical_doc_df = float(lexical_doc_df)
         self.abstain_z = None if abstain_z is None else float(abstain_z)
         self.smear_keys = bool(smear_keys)
         self.smear_init = float(smear_init)

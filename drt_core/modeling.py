@@ -645,6 +645,9 @@ class LexicalScorer(nn.Module):
         super().__init__()
         self.weight = nn.Parameter(torch.zeros(cfg.vocab_size))
         self.scale = nn.Parameter(torch.ones(cfg.num_groups))
+        # config lexical_doc_df > 0: a shared token also weighs (1 + df)^-relu(df_pow_g), df = in how
+        # many of the query's past chunks it occurs (a name on every page of this book counts less)
+        self.df_pow = nn.Parameter(torch.zeros(cfg.num_groups)) if cfg.lexical_doc_df > 0 else None
         self.pad_id = cfg.pad_token_id
         # a plain tuple, not a buffer: from_pretrained leaves non-persistent buffers uninitialised
         self.special = tuple(sorted({cfg.pad_token_id, cfg.eos_token_id, cfg.lmk_token_id}))
@@ -659,11 +662,24 @@ class LexicalScorer(nn.Module):
         present = torch.zeros(*q_toks.shape[:-1], V, device=q_toks.device).scatter_(-1, q_toks.long(), 1.0)
         return present * self.token_weights()
 
-    def scores(self, g: int, q_toks: torch.Tensor, k_toks: torch.Tensor, block: int = 4096) -> torch.Tensor:
+    def scores(self, g: int, q_toks: torch.Tensor, k_toks: torch.Tensor, q_chunk: torch.Tensor | None = None,
+               k_chunk: torch.Tensor | None = None, block: int = 4096) -> torch.Tensor:
         """[B, Cq, Ck] lexical scores of group g; q_toks [B, Cq, N], k_toks [B, Ck, N] token ids
-        (keys deduplicated here: each distinct token counts once). Key chunks in blocks of `block`."""
-        table = self.query_table(q_toks)  # [B, Cq, V]
+        (keys deduplicated here: each distinct token counts once). Key chunks in blocks of `block`.
+        With df_pow (config lexical_doc_df), q_chunk [Cq] and k_chunk [Ck] (chunk indices) give each
+        query the key chunks before it, over which doc_df counts its tokens."""
         ku = distinct_tokens(k_toks, self.pad_id)
+        if self.df_pow is None:
+            table = self.query_table(q_toks)  # [B, Cq, V]
+        else:
+            if q_chunk is None or k_chunk is None:
+                raise ValueError("config lexical_doc_df needs the chunk indices q_chunk and k_chunk")
+            qd = distinct_tokens(q_toks, self.pad_id)
+            df = doc_df(qd, q_chunk.to(qd.device), ku, k_chunk.to(qd.device))
+            factor = (1.0 + df).pow(-F.relu(self.df_pow[g]))  # [B, Cq, N]
+            V = self.weight.shape[0]
+            table = torch.zeros(*qd.shape[:-1], V, device=qd.device, dtype=factor.dtype).scatter(-1, qd, factor)
+            table = table * self.token_weights()
         B, Cq = table.shape[:2]
         out = []
         for a in range(0, ku.shape[1], block):
@@ -672,6 +688,24 @@ class LexicalScorer(nn.Module):
             out.append(table.gather(-1, kb.reshape(B, 1, n).expand(B, Cq, n)).view(B, Cq, kb.shape[1], -1).sum(-1))
         s = torch.cat(out, dim=-1) if out else table.new_zeros(B, Cq, 0)
         return self.scale[g] * s
+
+
+def doc_df(q_toks: torch.Tensor, q_chunk: torch.Tensor, k_toks: torch.Tensor, k_chunk: torch.Tensor) -> torch.Tensor:
+    """In how many key chunks before each query chunk each of its tokens occurs: q_toks [B, Cq, N],
+    q_chunk [Cq], k_toks [B, Ck, N] (distinct per row: distinct_tokens), k_chunk [Ck] -> [B, Cq, N]
+    float, counting key chunk e for query q when k_chunk[e] < q_chunk[q] (causal: only the past).
+    Only the query tokens are counted (a presence matrix over their union), so the cost is
+    Ck x (distinct query tokens), not Ck x V."""
+    B, Cq, N = q_toks.shape
+    U, inv = torch.unique(q_toks, return_inverse=True)
+    lut = torch.full((int(U.max()) + 1 if len(U) else 1,), -1, dtype=torch.long, device=q_toks.device)
+    lut[U] = torch.arange(len(U), device=q_toks.device)
+    kt = k_toks.long()
+    ki = torch.where(kt < len(lut), lut[kt.clamp(max=len(lut) - 1)], -1)  # [B, Ck, N]: index in U, -1 if none
+    P = torch.zeros(B, kt.shape[1], len(U) + 1, device=q_toks.device).scatter_(-1, ki + 1, 1.0)[..., 1:]
+    before = (k_chunk[None, :] < q_chunk[:, None]).to(P.dtype)  # [Cq, Ck]
+    df = torch.matmul(before, P)  # [B, Cq, |U|]
+    return df.gather(-1, inv.reshape(B, Cq, N))
 
 
 def distinct_tokens(toks: torch.Tensor, pad_id: int) -> torch.Tensor:
@@ -833,6 +867,8 @@ class DRTPreTrainedModel(PreTrainedModel):
         if isinstance(module, LexicalScorer):  # inert until `train --init-lexical` sets the weights
             nn.init.zeros_(module.weight)
             nn.init.ones_(module.scale)
+            if module.df_pow is not None:
+                nn.init.constant_(module.df_pow, self.config.lexical_doc_df)
         if isinstance(module, (SelfAttention, ChunkEncoder)) and module.smear is not None:
             # nn.init, not fill_: transformers guards it so that a loaded value is not overwritten
             nn.init.constant_(module.smear, self.config.smear_init)
@@ -918,7 +954,7 @@ class DRTForCausalLM(DRTPreTrainedModel):
         if self.lexical is not None:
             if q_toks is None or k_toks is None:
                 raise ValueError("a lexical model scores chunks with their tokens: pass q_toks and k_toks")
-            s = s + self.lexical.scores(g, q_toks.to(s.device), k_toks.to(s.device))
+            s = s + self.lexical.scores(g, q_toks.to(s.device), k_toks.to(s.device), q_chunk, k_chunk)
         return s
 
     def chunk_token_ids(self, input_ids: torch.Tensor) -> torch.Tensor:

@@ -534,6 +534,8 @@ def train(cfg: TrainConfig) -> dict:
         model.save_pretrained(out / "model")
         _copy_tokenizer(out / "model")
 
+    if cfg.steps == 0 and start == 0:  # --steps 0: the initialised model itself (e.g. --init-lexical at step 0)
+        save(0)
     model.train()
     # --lm-loss 0 on one group: only the retrieval loss trains, and it does not depend on the upper
     # layers, so they are skipped (model.scorer_loss; the LM loss is then not logged)

@@ -6,7 +6,8 @@ their average sits between them). Tensors equal in A and B stay bit-identical.
 
 `--partial`: B may hold only some of A's tensors (the others are A's), e.g. a scorer kept apart:
 `interpolate.py checkpoints/drt-tiny checkpoints/candidates/avg-p3m4-scorer OUT --alpha 1 --partial`
-rebuilds round 16's candidate. `--diff-only`: write only the tensors that differ from A."""
+rebuilds round 16's candidate. `--only copy_head.` (with `--alpha 1`): B's copy head on A's other
+weights (issue 29: a scorer and a copy head trained apart). `--diff-only`: write only the tensors that differ from A."""
 import argparse
 import shutil
 from pathlib import Path
@@ -38,10 +39,19 @@ def main() -> None:
     p.add_argument("--alpha", type=float, default=0.5, help="weight of B (0: A, 1: B)")
     p.add_argument("--partial", action="store_true", help="B holds a subset of A's tensors")
     p.add_argument("--diff-only", action="store_true", help="write only the tensors that differ from A")
+    p.add_argument("--only", default="", metavar="PREFIXES",
+                   help="comma-separated name prefixes: take only these tensors of B (implies --partial), "
+                        "e.g. --alpha 1 --only copy_head. puts B's copy head on A")
     args = p.parse_args()
     a, b = Path(args.a), Path(args.b)
     ta = load_file(a / "model.safetensors")
-    mixed = interpolate(ta, load_file(b / "model.safetensors"), args.alpha, args.partial)
+    tb = load_file(b / "model.safetensors")
+    if args.only:
+        pre = tuple(x for x in args.only.split(",") if x)
+        tb = {k: v for k, v in tb.items() if k.startswith(pre)}
+        if not tb:
+            raise SystemExit(f"B has no tensor named {args.only}*")
+    mixed = interpolate(ta, tb, args.alpha, args.partial or bool(args.only))
     out = Path(args.out)
     changed = [k for k in mixed if not mixed[k].equal(ta[k])]
     if args.diff_only:  # the tensors alone: --partial over A rebuilds the checkpoint

@@ -78,7 +78,8 @@ def copy_kw(smear):
                 key_context=5 if smear == "lead" else 0,
                 copy_groups="all" if smear == "allgroups" else "last",
                 copy_recall_age=4 if smear in ("lead", "allgroups") else 0,
-                copy_qk_cap=2.0 if smear == "allgroups" else 0.0, lexical=smear == "lexical")
+                copy_qk_cap=2.0 if smear == "allgroups" else 0.0, lexical=smear in ("lexical", "lexdf"),
+                lexical_doc_df=0.8 if smear == "lexdf" else 0.0)
 
 
 def repeating_ids(L, period=130, seed=1):
@@ -93,7 +94,8 @@ def repeating_ids(L, period=130, seed=1):
                                                 ("drt", (1, 1), "copy"), ("drt", (2,), "bigram"),
                                                 ("drt", (2,), "global"), ("drt", (2,), "match"),
                                                 ("drt", (1, 1), "match"), ("drt", (2,), "lead"),
-                                                ("drt", (1, 1), "allgroups"), ("drt", (1, 1), "lexical")])
+                                                ("drt", (1, 1), "allgroups"), ("drt", (1, 1), "lexical"),
+                                                ("drt", (1, 1), "lexdf")])
 def test_streaming_logits_equal_batch(arch, groups, smear):
     """Teacher-forced streaming in uneven pieces == one batch forward (within the training length);
     with smeared keys too (the ring then holds raw keys and one slot more than the window), and with
@@ -147,7 +149,7 @@ def test_token_by_token_equals_batch(arch, groups, smear):
     torch.testing.assert_close(out, ref, atol=2e-5, rtol=1e-4)
 
 
-@pytest.mark.parametrize("query", [None, "key", "encoder", "key_encoder", "key_context", "lexical"])
+@pytest.mark.parametrize("query", [None, "key", "encoder", "key_encoder", "key_context", "lexical", "lexdf"])
 def test_selections_equal_batch_retrieval(query):
     """The stored dependency map is the batch model's retrieval (row c serves chunk c+1), also with
     landmark queries that read their own chunk (query_key, query_encoder), keys of their own
@@ -155,7 +157,8 @@ def test_selections_equal_batch_retrieval(query):
     pieces that cut chunks, so the carried tail is what the batch model reads)."""
     m = make_model("drt", (1, 1), query_key=query in ("key", "key_encoder"), query_encoder=2 if query == "encoder" else 0,
                    key_encoder=1 if query in ("key_encoder", "key_context") else 0,
-                   key_context=7 if query == "key_context" else 0, lexical=query == "lexical")
+                   key_context=7 if query == "key_context" else 0, lexical=query in ("lexical", "lexdf"),
+                   lexical_doc_df=0.8 if query == "lexdf" else 0.0)
     ids = ids_of(63 * 12, seed=3)
     with torch.no_grad():
         ref = m(ids, output_retrieval=True).retrieval

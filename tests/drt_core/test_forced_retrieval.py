@@ -483,6 +483,33 @@ def test_interpolate_probe_mixes_only_the_tensors_that_differ():
         interpolate({"w": a1}, {"v": b1}, 1.0, partial=True)
 
 
+def test_interpolate_only_takes_the_named_tensors_of_b(tmp_path, monkeypatch):
+    """`interpolate.py A B OUT --alpha 1 --only copy_head.`: OUT holds B's copy head and A's other
+    tensors (B's other tensors, here a different scorer, are left out), with A's config."""
+    import json
+
+    from safetensors.torch import load_file, save_file
+
+    from bench.probes import interpolate as ip
+
+    for name, v in (("a", 0.0), ("b", 1.0)):
+        (tmp_path / name).mkdir()
+        save_file({"copy_head.q": torch.full((2,), v), "key_enc.w": torch.full((3,), v)},
+                  tmp_path / name / "model.safetensors")
+        (tmp_path / name / "config.json").write_text(json.dumps({"who": name}))
+    out = tmp_path / "out"
+    monkeypatch.setattr("sys.argv", ["interpolate.py", str(tmp_path / "a"), str(tmp_path / "b"), str(out),
+                                     "--alpha", "1", "--only", "copy_head."])
+    ip.main()
+    got = load_file(out / "model.safetensors")
+    assert torch.equal(got["copy_head.q"], torch.ones(2)) and torch.equal(got["key_enc.w"], torch.zeros(3))
+    assert json.loads((out / "config.json").read_text()) == {"who": "a"}
+    monkeypatch.setattr("sys.argv", ["interpolate.py", str(tmp_path / "a"), str(tmp_path / "b"), str(out),
+                                     "--only", "nothing."])
+    with pytest.raises(SystemExit, match="no tensor"):
+        ip.main()
+
+
 def test_first_positions_probe_keeps_the_question_at_a_chunk_end():
     from bench.probes.first_positions import aligned, prefix_tokens
     from drt_core.tokenizer import PAD_ID
@@ -492,13 +519,15 @@ def test_first_positions_probe_keeps_the_question_at_a_chunk_end():
     prompt = ctx + [PAD_ID] * 3 + question
     end = len(prompt) - 1
     assert end % S1 == 0  # the app's layout: the prompt's last token on a chunk's first slot
-    for k in range(0, 6):  # k > 3 (fewer pads than k): everything after the haystack moves by a whole chunk
+    # the question starts a chunk of its own: with k > 2 the haystack (6 + k tokens) spills into the
+    # question's chunk, so everything after the haystack moves by a whole chunk
+    for k in range(0, 6):
         pre = list(range(100, 100 + k))
         ids = aligned(prompt, len(ctx), pre, S1)
         new_end = len(ids) - 1
         assert ids[:k + len(ctx)] == pre + ctx and ids[new_end - 3:] == question
         assert new_end % S1 == end % S1
-        assert new_end == end + (0 if k <= 3 else S1)
+        assert new_end == end + (0 if k <= 2 else S1)
         assert set(ids[k + len(ctx): new_end - 3]) <= {PAD_ID}
     hay = list(range(1000, 1100))
     assert prefix_tokens(0, hay, 3) == [] and prefix_tokens(1, hay, 3) == [3]

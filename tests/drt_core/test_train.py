@@ -103,3 +103,21 @@ def test_init_with_structural_overrides_adds_the_new_modules(tmp_path):
     for k, v in base.state_dict().items():
         assert torch.equal(sd[k], v), k
     assert all(float(p.detach().min()) == 5.0 for n, p in model.named_parameters() if n.endswith("attn.smear"))
+
+
+def test_zero_steps_saves_the_initialised_model(tmp_path):
+    """`train --steps 0 --set lexical=true --init-lexical DF`: the run writes the model as initialised
+    (the lexical weights from idf, nothing trained), a model that evaluation can then compare at step 0."""
+    import numpy as np
+
+    from drt_core.train import chunk_idf
+
+    data = build_token_dir(tmp_path / "data")
+    out = tmp_path / "run"
+    cfg = golden_config(data, out, steps=0, init_lexical=0.5, model_overrides={"lexical": True})
+    train(cfg)
+    model = DRTForCausalLM.from_pretrained(out / "model")
+    df, n = chunk_idf(data, model.config.vocab_size, model.config.chunk_tokens)
+    want = np.log(0.5 * n / np.maximum(df, 1)).clip(min=0.0)
+    assert (want > 0).any()
+    assert np.allclose(model.lexical.weight.detach().numpy(), want, atol=1e-5)
