@@ -81,7 +81,7 @@ class DRTConfig(PretrainedConfig):
         smear_keys: bool = False,  # per-head mix of each key with the previous position's (copying)
         smear_init: float = 0.0,  # initial logit of that mix's own-key share (sigmoid; 0 -> 0.5)
         lexical: bool = False,  # retrieval scores add a learned weighting of the exact tokens two chunks share
-        lexical_doc_df: float = 0.0,  # > 0: that weighting also falls with the token's count in the past chunks (initial power)
+        lexical_doc_df: float = 0.0,  # > 0: and adds the tokens' idf in the document so far, times a learned scale starting here
         abstain_z: float | None = None,  # ask: "not found" when the question's best chunk stands less than this
         # many standard deviations above the document's scores (calibrated by `drt-reader eval qa --calibrate`)
         pad_token_id: int = 0,

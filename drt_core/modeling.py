@@ -639,15 +639,21 @@ class LexicalScorer(nn.Module):
     ("Who is Mr. Darcy?") is answered by the passage that shares its rare words. BM25 finds those;
     the landmark scores alone did not (RESULTS, real questions). A chunk's tokens are already stored
     beside its memory, so the term costs no state; it stays causal (the query reads only the chunk
-    its landmark closes, every token of which precedes the landmark)."""
+    its landmark closes, every token of which precedes the landmark).
+
+    Config lexical_doc_df adds, per shared token, doc_g * relu(log((n + 1) / (1 + df))): its
+    inverse document frequency over the n chunks before the query (df of them hold it; doc_df).
+    Global weights learned on the training corpora cannot know that "Knightley" is on every page
+    of Emma; BM25's idf, computed on the document itself, does (measured: docs/history)."""
 
     def __init__(self, cfg: DRTConfig):
         super().__init__()
         self.weight = nn.Parameter(torch.zeros(cfg.vocab_size))
         self.scale = nn.Parameter(torch.ones(cfg.num_groups))
-        # config lexical_doc_df > 0: a shared token also weighs (1 + df)^-relu(df_pow_g), df = in how
-        # many of the query's past chunks it occurs (a name on every page of this book counts less)
-        self.df_pow = nn.Parameter(torch.zeros(cfg.num_groups)) if cfg.lexical_doc_df > 0 else None
+        # config lexical_doc_df > 0: a shared token also weighs doc_g * relu(log((n + 1) / (1 + df))),
+        # its inverse document frequency in this document so far: n past chunks, df of them holding it
+        # (a name on every page of this book counts little, a word found in one passage a lot)
+        self.doc = nn.Parameter(torch.full((cfg.num_groups,), cfg.lexical_doc_df)) if cfg.lexical_doc_df > 0 else None
         self.pad_id = cfg.pad_token_id
         # a plain tuple, not a buffer: from_pretrained leaves non-persistent buffers uninitialised
         self.special = tuple(sorted({cfg.pad_token_id, cfg.eos_token_id, cfg.lmk_token_id}))
@@ -666,20 +672,25 @@ class LexicalScorer(nn.Module):
                k_chunk: torch.Tensor | None = None, block: int = 4096) -> torch.Tensor:
         """[B, Cq, Ck] lexical scores of group g; q_toks [B, Cq, N], k_toks [B, Ck, N] token ids
         (keys deduplicated here: each distinct token counts once). Key chunks in blocks of `block`.
-        With df_pow (config lexical_doc_df), q_chunk [Cq] and k_chunk [Ck] (chunk indices) give each
-        query the key chunks before it, over which doc_df counts its tokens."""
+        With config lexical_doc_df, q_chunk [Cq] and k_chunk [Ck] (chunk indices) give each query the
+        key chunks before it, over which doc_df counts its tokens (the in-document idf term)."""
         ku = distinct_tokens(k_toks, self.pad_id)
-        if self.df_pow is None:
-            table = self.query_table(q_toks)  # [B, Cq, V]
-        else:
+        table = self.query_table(q_toks)  # [B, Cq, V]
+        if self.doc is not None:
             if q_chunk is None or k_chunk is None:
                 raise ValueError("config lexical_doc_df needs the chunk indices q_chunk and k_chunk")
             qd = distinct_tokens(q_toks, self.pad_id)
-            df = doc_df(qd, q_chunk.to(qd.device), ku, k_chunk.to(qd.device))
-            factor = (1.0 + df).pow(-F.relu(self.df_pow[g]))  # [B, Cq, N]
+            q_chunk, k_chunk = q_chunk.to(qd.device), k_chunk.to(qd.device)
+            df = doc_df(qd, q_chunk, ku, k_chunk)  # [B, Cq, N]
+            n = (k_chunk[None, :] < q_chunk[:, None]).sum(-1).to(df.dtype)  # [Cq] past chunks
+            idf = F.relu(torch.log((n[None, :, None] + 1.0) / (1.0 + df)))
+            special = torch.zeros_like(qd, dtype=torch.bool)
+            for t in self.special:
+                special |= qd == t
+            idf = idf.masked_fill(special, 0.0)
             V = self.weight.shape[0]
-            table = torch.zeros(*qd.shape[:-1], V, device=qd.device, dtype=factor.dtype).scatter(-1, qd, factor)
-            table = table * self.token_weights()
+            doc = torch.zeros(*qd.shape[:-1], V, device=qd.device, dtype=idf.dtype).scatter(-1, qd, idf)
+            table = table + self.doc[g] * doc
         B, Cq = table.shape[:2]
         out = []
         for a in range(0, ku.shape[1], block):
@@ -867,8 +878,8 @@ class DRTPreTrainedModel(PreTrainedModel):
         if isinstance(module, LexicalScorer):  # inert until `train --init-lexical` sets the weights
             nn.init.zeros_(module.weight)
             nn.init.ones_(module.scale)
-            if module.df_pow is not None:
-                nn.init.constant_(module.df_pow, self.config.lexical_doc_df)
+            if module.doc is not None:
+                nn.init.constant_(module.doc, self.config.lexical_doc_df)
         if isinstance(module, (SelfAttention, ChunkEncoder)) and module.smear is not None:
             # nn.init, not fill_: transformers guards it so that a loaded value is not overwritten
             nn.init.constant_(module.smear, self.config.smear_init)

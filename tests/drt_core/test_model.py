@@ -878,19 +878,20 @@ def test_lexical_scores_are_weighted_shared_distinct_tokens():
     assert lex.scale.grad[0] != 0 and lex.weight.grad.abs().sum() > 0
 
 
-def test_lexical_doc_df_weighs_each_shared_token_by_its_count_in_the_past_chunks():
-    """config lexical_doc_df: a shared token t weighs relu(w_t) * (1 + df)^-relu(p_g), df = the key
-    chunks e < c (chunk indices) holding t; brute force over random chunks, with key chunks that
-    are not all before the query, and gradients to the power."""
+def test_lexical_doc_df_adds_each_shared_tokens_idf_over_the_past_chunks():
+    """config lexical_doc_df: a shared non-special token t adds doc_g * relu(log((n + 1) / (1 + df)))
+    to relu(w_t), n = the key chunks e with e < c (chunk indices), df = those holding t; brute force
+    over random chunks, with key chunks that are not all before the query, and gradients to doc_g."""
     from drt_core.modeling import LexicalScorer, distinct_tokens, doc_df
 
     cfg = DRTConfig.from_preset("tiny", vocab_size=40, hidden_size=32, num_heads=2, intermediate_size=64,
                                 upper_groups=[1, 1], lexical=True, lexical_doc_df=0.7)
     lex = LexicalScorer(cfg)
+    assert torch.allclose(lex.doc.detach(), torch.full((2,), 0.7))
     g = torch.Generator().manual_seed(1)
     with torch.no_grad():
         lex.weight.copy_(torch.rand(40, generator=g) * 4 - 1)
-        lex.df_pow.copy_(torch.tensor([0.7, 1.5]))
+        lex.doc.copy_(torch.tensor([0.7, 1.5]))
     q = torch.randint(0, 40, (2, 3, 6), generator=g)
     k = torch.randint(0, 40, (2, 7, 6), generator=g)
     q_chunk, k_chunk = torch.tensor([2, 5, 7]), torch.arange(7)
@@ -899,19 +900,21 @@ def test_lexical_doc_df_weighs_each_shared_token_by_its_count_in_the_past_chunks
     df = doc_df(q, q_chunk, distinct_tokens(k, 0), k_chunk)
     for grp in (0, 1):
         got = lex.scores(grp, q, k, q_chunk, k_chunk)
-        p = float(lex.df_pow[grp].detach())
+        a = float(lex.doc[grp].detach())
         for b in range(2):
             for c in range(3):
+                n = int(q_chunk[c])
                 for j in range(6):
                     t = int(q[b, c, j])
-                    assert t < 3 or df[b, c, j].item() == sum(t in k[b, e].tolist() for e in range(int(q_chunk[c])))
+                    assert t < 3 or df[b, c, j].item() == sum(t in k[b, e].tolist() for e in range(n))
                 for e in range(7):
                     shared = set(q[b, c].tolist()) & set(k[b, e].tolist())
-                    n = {t: sum(t in k[b, x].tolist() for x in range(int(q_chunk[c]))) for t in shared}
-                    want = sum(w[t].item() * (1 + n[t]) ** -p for t in shared)
+                    idf = {t: 0.0 if t < 3 else max(0.0, math.log((n + 1) / (1 + sum(t in k[b, x].tolist() for x in range(n)))))
+                           for t in shared}
+                    want = sum(w[t].item() + a * idf[t] for t in shared)
                     assert abs(got[b, c, e].item() - want) < 1e-4
     lex.scores(1, q, k, q_chunk, k_chunk).sum().backward()
-    assert lex.df_pow.grad[1] != 0 and lex.df_pow.grad[0] == 0
+    assert lex.doc.grad[1] != 0 and lex.doc.grad[0] == 0
     with pytest.raises(ValueError, match="chunk indices"):
         lex.scores(0, q, k)
     with pytest.raises(ValueError, match="needs lexical"):
@@ -924,7 +927,7 @@ def test_lexical_doc_df_model_is_causal():
     torch.manual_seed(0)
     kw = dict(vocab_size=60, hidden_size=32, num_heads=2, intermediate_size=64, upper_groups=[2], window=64)
     m = DRTForCausalLM(DRTConfig.from_preset("tiny", lexical=True, lexical_doc_df=0.5, **kw)).eval()
-    assert torch.allclose(m.lexical.df_pow.detach(), torch.full((1,), 0.5))
+    assert torch.allclose(m.lexical.doc.detach(), torch.full((1,), 0.5))
     with torch.no_grad():
         m.lexical.weight.uniform_(0.5, 2.0)
         ids = torch.randint(3, 60, (1, 63 * 6))
