@@ -389,8 +389,10 @@ def mined_question_file(qa_dir: str | Path, split: str, out: str | Path, *, n: i
         by_type.setdefault(it["qtype"], []).append(it)
     picked = []
     types = sorted(by_type)
-    while len(picked) < n and any(by_type.values()):
-        t = types[len(picked) % len(types)]
+    turn = 0
+    while len(picked) < n and any(by_type.values()):  # round robin over the types that have items left
+        t = types[turn % len(types)]
+        turn += 1
         if by_type[t]:
             picked.append(by_type[t].pop(rng.randrange(len(by_type[t]))))
     root = Path(docs_root) if docs_root else DEFAULT_DOCS_ROOT

@@ -190,3 +190,31 @@ def test_cli_eval_qa_json_and_errors(cli, qa_set, tmp_path, drt_home):
 
     rc, out, err = cli("eval", "qa", "--questions", str(qf), "--docs-root", str(root), "--baselines", "tfidf")
     assert rc == 2 and "unknown baseline tfidf" in err
+
+
+def test_mined_question_file_ends_when_a_type_runs_out(tmp_path):
+    """Regression: with n larger than a type's items, the round robin stalled on the empty type
+    forever (val has 8 mined character questions). It now takes what is left from the others."""
+    import json
+
+    import numpy as np
+
+    from drt_core.tokenizer import encode
+    from ingest.qa_eval import load_questions, mined_question_file
+
+    docs = tmp_path / "docs"
+    (docs / "books").mkdir(parents=True)
+    (docs / "books" / "a.txt").write_text("Alice met Bob in Paris. Bob was a baker.", encoding="utf-8")
+    ids = encode("Alice met Bob in Paris. Bob was a baker.")
+    qa = tmp_path / "qa"
+    qa.mkdir()
+    np.asarray(ids + [1], dtype=np.uint16).tofile(qa / "val.bin")
+    items = [{"doc": "books/a.txt", "doc_start": 0, "passage_tok": [0, len(ids)], "question": f"Who is Bob {i}?",
+              "answer": "a baker", "qtype": "character" if i == 0 else "place"} for i in range(5)]
+    (qa / "val.jsonl").write_text("".join(json.dumps(it) + "\n" for it in items), encoding="utf-8")
+    out = mined_question_file(qa, "val", tmp_path / "q.jsonl", n=4, n_unanswerable=2, docs_root=docs)
+    qs = load_questions(out)
+    ans = [q for q in qs if q["answerable"]]
+    assert len(ans) == 4 and sorted(q["type"] for q in ans) == ["character", "place", "place", "place"]
+    assert all("Bob" in q["gold"] for q in ans)
+    assert len(qs) == 4  # one document: no other to ask its questions of
