@@ -713,9 +713,15 @@ def doc_df(q_toks: torch.Tensor, q_chunk: torch.Tensor, k_toks: torch.Tensor, k_
     lut[U] = torch.arange(len(U), device=q_toks.device)
     kt = k_toks.long()
     ki = torch.where(kt < len(lut), lut[kt.clamp(max=len(lut) - 1)], -1)  # [B, Ck, N]: index in U, -1 if none
-    P = torch.zeros(B, kt.shape[1], len(U) + 1, device=q_toks.device).scatter_(-1, ki + 1, 1.0)[..., 1:]
-    before = (k_chunk[None, :] < q_chunk[:, None]).to(P.dtype)  # [Cq, Ck]
-    df = torch.matmul(before, P)  # [B, Cq, |U|]
+    Ck = kt.shape[1]
+    P = torch.zeros(B, Ck, len(U) + 1, device=q_toks.device).scatter_(-1, ki + 1, 1.0)[..., 1:]
+    if Ck and bool((k_chunk == torch.arange(Ck, device=k_chunk.device)).all()):
+        # keys are chunks 0..Ck-1 (the batch forward and the engine): a running count, Ck x |U|
+        last = q_chunk.clamp(max=Ck) - 1  # the last key chunk before each query
+        df = P.cumsum(1)[:, last.clamp(min=0)] * (last >= 0).to(P.dtype)[None, :, None]
+    else:
+        before = (k_chunk[None, :] < q_chunk[:, None]).to(P.dtype)  # [Cq, Ck]
+        df = torch.matmul(before, P)  # [B, Cq, |U|]
     return df.gather(-1, inv.reshape(B, Cq, N))
 
 

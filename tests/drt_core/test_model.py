@@ -898,6 +898,9 @@ def test_lexical_doc_df_adds_each_shared_tokens_idf_over_the_past_chunks():
     w = torch.relu(lex.weight.detach()).clone()
     w[[0, 1, 2]] = 0.0
     df = doc_df(q, q_chunk, distinct_tokens(k, 0), k_chunk)
+    # keys that are not chunks 0..Ck-1 take the general path: the same counts for the same order
+    assert torch.equal(doc_df(q, q_chunk * 2, distinct_tokens(k, 0), k_chunk * 2), df)
+    assert torch.equal(doc_df(q, torch.tensor([0, 3, 9]), distinct_tokens(k, 0), k_chunk)[:, 0], torch.zeros(2, 6))
     for grp in (0, 1):
         got = lex.scores(grp, q, k, q_chunk, k_chunk)
         a = float(lex.doc[grp].detach())
