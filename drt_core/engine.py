@@ -934,6 +934,9 @@ def _state_config(cfg: DRTConfig) -> dict:
     d = cfg.to_dict()
     for k in ("gca_backend", "transformers_version", "_name_or_path", "architectures", "dtype", "torch_dtype"):
         d.pop(k, None)
+    # the abstention threshold is read by `ask` only: calibrating it (eval qa --write-threshold) must
+    # not orphan every stored document. Kept as null, so fingerprints of uncalibrated models stay as they were
+    d["abstain_z"] = None
     return d
 
 

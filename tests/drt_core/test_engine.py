@@ -254,6 +254,21 @@ def test_resume_after_crash_matches_uninterrupted(tmp_path):
     np.testing.assert_allclose(ka, kb, rtol=1e-5, atol=1e-6)
 
 
+def test_abstention_threshold_does_not_change_the_fingerprint(tmp_path):
+    """Regression: `eval qa --write-threshold` writes abstain_z into config.json, which changed the
+    fingerprint, so every document prefilled before calibration had to be prefilled again."""
+    m = make_model(seed=0)
+    eng = Engine(m, memory_dtype=np.float32)
+    st = eng.open_state(tmp_path / "s")
+    list(eng.prefill(st, ids_of(200)[0].tolist()))
+    m.config.abstain_z = 5.0
+    again = Engine(m, memory_dtype=np.float32)
+    assert again.fingerprint == eng.fingerprint
+    again.open_state(tmp_path / "s")  # not refused
+    m.config.window = 64  # a setting the states depend on still changes it
+    assert Engine(m, memory_dtype=np.float32).fingerprint != eng.fingerprint
+
+
 def test_states_of_another_model_are_refused(tmp_path):
     eng = Engine(make_model(seed=0), memory_dtype=np.float32)
     st = eng.open_state(tmp_path / "s")
