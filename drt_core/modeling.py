@@ -394,7 +394,8 @@ class CopyHead(nn.Module):
     with P the pointer's total weight (< 1: the softmax-one null slots and unused rows give their
     share back to the LM, so p sums to 1 and a chunk with nothing retrieved gets the plain LM).
     The copied token gets the answer gradient directly (pointer-generator networks, See et al.,
-    2017), which copying through GCA -> MLP -> residual did not get at our scale (RESULTS.md §5).
+    2017), which copying through GCA -> MLP -> residual did not get at our scale
+    (docs/history/2026-11-29-to-12-01-model-rounds.md).
 
     Options: copy_bigram adds the token before the query's (query) and the token two slots back
     (key), so a repeated digit no longer confuses it, and lets the gate read the pointer-weighted

@@ -130,7 +130,7 @@ TWOHOP_QUESTIONS = (
 
 # The 2-hop answer's separator. It must not be what a needle writes right after its first code: the
 # copy head's exact suffix match would then continue that needle ("From v1," -> " the") instead of
-# starting v2 (round 10's hop-2 misses with ", ": docs/RESULTS.md §5, round 11).
+# starting v2 (round 10's hop-2 misses with ", ": docs/history/2026-11-29-to-12-01-model-rounds.md, round 11).
 TWOHOP_SEP = ";"
 
 

@@ -391,7 +391,8 @@ def build_model(cfg: TrainConfig):
         model.init_added_encoder_layers(info["missing_keys"])
         if cfg.gca_out_scale != 1.0 and model.config.uses_chunks:
             # a pretrained DRT whose GCA stayed small next to the residual stream (we measured 4%
-            # of its norm in the upper layers) cannot pass retrieved content on; see RESULTS.md §5
+            # of its norm in the upper layers) cannot pass retrieved content on;
+            # see docs/history/2026-11-29-to-12-01-model-rounds.md
             with torch.no_grad():
                 for group in model.groups:
                     for blk in group:
@@ -438,7 +439,7 @@ def init_lexical(model, data: Path, max_df: float) -> None:
 RETRIEVAL_PATH = ("gca.", "encoder.", "lmk_norms.")
 # the copy head's scalar biases per exact-feature value (suffix-match and recall lengths, ages): at
 # the matrices' rate they move 0.1 a step at most (x MATCH_SCALE), while the pointer's learned
-# scores span tens (RESULTS.md §5, round 10)
+# scores span tens (docs/history/2026-11-29-to-12-01-model-rounds.md, round 10)
 COPY_BIASES = ("match_bias", "match_gate", "recall_bias", "recall_gate", "recall_age_bias")
 
 

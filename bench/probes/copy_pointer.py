@@ -11,7 +11,7 @@ gradient directly (d loss / d weight of the right slot), not through GCA -> MLP 
 
 Fine-tunes a checkpoint on short NIAH sequences (the needle beyond the window), the needle chunk
 forced (--oracle 1: answer rows read only it) and prints per step the answer loss and the
-first-answer-token accuracy of the mixture (chance 1/10 on digits). Diagnostic for RESULTS.md §5."""
+first-answer-token accuracy of the mixture (chance 1/10 on digits). Diagnostic for docs/history/2026-11-29-to-12-01-model-rounds.md."""
 import argparse, json, random, sys, time
 
 import numpy as np

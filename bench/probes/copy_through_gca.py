@@ -3,7 +3,7 @@
 Fine-tunes a checkpoint (default: the pretrained one) on short sequences whose needle (NIAH) or
 copied passage (repeat) sits beyond the self-attention window, with the right chunk forced into the
 selection (--force 1) or given alone (--oracle 1), and prints per step the loss on the answer /
-copied tokens and, for NIAH, the first-answer-token accuracy. Diagnostic for RESULTS.md §5."""
+copied tokens and, for NIAH, the first-answer-token accuracy. Diagnostic for docs/history/2026-11-29-to-12-01-model-rounds.md."""
 import argparse, random, time, json, sys
 import numpy as np, torch
 sys.path.insert(0, '.')

@@ -5,7 +5,7 @@ text come before the haystack? For each `eval niah` sample (same seed, depths an
 the rank of the chunk holding the answer's first token among the chunks the answer's landmark may
 select (model.landmarks: the engine's ranking, without the upper layers), as is and with each
 prefix: the last k tokens of the haystack file's first 62 (the same text for every sample; k = 1
-is <|endoftext|> alone). Round 17 of docs/RESULTS.md §5 measured it."""
+is <|endoftext|> alone). Round 17 of docs/history/2026-11-29-to-12-01-model-rounds.md measured it."""
 from __future__ import annotations
 
 import argparse
