@@ -685,12 +685,10 @@ class LexicalScorer(nn.Module):
             df = doc_df(qd, q_chunk, ku, k_chunk)  # [B, Cq, N]
             n = (k_chunk[None, :] < q_chunk[:, None]).sum(-1).to(df.dtype)  # [Cq] past chunks
             idf = F.relu(torch.log((n[None, :, None] + 1.0) / (1.0 + df)))
-            special = torch.zeros_like(qd, dtype=torch.bool)
-            for t in self.special:
-                special |= qd == t
-            idf = idf.masked_fill(special, 0.0)
             V = self.weight.shape[0]
             doc = torch.zeros(*qd.shape[:-1], V, device=qd.device, dtype=idf.dtype).scatter(-1, qd, idf)
+            # the special ids count for nothing, as in token_weights
+            doc = doc.index_fill(-1, torch.tensor(self.special, device=qd.device), 0.0)
             table = table + self.doc[g] * doc
         B, Cq = table.shape[:2]
         out = []

@@ -848,22 +848,30 @@ def test_encoder_layers_added_to_a_trained_encoder_start_as_the_identity(tmp_pat
     assert model.init_added_encoder_layers([]) == []
 
 
+def _random_lexical_scorer(vocab: int, seed: int, **kw):
+    """A LexicalScorer with G = 2, random weights in [-1, 3), its generator (to draw chunks from) and
+    the weights it should use: relu(w) with the special ids 0, 1, 2 at 0."""
+    from drt_core.modeling import LexicalScorer
+
+    cfg = DRTConfig.from_preset("tiny", vocab_size=vocab, hidden_size=32, num_heads=2, intermediate_size=64,
+                                upper_groups=[1, 1], lexical=True, **kw)
+    lex = LexicalScorer(cfg)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        lex.weight.copy_(torch.rand(vocab, generator=g) * 4 - 1)
+    w = torch.relu(lex.weight.detach()).clone()
+    w[[0, 1, 2]] = 0.0
+    return lex, g, w
+
+
 def test_lexical_scores_are_weighted_shared_distinct_tokens():
     """LexicalScorer: scale_g * sum of relu(w_t) over the distinct tokens two chunks share (each
     counted once however often it repeats), 0 for special ids; the blocked gather equals one block."""
-    from drt_core.modeling import LexicalScorer
-
-    cfg = DRTConfig.from_preset("tiny", vocab_size=50, hidden_size=32, num_heads=2, intermediate_size=64,
-                                upper_groups=[1, 1], lexical=True)
-    lex = LexicalScorer(cfg)
-    g = torch.Generator().manual_seed(0)
+    lex, g, w = _random_lexical_scorer(50, seed=0)
     with torch.no_grad():
-        lex.weight.copy_(torch.rand(50, generator=g) * 4 - 1)
         lex.scale.copy_(torch.tensor([0.5, 2.0]))
     q = torch.randint(0, 50, (2, 3, 7), generator=g)
     k = torch.randint(0, 50, (2, 5, 7), generator=g)
-    w = torch.relu(lex.weight.detach()).clone()
-    w[[0, 1, 2]] = 0.0
     for grp in (0, 1):
         got = lex.scores(grp, q, k, block=2)
         assert torch.allclose(got, lex.scores(grp, q, k), atol=1e-6)
@@ -882,21 +890,15 @@ def test_lexical_doc_df_adds_each_shared_tokens_idf_over_the_past_chunks():
     """config lexical_doc_df: a shared non-special token t adds doc_g * relu(log((n + 1) / (1 + df)))
     to relu(w_t), n = the key chunks e with e < c (chunk indices), df = those holding t; brute force
     over random chunks, with key chunks that are not all before the query, and gradients to doc_g."""
-    from drt_core.modeling import LexicalScorer, distinct_tokens, doc_df
+    from drt_core.modeling import distinct_tokens, doc_df
 
-    cfg = DRTConfig.from_preset("tiny", vocab_size=40, hidden_size=32, num_heads=2, intermediate_size=64,
-                                upper_groups=[1, 1], lexical=True, lexical_doc_df=0.7)
-    lex = LexicalScorer(cfg)
+    lex, g, w = _random_lexical_scorer(40, seed=1, lexical_doc_df=0.7)
     assert torch.allclose(lex.doc.detach(), torch.full((2,), 0.7))
-    g = torch.Generator().manual_seed(1)
     with torch.no_grad():
-        lex.weight.copy_(torch.rand(40, generator=g) * 4 - 1)
         lex.doc.copy_(torch.tensor([0.7, 1.5]))
     q = torch.randint(0, 40, (2, 3, 6), generator=g)
     k = torch.randint(0, 40, (2, 7, 6), generator=g)
     q_chunk, k_chunk = torch.tensor([2, 5, 7]), torch.arange(7)
-    w = torch.relu(lex.weight.detach()).clone()
-    w[[0, 1, 2]] = 0.0
     df = doc_df(q, q_chunk, distinct_tokens(k, 0), k_chunk)
     # keys that are not chunks 0..Ck-1 take the general path: the same counts for the same order
     assert torch.equal(doc_df(q, q_chunk * 2, distinct_tokens(k, 0), k_chunk * 2), df)
