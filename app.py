@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import logging
 import os
 import sys
 from pathlib import Path
+
+from cli_io import UserError, emit  # noqa: F401  (emit: kept importable from app for scripts)
 
 ROOT = Path(__file__).resolve().parent
 DEFAULT_MODEL = str(ROOT / "checkpoints" / "drt-tiny")
@@ -28,10 +29,6 @@ COMMAND_MODULES = [
     "bench.cli",  # bench gca | prefill | train | ingest
     "ui.cli",  # serve
 ]
-
-
-class UserError(Exception):
-    """An error caused by the user's input: printed as one line, exit status 2."""
 
 
 def default_home() -> str:
@@ -53,14 +50,6 @@ def build_parser() -> argparse.ArgumentParser:
             raise
         mod.register(sub)
     return p
-
-
-def emit(args: argparse.Namespace, obj: dict, text: str | None = None) -> None:
-    """Print a command's result: one JSON object with --json, else readable text."""
-    if getattr(args, "json", False):
-        print(json.dumps(obj, ensure_ascii=False, default=str))
-    else:
-        print(text if text is not None else json.dumps(obj, indent=2, ensure_ascii=False, default=str))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -439,7 +439,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from app import emit
+    from cli_io import emit
 
     from .errors import DRTError
 

@@ -591,7 +591,7 @@ def _entries(args) -> list[ModelEntry]:
 
 
 def cmd_niah(args) -> int:
-    from app import emit
+    from cli_io import emit
 
     lengths = parse_lengths(args.lengths)
     memmap_above = parse_length(args.memmap_above)
@@ -612,7 +612,7 @@ def cmd_niah(args) -> int:
 
 
 def cmd_ppl(args) -> int:
-    from app import emit
+    from cli_io import emit
 
     lengths = parse_lengths(args.lengths)
     memmap_above = parse_length(args.memmap_above)

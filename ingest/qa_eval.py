@@ -527,7 +527,7 @@ def register(esub) -> None:
 def cmd_qa(args) -> int:
     import sys
 
-    from app import emit
+    from cli_io import emit
 
     from .cli import _ProgressPrinter
     from .pipeline import default_device
