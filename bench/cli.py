@@ -1,15 +1,23 @@
-"""`drt-reader bench NAME [ARGS...]`: runs bench/NAME.py's main(argv) (gca, prefill, train, ingest)."""
+"""`drt-reader bench NAME [ARGS...]`: runs bench/NAME.py's main(argv).
+
+Benchmarks (figures in docs/RESULTS.md): gca, prefill, train, ingest. Maintenance tools a round of
+training runs again (docs/cli.md): niah_miss (why one needle sample is missed), mine_hubs (hard
+negatives for `train --hard-negatives`), task_losses (loss per task from a run's log.jsonl),
+interpolate (mix or splice two checkpoints' tensors), lexical_idf (lexical weightings on an
+`eval qa --json` run, offline). One-off diagnostics live in research/, outside the package."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 
-BENCHES = ["gca", "prefill", "train", "ingest"]
+BENCHES = ["gca", "prefill", "train", "ingest",
+           "niah_miss", "mine_hubs", "task_losses", "interpolate", "lexical_idf"]
 
 
 def register(sub) -> None:
-    p = sub.add_parser("bench", help="benchmarks (results go to docs/RESULTS.md by hand, with the command)")
+    p = sub.add_parser("bench", help="benchmarks and maintenance tools (results go to docs/RESULTS.md "
+                                     "by hand, with the command)")
     p.add_argument("name", choices=BENCHES, help="which benchmark")
     p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments of that benchmark (see bench/NAME.py --help)")
     p.add_argument("--json", action="store_true", help="print one JSON object")

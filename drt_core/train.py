@@ -78,7 +78,7 @@ class TrainConfig:
     retrieval_distractors: float = 1.0  # the retrieval loss counts every other chunk this many times
     target_needle_start: bool = False  # a needle written across chunks: its first chunk is a retrieval target too
     cite_rename: float = 0.0  # share of cite rows whose label names are renamed (tasks.rename_labels)
-    hard_negatives: str = ""  # .npy of mined hub passages (bench/probes/mine_hubs.py) spliced into NIAH rows
+    hard_negatives: str = ""  # .npy of mined hub passages (drt-reader bench mine_hubs) spliced into NIAH rows
     hard_negatives_per_row: int = 32  # how many passages each single / multikey / 2hop row gets
     group_targets: bool = False  # G >= 2: group g is trained (and forced) toward target column g (2hop: hop g + 1)
     train_only: str = ""  # comma-separated parameter-name fragments to train (others frozen); "" = all
@@ -678,7 +678,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
                    help="cite rows: share whose statements' label names are renamed at random, consistently in "
                         "\\label and \\ref (the scorer must match names, not topics); default 0")
     p.add_argument("--hard-negatives", default="", metavar="HUBS.npy",
-                   help="mined hub passages (bench/probes/mine_hubs.py) spliced into every NIAH row's haystack")
+                   help="mined hub passages (drt-reader bench mine_hubs) spliced into every NIAH row's haystack")
     p.add_argument("--hard-negatives-per-row", type=int, default=d.hard_negatives_per_row,
                    help=f"passages per row (default {d.hard_negatives_per_row})")
     p.add_argument("--qa-data", default="", help="mined questions (python -m drt_core.mine): a directory with "

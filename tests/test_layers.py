@@ -1,6 +1,7 @@
 """The packages' imports run one way: nothing imports the command line (`app`), and the two bottom
-packages (kernels, store) import none of ours. Checked on the source, so a lazy import inside a
-function counts too (that is where `from app import emit` used to hide)."""
+packages (kernels, store) import none of ours, and no installed package imports research/ (one-off
+diagnostics kept outside the product). Checked on the source, so a lazy import inside a function
+counts too (that is where `from app import emit` used to hide)."""
 
 import ast
 import sys
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-OURS = {"app", "cli_io", "drt_core", "kernels", "ingest", "ui", "store", "bench"}
+OURS = {"app", "cli_io", "drt_core", "kernels", "ingest", "ui", "store", "bench", "research"}
 
 
 def imported(package: str) -> dict[str, set[str]]:
@@ -36,6 +37,12 @@ def test_no_package_imports_the_command_line(package):
 def test_bottom_packages_import_none_of_ours(package):
     bad = {f: n for f, n in imported(package).items() if n}
     assert not bad, bad
+
+
+@pytest.mark.parametrize("package", ["drt_core", "kernels", "ingest", "ui", "store", "bench"])
+def test_no_package_imports_research(package):
+    bad = {f: n for f, n in imported(package).items() if "research" in n}
+    assert not bad, f"research/ is not installed; move what the package needs into it: {bad}"
 
 
 def test_the_scan_sees_imports_inside_functions(tmp_path, monkeypatch):

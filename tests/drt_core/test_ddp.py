@@ -105,7 +105,7 @@ def test_resume_is_exact(tmp_path, data, monkeypatch):
 
 def test_resume_keeps_one_log_record_per_step(tmp_path, data, monkeypatch):
     """Regression: a crash after step 3 with the checkpoint at step 2 left step 3 in log.jsonl, and
-    the resume logged it again, so per-task loss windows (bench/probes/task_losses.py) and the loss
+    the resume logged it again, so per-task loss windows (bench/task_losses.py) and the loss
     curves counted it twice. The resume now drops the records after its checkpoint."""
     out = tmp_path / "run"
     kw = dict(steps=4, ckpt_every=2, batch_size=1, log_file=str(out / "log.jsonl"))

@@ -199,7 +199,7 @@ def test_row_tasks_name_the_rows_the_batch_builds(tmp_path):
 
 
 def test_task_losses_probe_reads_logged_and_cycled_tasks():
-    from bench.probes.task_losses import task_losses
+    from bench.task_losses import task_losses
 
     logged = [{"step": s, "task": t, "ret_loss": v} for s, t, v in
               [(1, "cite", 2.0), (2, "single", 0.0), (3, "cite", 4.0), (4, "single", 1.0), (5, "cite", 6.0)]]
@@ -466,7 +466,7 @@ def test_train_hard_negatives_reach_the_rows(tmp_path):
 
 
 def test_interpolate_probe_mixes_only_the_tensors_that_differ():
-    from bench.probes.interpolate import interpolate
+    from bench.interpolate import interpolate
 
     same, a1, b1 = torch.randn(3, 2), torch.zeros(4), torch.ones(4)
     out = interpolate({"same": same, "w": a1}, {"same": same.clone(), "w": b1}, alpha=0.25)
@@ -490,7 +490,7 @@ def test_interpolate_only_takes_the_named_tensors_of_b(tmp_path, monkeypatch):
 
     from safetensors.torch import load_file, save_file
 
-    from bench.probes import interpolate as ip
+    from bench import interpolate as ip
 
     for name, v in (("a", 0.0), ("b", 1.0)):
         (tmp_path / name).mkdir()
@@ -508,29 +508,3 @@ def test_interpolate_only_takes_the_named_tensors_of_b(tmp_path, monkeypatch):
                                      "--only", "nothing."])
     with pytest.raises(SystemExit, match="no tensor"):
         ip.main()
-
-
-def test_first_positions_probe_keeps_the_question_at_a_chunk_end():
-    from bench.probes.first_positions import aligned, prefix_tokens
-    from drt_core.tokenizer import PAD_ID
-
-    S1 = 4
-    ctx, question = [6, 7, 8, 9, 10, 11], [21, 22, 23, 24]  # 6 context tokens, 3 pads, a 4-token question
-    prompt = ctx + [PAD_ID] * 3 + question
-    end = len(prompt) - 1
-    assert end % S1 == 0  # the app's layout: the prompt's last token on a chunk's first slot
-    # the question starts a chunk of its own: with k > 2 the haystack (6 + k tokens) spills into the
-    # question's chunk, so everything after the haystack moves by a whole chunk
-    for k in range(0, 6):
-        pre = list(range(100, 100 + k))
-        ids = aligned(prompt, len(ctx), pre, S1)
-        new_end = len(ids) - 1
-        assert ids[:k + len(ctx)] == pre + ctx and ids[new_end - 3:] == question
-        assert new_end % S1 == end % S1
-        assert new_end == end + (0 if k <= 2 else S1)
-        assert set(ids[k + len(ctx): new_end - 3]) <= {PAD_ID}
-    hay = list(range(1000, 1100))
-    assert prefix_tokens(0, hay, 3) == [] and prefix_tokens(1, hay, 3) == [3]
-    assert prefix_tokens(4, hay, 3) == hay[58:62]
-    with pytest.raises(SystemExit):
-        prefix_tokens(63, hay, 3)

@@ -1,4 +1,4 @@
-"""`python bench/probes/cite_lexpool.py [LR]`: a prototype of a lexical term for the scorer, outside
+"""`python research/cite_lexpool.py [LR]`: a prototype of a lexical term for the scorer, outside
 the model. Each chunk gets key_lex = sum_t a_t E[x_t] (token embeddings, a = softmax_t of a learned
 gate on the lower-layer states), the query chunk q_lex likewise with its own gate; score = the shipped
 scorer's + lam * q_lex M k_lex (M starts as the identity). Trained on 32 Stacks windows of 8K
@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, ".")
-from bench.probes._cite import citation_windows, hits  # noqa: E402
+from research._cite import citation_windows, hits  # noqa: E402
 from drt_core.modeling import DRTForCausalLM, forced_retrieval_loss, retrieval_scores  # noqa: E402
 
 torch.manual_seed(0)

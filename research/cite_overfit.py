@@ -1,4 +1,4 @@
-"""`python bench/probes/cite_overfit.py [LR] [MODEL]`: can the retrieval scorer (query and key
+"""`python research/cite_overfit.py [LR] [MODEL]`: can the retrieval scorer (query and key
 encoders, query projection, landmark norms) fit citation targets at all, and does what it learns
 carry to other windows? It trains on 4 fixed 8K-token windows of the Stacks training chapters and
 reports their loss and hit@4 beside those of 4 other windows (the lower layers frozen and run once)."""
@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, ".")
-from bench.probes._cite import citation_windows, hits  # noqa: E402
+from research._cite import citation_windows, hits  # noqa: E402
 from drt_core.modeling import DRTForCausalLM, forced_retrieval_loss, retrieval_scores  # noqa: E402
 
 torch.manual_seed(0)

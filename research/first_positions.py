@@ -1,4 +1,4 @@
-"""`python bench/probes/first_positions.py [--model M] [--length 64k] [--samples 0,10] [--prefix 0,1,4,16,62]`:
+"""`python research/first_positions.py [--model M] [--length 64k] [--samples 0,10] [--prefix 0,1,4,16,62]`:
 is a needle written at the very start of the stream (depth 0.0 of `drt-reader eval niah`, the
 needle in the first tokens of chunk 0) retrieved, and does it become so when k tokens of ordinary
 text come before the haystack? For each `eval niah` sample (same seed, depths and layout) it prints

@@ -1,7 +1,7 @@
 """Mean loss per task over windows of steps, from a run's log.jsonl.
 
-    python bench/probes/task_losses.py runs/drt10m-m1/log.jsonl --every 200
-    python bench/probes/task_losses.py OLD/log.jsonl --task cite,single,cite,cite,multikey,cite
+    drt-reader bench task_losses runs/drt10m-m1/log.jsonl --every 200
+    drt-reader bench task_losses OLD/log.jsonl --task cite,single,cite,cite,multikey,cite
 
 A run with --task logs each step's row tasks ("task"); logs written before that need --task, the
 cycle the run was given (one row a step: step s trains task (s - 1) mod len). A step whose rows

@@ -1,4 +1,4 @@
-"""Is copying through GCA learnable? `python bench/probes/copy_through_gca.py [--task repeat|multikey|single] ...`
+"""Is copying through GCA learnable? `python research/copy_through_gca.py [--task repeat|multikey|single] ...`
 
 Fine-tunes a checkpoint (default: the pretrained one) on short sequences whose needle (NIAH) or
 copied passage (repeat) sits beyond the self-attention window, with the right chunk forced into the

@@ -1,4 +1,4 @@
-"""`python bench/probes/mine_hubs.py MODEL OUT.npy [--haystack data/books/train.bin] [--tokens 2m]
+"""`drt-reader bench mine_hubs MODEL OUT.npy [--haystack data/books/train.bin] [--tokens 2m]
 [--queries 64] [--top 10] [--keep 512]`: hard negatives for the retrieval scorer (`train
 --hard-negatives OUT.npy`). Hubs are chunks that score high for every passkey question (RESULTS.md
 §5, round 8): they outrank the needle at 1M. This mines them from a TRAINING haystack: the keys of
@@ -19,7 +19,7 @@ from drt_core.modeling import DRTForCausalLM  # noqa: E402
 from drt_core.tasks import build  # noqa: E402
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("model")
     p.add_argument("out")
@@ -30,7 +30,7 @@ def main() -> None:
     p.add_argument("--top", type=int, default=10)
     p.add_argument("--keep", type=int, default=512)
     p.add_argument("--seed", type=int, default=0)
-    a = p.parse_args()
+    a = p.parse_args(argv)
     torch.manual_seed(a.seed)
     model = DRTForCausalLM.from_pretrained(a.model).eval()
     S1, m = model.config.chunk_tokens, model.config.key_context
@@ -66,7 +66,8 @@ def main() -> None:
           f"kept {len(out)} (counts {int(count[order[0]])} .. {int(count[order[-1]])}) -> {a.out}")
     for i in order[:8].tolist():
         print(f"  {int(count[i])}: {tok.decode(hay[spans[i]:spans[i] + S1].tolist())[:110]!r}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -1,4 +1,4 @@
-"""`python bench/probes/copy_diag.py MODEL`: does GCA copy? Copy-token loss with the true source chunks forced (oracle) vs wrong chunks,
+"""`python research/copy_diag.py MODEL`: does GCA copy? Copy-token loss with the true source chunks forced (oracle) vs wrong chunks,
 and NIAH answer loss/first-token acc with the needle chunk forced vs a wrong chunk."""
 import random, sys, numpy as np, torch
 sys.path.insert(0, '.')

@@ -1,19 +1,19 @@
 """Where a 2-hop answer is lost, on the samples of `drt-reader eval niah --task 2hop` (seed 0, five
 depths, the validation books):
 
-`python bench/probes/twohop.py ranks MODEL [LENGTH] [SAMPLES]`: the rank of the chunk holding hop 1's
+`python research/twohop.py ranks MODEL [LENGTH] [SAMPLES]`: the rank of the chunk holding hop 1's
 value ("a -> b", matched by the question's start code) and of hop 2's ("b -> c", which no word of the
 question names) in the answer row's scores, for each group's query (the batch forward's scores),
 and with G >= 2 how often each hop is in some group's top-k (what the copy head reads with config
 copy_groups="all").
 
-`python bench/probes/twohop.py copy MODEL [LENGTH] [SAMPLES]`: teacher-forced, at the first token of
+`python research/twohop.py copy MODEL [LENGTH] [SAMPLES]`: teacher-forced, at the first token of
 each value (after ":" for hop 1, after the separator tasks.TWOHOP_SEP for hop 2): the model's output
 right; the copy head's pointer pointing at the right token (its heaviest token); the gate's mean
 opening (sigmoid), which mixes the pointer into the LM output. Each miss prints the slot the
 pointer chose and the text before it.
 
-`python bench/probes/twohop.py scores MODEL [LENGTH] [SAMPLES]`: at the same tokens, the pointer's
+`python research/twohop.py scores MODEL [LENGTH] [SAMPLES]`: at the same tokens, the pointer's
 score of the slot it chose split into its terms: the learned query-key score (after copy_qk_cap),
 the suffix-match bias, the recall biases (with copy_recall_age, ages included) and the chunk's
 log fusion weight (copy_global's prior); for a miss, the same for the best slot holding the

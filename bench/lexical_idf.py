@@ -1,4 +1,4 @@
-"""`python -m bench.probes.lexical_idf --eval tmp/qa_hand.json --home H --model M`: which lexical
+"""`drt-reader bench lexical_idf --eval tmp/qa_hand.json --home H --model M`: which lexical
 weighting finds the gold chunks of an `eval qa --json` run, offline (no model forward).
 
 For every answerable question, ranks the document's chunks (their text, re-tokenized) by the summed

@@ -1,13 +1,13 @@
-"""`python bench/probes/interpolate.py A B OUT [--alpha 0.5]`: a checkpoint whose weights are
+"""`drt-reader bench interpolate A B OUT [--alpha 0.5]`: a checkpoint whose weights are
 (1 - alpha) * A + alpha * B, tensor by tensor, with A's config and tokenizer. A and B must be the
 same architecture (same tensor names and shapes), e.g. two stages of the scorer trained from one
 another (docs/history/2026-11-29-to-12-01-model-rounds.md, round 16: p3 and m4 trade lemma retrieval against the 256K needle ranking;
 their average sits between them). Tensors equal in A and B stay bit-identical.
 
-`--partial`: B may hold only some of A's tensors (the others are A's), e.g. a scorer kept apart:
-`interpolate.py checkpoints/drt-tiny checkpoints/candidates/avg-p3m4-scorer OUT --alpha 1 --partial`
-rebuilds round 16's candidate. `--only copy_head.` (with `--alpha 1`): B's copy head on A's other
-weights (issue 29: a scorer and a copy head trained apart). `--diff-only`: write only the tensors that differ from A."""
+`--partial`: B may hold only some of A's tensors (the others are A's), e.g. a scorer kept apart
+(written by `--diff-only`): `bench interpolate A SCORER OUT --alpha 1 --partial` rebuilds the model.
+`--only copy_head.` (with `--alpha 1`): B's copy head on A's other weights (issue 29: a scorer and a
+copy head trained apart). `--diff-only`: write only the tensors that differ from A."""
 import argparse
 import shutil
 from pathlib import Path
@@ -31,7 +31,7 @@ def interpolate(a: dict, b: dict, alpha: float, partial: bool = False) -> dict:
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("a")
     p.add_argument("b")
@@ -42,7 +42,7 @@ def main() -> None:
     p.add_argument("--only", default="", metavar="PREFIXES",
                    help="comma-separated name prefixes: take only these tensors of B (implies --partial), "
                         "e.g. --alpha 1 --only copy_head. puts B's copy head on A")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     a, b = Path(args.a), Path(args.b)
     ta = load_file(a / "model.safetensors")
     tb = load_file(b / "model.safetensors")
@@ -61,7 +61,8 @@ def main() -> None:
         shutil.copytree(a, out, dirs_exist_ok=True, ignore=shutil.ignore_patterns("model.safetensors"))
     save_file(mixed, out / "model.safetensors", metadata={"format": "pt"})
     print(f"wrote {out}: {len(changed)} tensors differ from A, {len(mixed)} written (alpha {args.alpha})")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -1,4 +1,4 @@
-"""`python bench/probes/induction.py MODEL [MODEL...]`: can the model copy at all, inside its window?
+"""`python research/induction.py MODEL [MODEL...]`: can the model copy at all, inside its window?
 
 Feeds 8 sequences of the form [P, P] where P is 100 tokens (uniformly random ids, or a passage of
 held-out book text), and prints the mean loss on the second copy against the first. A model with

@@ -1,4 +1,4 @@
-"""Is copying through GCA learnable at all? `python bench/probes/copy_synthetic.py [options]`
+"""Is copying through GCA learnable at all? `python research/copy_synthetic.py [options]`
 
 The smallest test the issue asks for: sequences of uniformly random tokens (vocabulary of --vocab
 ids) in which a passage comes back after a gap longer than the self-attention window

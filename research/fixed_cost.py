@@ -1,5 +1,5 @@
 """What a fixed-retriever (RPT-style) training step costs on top of a DRT step, on this machine:
-`python bench/probes/fixed_cost.py [--reps 3]`.
+`python research/fixed_cost.py [--reps 3]`.
 
 Times, alternately in one process (so outside load weighs on both alike), (a) one DRT tiny training
 step (forward + backward) on a [4, 4032] batch of real book text and (b) the frozen MiniLM embedding

@@ -1,4 +1,4 @@
-"""`python bench/probes/gca_usage.py MODEL`: size of the GCA output next to the residual stream in
+"""`python research/gca_usage.py MODEL`: size of the GCA output next to the residual stream in
 each upper layer, and what removing GCA does to the loss and logits (1260 tokens of held-out text)."""
 import sys, numpy as np, torch
 sys.path.insert(0,'.')

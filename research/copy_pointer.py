@@ -1,5 +1,5 @@
 """Is a pointer (copy) head over the retrieved chunks learnable where copying through GCA was not?
-`python bench/probes/copy_pointer.py [--oracle 1] [--steps 150] ...`
+`python research/copy_pointer.py [--oracle 1] [--steps 150] ...`
 
 Beside the LM head, a one-head pointer attends from each token to the slots of the chunks its
 retrieval row selected (the same chunks and fusion weights GCA reads; softmax-one per chunk, as in

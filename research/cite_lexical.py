@@ -1,4 +1,4 @@
-"""`python bench/probes/cite_lexical.py`: how much of the lemma case study the label names alone
+"""`python research/cite_lexical.py`: how much of the lemma case study the label names alone
 solve (an upper bound on what a scorer that reads them could reach, not a retriever we ship). On
 the same held-out citation pairs as `bench.lemma_retrieval`, chunk c's "query" is the set of names
 it \\ref's and chunk e's "key" the names it \\label's; hit@4 over the earlier chunks, scored (1) by
