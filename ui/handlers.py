@@ -544,6 +544,27 @@ def _board_updates(work: Callable, job: Job, board: StageBoard) -> Generator[Ing
     return result
 
 
+# what _ingest_job returns when Cancel came before the job started
+_NOT_STARTED = object()
+
+
+def _ingest_job(
+    ctx: UIContext, session: str, board: StageBoard, starting: str, work: Callable
+) -> Generator[IngestUpdate, None, Any]:
+    """The job protocol ingest and resume share: register the session's "ingest" job, stop at once
+    (board: "Cancelled before it started.", return _NOT_STARTED) if Cancel came first, else show
+    `starting` and run `work(emit, cancel)` through _board_updates; the job ends however it stops."""
+    job = ctx.begin(session, "ingest")
+    try:
+        if job.cancel.is_set():
+            yield IngestUpdate(board.markdown("Cancelled before it started."), finished=True)
+            return _NOT_STARTED
+        yield IngestUpdate(board.markdown(starting))
+        return (yield from _board_updates(lambda emit: work(emit, job.cancel), job, board))
+    finally:
+        ctx.end(session, "ingest", job)
+
+
 def ingest_upload(
     ctx: UIContext,
     path: str | Path | None,
@@ -558,34 +579,28 @@ def ingest_upload(
     StoreError...) after a last update that shows where it stopped."""
     p = check_upload(ctx, path)
     board = StageBoard(p.name)
-    job = ctx.begin(session, "ingest")
+
+    def work(emit: Callable, cancel: threading.Event) -> pipeline.IngestResult:
+        return pipeline.ingest(
+            p,
+            library=ctx.library,
+            engine=ctx.engine,  # a factory: the model loads once the file has parsed
+            title=(title or "").strip() or None,
+            password=password or None,
+            progress=emit,
+            cancel=cancel,
+        )
+
     try:
-        if job.cancel.is_set():
-            yield IngestUpdate(board.markdown("Cancelled before it started."), finished=True)
-            return
-        yield IngestUpdate(board.markdown("Starting…"))
-
-        def work(emit: Callable) -> pipeline.IngestResult:
-            return pipeline.ingest(
-                p,
-                library=ctx.library,
-                engine=ctx.engine,  # a factory: the model loads once the file has parsed
-                title=(title or "").strip() or None,
-                password=password or None,
-                progress=emit,
-                cancel=job.cancel,
-            )
-
-        try:
-            result = yield from _board_updates(work, job, board)
-        except Cancelled:
-            yield IngestUpdate(
-                board.markdown("**Cancelled** before anything was stored; upload the file again to start over."),
-                finished=True,
-            )
-            return
-    finally:
-        ctx.end(session, "ingest", job)
+        result = yield from _ingest_job(ctx, session, board, "Starting…", work)
+    except Cancelled:
+        yield IngestUpdate(
+            board.markdown("**Cancelled** before anything was stored; upload the file again to start over."),
+            finished=True,
+        )
+        return
+    if result is _NOT_STARTED:
+        return
     discard_upload(ctx, p)  # stored: the token ids are in the library, resume does not need the file
     with ctx._lock:
         ctx._layouts.pop(result.doc_id, None)
@@ -617,19 +632,14 @@ def resume_prefill(ctx: UIContext, doc_id: str | None, *, session: str = "") -> 
     for s in ("hash", "parse", "tokenize", "store"):
         board.state[s] = "skipped"
     board.detail["store"] = "stored earlier"
-    job = ctx.begin(session, "ingest")
-    try:
-        if job.cancel.is_set():
-            yield IngestUpdate(board.markdown("Cancelled before it started."), finished=True)
-            return
-        yield IngestUpdate(board.markdown("Loading the model…"))
 
-        def work(emit: Callable) -> dict:
-            return pipeline.prefill_document(lib, ctx.engine(), doc_id, progress=emit, cancel=job.cancel)
+    def work(emit: Callable, cancel: threading.Event) -> dict:
+        return pipeline.prefill_document(lib, ctx.engine(), doc_id, progress=emit, cancel=cancel)
 
-        row: dict = (yield from _board_updates(work, job, board)) or {}
-    finally:
-        ctx.end(session, "ingest", job)
+    row = yield from _ingest_job(ctx, session, board, "Loading the model…", work)
+    if row is _NOT_STARTED:
+        return
+    row = row or {}
     done, total = int(row.get("n_tokens_done", 0)), int(row.get("n_tokens_total", 0))
     if row.get("status") == "done":
         final = f"**Ready:** {md_escape(doc['title'])} — {total:,} tokens prefilled."

@@ -116,6 +116,20 @@ def test_jobs_are_per_session_and_kind(tmp_path):
     assert ctx.running() == 0
 
 
+def test_ingest_cancelled_before_it_starts_does_nothing(tmp_path):
+    """_ingest_job (shared by ingest and resume): Cancel pressed while the job waits in the queue
+    ends it at once, before the file is read or the model loaded, and the job is released."""
+    ctx = h.UIContext(tmp_path / "home", tmp_path / "no-model", upload_root=tmp_path / "up")
+    up = fake_upload(ctx, GEOTOPO)
+    ctx.arm("s1", "ingest")
+    ctx.cancel("s1", "ingest")
+    updates = list(h.ingest_upload(ctx, up, session="s1"))
+    assert [u.status.splitlines()[-1] for u in updates] == ["Cancelled before it started."]
+    assert updates[-1].finished and updates[-1].doc_id is None and ctx.running() == 0
+    assert Path(up).exists()  # not stored, so the upload is kept
+    ctx.close()
+
+
 # ---------------------------------------------------------------------------------------------
 # with a model: ingest (cancel, resume), ask, summary, map, delete
 # ---------------------------------------------------------------------------------------------
