@@ -15,14 +15,28 @@ from transformers import PretrainedConfig
 
 ARCHS = ("drt", "sliding_window", "full_attention", "fixed_retriever")
 
-# Presets. `tiny` is sized for two CPU cores: D=192 with 3 heads of 64 keeps the GCA head dim of the
-# paper (d=64, the kernels' main case) while the whole model stays ~4M parameters. Measured on this
-# 2-core EPYC with bf16 autocast, training at 4032 tokens/sample: D=256 ~1.3K tok/s, D=192 ~4.2K,
-# D=128 ~6.2K; D=192 is the largest that pretrains on 10M tokens in under an hour and it ships in
-# the repository (16 MB in fp32). The window (256
-# augmented positions = 4 chunks) is much shorter than the ~4K training length, so most of the
-# context is reachable only through retrieval, and chunk_topk=4 of ~60 candidate chunks enforces the
-# selection sparsity that arXiv 2510.17196 names as a condition for length generalisation.
+# Every extension of ours at its "off" value: the paper's model (drt_spec.md). Each is off by
+# default too, so a checkpoint's config.json that lacks one loads as before; the `paper` preset
+# names them all anyway, so it stays the paper's model whatever a later default says.
+PAPER_FLAVOUR: dict = dict(
+    detach_fusion_weights=False, smear_keys=False, smear_init=0.0,
+    copy_head=False, copy_bigram=False, copy_global=False, copy_match=0, copy_recall=0, copy_recall_age=0,
+    copy_qk_cap=0.0, copy_span=0, copy_lead=0, copy_groups="last",
+    key_encoder=0, key_context=0, query_key=False, query_encoder=0,
+    lexical=False, lexical_doc_df=0.0, abstain_z=None,
+)
+EXTENSIONS: tuple[str, ...] = tuple(PAPER_FLAVOUR)
+
+# Presets: sizes (`tiny`, `small`) and the paper's model (`paper`). `tiny` is sized for two CPU
+# cores: D=192 with 3 heads of 64 keeps the GCA head dim of the paper (d=64, the kernels' main case)
+# while the whole model stays ~4M parameters. Measured on this 2-core EPYC with bf16 autocast,
+# training at 4032 tokens/sample: D=256 ~1.3K tok/s, D=192 ~4.2K, D=128 ~6.2K; D=192 is the largest
+# that pretrains on 10M tokens in under an hour and it ships in the repository (16 MB in fp32). The
+# window (256 augmented positions = 4 chunks) is much shorter than the ~4K training length, so most
+# of the context is reachable only through retrieval, and chunk_topk=4 of ~60 candidate chunks
+# enforces the selection sparsity that arXiv 2510.17196 names as a condition for length
+# generalisation. The shipped checkpoints are `tiny` with extensions switched on in their
+# config.json (`train --set copy_head=true ...`; docs/model.md lists them).
 PRESETS: dict[str, dict] = {
     "tiny": dict(
         hidden_size=192, num_heads=3, intermediate_size=512, lower_layers=2, encoder_layers=1,
@@ -32,19 +46,32 @@ PRESETS: dict[str, dict] = {
         hidden_size=512, num_heads=8, intermediate_size=1376, lower_layers=4, encoder_layers=2,
         upper_groups=[4], window=512, chunk_topk=8,
     ),
-    # the published 128M configuration (drt_spec.md §1.1); upper_groups [3, 3] is "retrieval x2"
+    # the paper's model: the published 128M configuration (drt_spec.md §1.1) with every extension
+    # off; upper_groups [3, 3] is "retrieval x2". Smaller sizes by override, e.g.
+    # DRTConfig.from_preset("paper", hidden_size=192, num_heads=3, ...) (the tests do).
     "paper": dict(
         hidden_size=768, num_heads=12, intermediate_size=2048, lower_layers=6, encoder_layers=2,
-        upper_groups=[6], window=512, chunk_topk=8,
+        upper_groups=[6], window=512, chunk_topk=8, **PAPER_FLAVOUR,
     ),
 }
 
 
 class DRTConfig(PretrainedConfig):
+    """The fields come in three groups (docs/model.md draws the data flow and tabulates them):
+
+    1. the paper's architecture (drt_spec.md §1-§3): sizes, the lower layers, the chunk encoder,
+       the landmark retrieval, the upper layers' GCA;
+    2. the baselines' and the implementation's choices (no effect on a DRT's numbers);
+    3. our extensions, each off by default (PAPER_FLAVOUR), each with what it does, the measurement
+       that motivated it (docs/history/, docs/RESULTS.md) and its default. `extensions_on()` lists
+       those a config switches on.
+    """
+
     model_type = "drt"
 
     def __init__(
         self,
+        # -- 1. the paper's architecture ---------------------------------------------------------
         arch: str = "drt",
         vocab_size: int = 8192,
         hidden_size: int = 192,
@@ -56,34 +83,92 @@ class DRTConfig(PretrainedConfig):
         window: int = 256,  # self-attention sees itself plus `window` previous (augmented) positions
         chunk_size: int = 64,  # 63 real tokens + 1 landmark
         chunk_topk: int = 4,  # chunks retrieved per query chunk
-        softmax_one: bool = True,  # +1 in each retrieved chunk's softmax (the zeroed landmark slot)
+        # +1 in each retrieved chunk's softmax: the reference code's zeroed landmark slot (drt_spec.md
+        # §3.3), so the paper's model; False is plain softmax, an ablation
+        softmax_one: bool = True,
         rms_eps: float = 1e-5,
         rope_theta: float = 10000.0,
         init_std: float = 0.02,
+        # -- 2. the baselines and the implementation -----------------------------------------------
         baseline_layers: int | None = None,  # depth of sliding_window / full_attention baselines
         retriever_temperature: float = 0.05,  # fixed_retriever: softmax temperature of cosine scores
-        gca_backend: str = "auto",  # "auto" | "reference" | "triton" (kernels.gca)
-        detach_fusion_weights: bool = False,  # ablation: no scorer gradient (retrieval stays at init)
-        copy_head: bool = False,  # pointer over the retrieved chunks' tokens, mixed into the LM output
-        copy_bigram: bool = False,  # the pointer matches the last two tokens; its gate sees what it would copy
-        copy_global: bool = False,  # one pointer softmax over all retrieved slots (log fusion weight as prior)
-        copy_match: int = 0,  # > 0: the pointer and its gate read exact suffix-match lengths (capped here)
-        copy_recall: int = 0,  # > 0: slots up to this many after an n-gram the question / answer holds get biases
-        copy_recall_age: int = 0,  # > 0: those biases also read how recently the n-gram was written (buckets)
-        copy_qk_cap: float = 0.0,  # > 0: the pointer's learned scores soft-capped at +-this (tanh), 0 = off
-        copy_span: int = 0,  # the pointer also reads this many slots of the chunk after each retrieved one
-        copy_lead: int = 0,  # ... and this many last slots of the chunk before each
-        copy_groups: str = "last",  # "all": with G >= 2 groups the pointer reads every group's selection
-        key_encoder: int = 0,  # > 0: landmark keys from a separate encoder of this many layers (not the memory's)
-        key_context: int = 0,  # > 0: that key encoder also reads this many last slots of the chunk before
-        query_key: bool = False,  # landmark queries also read their own chunk's landmark key (projected)
-        query_encoder: int = 0,  # > 0: instead, a separate encoder of this many layers over their own chunk
-        smear_keys: bool = False,  # per-head mix of each key with the previous position's (copying)
-        smear_init: float = 0.0,  # initial logit of that mix's own-key share (sigmoid; 0 -> 0.5)
-        lexical: bool = False,  # retrieval scores add a learned weighting of the exact tokens two chunks share
-        lexical_doc_df: float = 0.0,  # > 0: and adds the tokens' idf in the document so far, times a learned scale starting here
-        abstain_z: float | None = None,  # ask: "not found" when the question's best chunk stands less than this
-        # many standard deviations above the document's scores (calibrated by `drt-reader eval qa --calibrate`)
+        gca_backend: str = "auto",  # "auto" | "reference" | "triton" (kernels.gca); same numbers
+        # -- 3. our extensions (all off by default: PAPER_FLAVOUR) --------------------------------
+        # An ablation: the fusion weights carry no scorer gradient, so retrieval stays at its init.
+        # Why: to test whether that gradient costs DRT perplexity against the fixed retriever; it
+        # does not (rounds log, round 3). Default False.
+        detach_fusion_weights: bool = False,
+        # Smeared keys: each self-attention and chunk-memory key is a learned per-head mix of its own
+        # and the previous position's (Olsson et al. 2022), so one layer can do what an induction
+        # head needs two for. Why: no model of ours could copy (research/induction.py); it did not
+        # help within the steps we could afford (rounds log, round 3). Default off; smear_init is
+        # the initial logit of the own-key share (sigmoid; 0 -> 0.5).
+        smear_keys: bool = False,
+        smear_init: float = 0.0,
+        # The copy head: a pointer over the retrieved chunks' tokens, mixed into the LM output by a
+        # learned gate (pointer-generator). Why: copying through GCA did not emerge (answer
+        # accuracy 0% with the needle's chunk retrieved and even forced); the pointer learned it
+        # (first answer token 0.01 -> 0.77; rounds log, rounds 1 and 3). Default off.
+        copy_head: bool = False,
+        # The pointer matches the last two tokens, and its gate sees the token it would copy. Why:
+        # round 3's pointer lost its place after a repeated digit or past the number's end (round 4).
+        copy_bigram: bool = False,
+        # One pointer softmax over all retrieved slots, log fusion weight as each chunk's prior,
+        # instead of one per chunk scaled by its weight (round 4; not better alone, kept by stage 7+).
+        copy_global: bool = False,
+        # > 0: the pointer and its gate read exact suffix-match lengths (capped here) between the
+        # text before the query and before each slot. Why: multi-key answers copied a distractor's
+        # value, the key reaching the pointer only through the final state (round 5). Default 0.
+        copy_match: int = 0,
+        # > 0: slots up to this many after an n-gram that the question or answer so far holds get
+        # learned biases (round 5: multi-key answered at 4K 1/20 -> 12/20, stage 8 -> 9). Default 0.
+        copy_recall: int = 0,
+        # > 0: those recall biases also read how long ago the n-gram was written (log2 buckets), to
+        # tell hop 1's value from hop 2's in 2-hop (round 10; not met). Default 0.
+        copy_recall_age: int = 0,
+        # > 0: the pointer's learned scores are soft-capped at +-this (c tanh(s / c)), so the exact
+        # biases can outweigh them: the learned score was 20-60 against biases of -8..+4 (round 10).
+        # Default 0 (off).
+        copy_qk_cap: float = 0.0,
+        # The pointer also reads this many slots of the chunk after each retrieved one, so a value
+        # cut by a chunk boundary is copied whole (round 5: single needle 15/20 -> 20/20 at 16K,
+        # 2/5 -> 19/20 at 256K). Default 0.
+        copy_span: int = 0,
+        # ... and this many last slots of the chunk before each, so a chunk's first slots have their
+        # words before them (round 7: split needles at 16K answered 12/20 -> 20/20). Default 0.
+        copy_lead: int = 0,
+        # "all": with G >= 2 groups the pointer reads every group's selection (2-hop, round 9).
+        # Default "last" (the last group's, as before).
+        copy_groups: str = "last",
+        # > 0: landmark keys from a separate encoder of this many layers, not the memory's, so
+        # retrieval trains without moving the K/V the upper layers read (round 6, run 10c: lemma
+        # hit@4 5.6% -> 10.1% with query_encoder). Default 0 (keys from the chunk encoder).
+        key_encoder: int = 0,
+        # > 0: that key encoder also reads this many last slots of the chunk before. Why: two of
+        # three 1M misses were needles written across a chunk boundary, the value's chunk holding no
+        # word of the question (round 6); with it and split needles in training they rank 1 and 3
+        # (round 7). Default 0.
+        key_context: int = 0,
+        # Landmark queries also read their own chunk's landmark key (projected) ...
+        query_key: bool = False,
+        # ... or, instead, > 0: a separate encoder of this many layers over their own chunk; the
+        # query then reads the whole chunk it closes (round 6, runs 10a-10c). Default off / 0.
+        query_encoder: int = 0,
+        # Retrieval scores add a learned weighting of the exact tokens two chunks share. Why: on
+        # real questions the dense scorer found the gold passage in its top 4 for 2.0% of the
+        # hand-written questions (BM25 57.8%; RESULTS §6, round 18). Default off.
+        lexical: bool = False,
+        # > 0: and adds the shared tokens' idf in the document so far, times a learned scale starting
+        # here. Why: offline, the in-document idf ranks the gold chunk in the top 4 for 53.9% of the
+        # hand-written questions, the global weights for 36.3% (docs/history/2026-12-02-real-
+        # questions.md; bench lexical_idf). Default 0.0; the shipped model: 1.0.
+        lexical_doc_df: float = 0.0,
+        # ask: "Not found in this document" when the question's best chunk stands less than this
+        # many standard deviations above the document's scores (calibrated by `drt-reader eval qa
+        # --calibrate`; of six statistics, z was best on both sets: real-questions log). Not part of
+        # the model's numbers (the engine fingerprint ignores it). Default None (never abstain).
+        abstain_z: float | None = None,
+        # -- the tokenizer's special ids ----------------------------------------------------------
         pad_token_id: int = 0,
         eos_token_id: int = 1,
         lmk_token_id: int = 2,
@@ -209,6 +294,10 @@ class DRTConfig(PretrainedConfig):
     @property
     def uses_chunks(self) -> bool:
         return self.arch in ("drt", "fixed_retriever")
+
+    def extensions_on(self) -> dict:
+        """{field: value} of our extensions that this config switches on ({} for the paper's model)."""
+        return {k: getattr(self, k) for k in EXTENSIONS if getattr(self, k) != PAPER_FLAVOUR[k]}
 
     @classmethod
     def from_preset(cls, name: str, **overrides) -> "DRTConfig":

@@ -10,14 +10,15 @@ import torch
 from drt_core import DRTConfig, DRTForCausalLM
 from drt_core.engine import Engine, ban_repeats
 from drt_core.errors import CheckpointMismatch
+from tests.drt_core.flavours import FLAVOURS, flavour_kw
 
 V = 300
 
 
-def make_model(arch="drt", groups=(2,), seed=0, **kw):
+def make_model(arch="drt", groups=(2,), seed=0, preset="tiny", **kw):
     torch.manual_seed(seed)
     cfg = DRTConfig.from_preset(
-        "tiny", arch=arch, vocab_size=V, hidden_size=64, num_heads=2, intermediate_size=128,
+        preset, arch=arch, vocab_size=V, hidden_size=64, num_heads=2, intermediate_size=128,
         upper_groups=list(groups), window=128, chunk_topk=3, **kw,
     )
     m = DRTForCausalLM(cfg).eval()
@@ -67,7 +68,10 @@ def ids_of(L, seed=1):
 
 
 def copy_kw(smear):
-    """make_model options of a streaming-test variant: smeared keys, then the copy head's options."""
+    """make_model options of a streaming-test variant: smeared keys, then the copy head's options;
+    "paper" and "shipped" are the two flavours (tests/drt_core/flavours.py)."""
+    if smear in FLAVOURS:
+        return flavour_kw(smear)
     full = smear in ("match", "lead", "allgroups")  # every copy option; "lead" adds copy_lead and key_context,
     # "allgroups" copy_groups="all" (with G = 2, the pointer reads both groups' selections)
     return dict(smear_keys=bool(smear), copy_head=smear in ("copy", "bigram", "global", "match", "lead", "allgroups"),
@@ -95,13 +99,14 @@ def repeating_ids(L, period=130, seed=1):
                                                 ("drt", (2,), "global"), ("drt", (2,), "match"),
                                                 ("drt", (1, 1), "match"), ("drt", (2,), "lead"),
                                                 ("drt", (1, 1), "allgroups"), ("drt", (1, 1), "lexical"),
-                                                ("drt", (1, 1), "lexdf")])
+                                                ("drt", (1, 1), "lexdf"), ("drt", (2,), "paper"),
+                                                ("drt", (2,), "shipped")])
 def test_streaming_logits_equal_batch(arch, groups, smear):
     """Teacher-forced streaming in uneven pieces == one batch forward (within the training length);
     with smeared keys too (the ring then holds raw keys and one slot more than the window), and with
     the copy head (smeared keys and a pointer over the stored chunks' tokens)."""
     m = make_model(arch, groups, **copy_kw(smear))
-    ids = repeating_ids(700) if smear in ("match", "lead", "allgroups") else ids_of(700)
+    ids = repeating_ids(700) if smear in ("match", "lead", "allgroups", "shipped") else ids_of(700)
     with torch.no_grad():
         ref = m(ids).logits[0]
     eng = Engine(m, memory_dtype=np.float32)
@@ -136,11 +141,13 @@ def test_streaming_attends_only_to_filled_cache_slots(monkeypatch):
                                                 ("sliding_window", (2,), False), ("drt", (2,), True),
                                                 ("drt", (2,), "copy"), ("drt", (2,), "bigram"),
                                                 ("drt", (2,), "global"), ("drt", (2,), "match"),
-                                                ("drt", (2,), "lead"), ("drt", (1, 1), "allgroups")])
+                                                ("drt", (2,), "lead"), ("drt", (1, 1), "allgroups"),
+                                                ("drt", (2,), "paper"), ("drt", (2,), "shipped")])
 def test_token_by_token_equals_batch(arch, groups, smear):
     """Decoding one token at a time (the landmark inserted at chunk completion) == batch forward."""
     m = make_model(arch, groups, **copy_kw(smear))
-    ids = repeating_ids(260, seed=2) if smear in ("match", "lead", "allgroups") else ids_of(260, seed=2)
+    repeats = smear in ("match", "lead", "allgroups", "shipped")
+    ids = repeating_ids(260, seed=2) if repeats else ids_of(260, seed=2)
     with torch.no_grad():
         ref = m(ids).logits[0]
     eng = Engine(m, memory_dtype=np.float32)
@@ -195,15 +202,16 @@ def test_no_gca_gap_at_segment_boundaries():
     torch.testing.assert_close(logits[0], logits[1], atol=2e-5, rtol=1e-4)
 
 
-@pytest.mark.parametrize("copy", [False, True, "bigram", "key_context"])
+@pytest.mark.parametrize("copy", [False, True, "bigram", "key_context", *FLAVOURS])
 def test_store_reload_equals_recompute(tmp_path, copy):
     """Prefill into a state directory, reopen it with a new engine, continue: same logits as
     streaming everything in RAM. With the copy head, the chunks' token ids (tok.i32) and the
     partial chunk's (the carry's tok_buf) come back from disk too: 600 is not a chunk boundary.
     With key_context, the last chunk's tail that the next key reads (the carry's key_tail)."""
     ctx = copy == "key_context"
-    m = make_model(copy_head=copy in (True, "bigram"), smear_keys=copy is True, copy_bigram=copy == "bigram",
-                   key_encoder=int(ctx), key_context=9 if ctx else 0)
+    m = make_model(**flavour_kw(copy)) if copy in FLAVOURS else make_model(
+        copy_head=copy in (True, "bigram"), smear_keys=copy is True, copy_bigram=copy == "bigram",
+        key_encoder=int(ctx), key_context=9 if ctx else 0)
     ids = ids_of(900, seed=5)[0].tolist()
     eng = Engine(m, memory_dtype=np.float32)
     st = eng.new_state()

@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 
 from drt_core import DRTConfig, DRTForCausalLM, modeling
+from drt_core.config import EXTENSIONS, PAPER_FLAVOUR
+from tests.drt_core.flavours import FLAVOURS, flavour_kw
 
 V = 300
 TINY = dict(
@@ -87,6 +89,17 @@ def test_causal_all_archs(arch, groups):
     ids = rand_ids(2, 5 * S1 - 20)
     extra = torch.randint(0, ids.shape[1], (4,), generator=torch.Generator().manual_seed(1)).tolist()
     assert_causal(model, ids, EDGES + extra)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_causal_flavours(flavour):
+    """The paper's model (the `paper` preset) and the shipped one (every extension its config.json
+    switches on, with the weights that start as no-ops woken up) are causal."""
+    from tests.drt_core.test_engine import make_model
+
+    model = make_model("drt", (1,), **flavour_kw(flavour))
+    assert bool(model.config.extensions_on()) == (flavour == "shipped")
+    assert_causal(model, rand_ids(2, 5 * S1 - 20), EDGES)
 
 
 def test_causal_with_copy_head_and_smeared_keys():
@@ -365,11 +378,14 @@ def test_loss_is_mean_ce_over_real_tokens(arch):
 # checkpoints and configuration
 
 
-@pytest.mark.parametrize("arch,groups", [("drt", [1, 1]), ("sliding_window", [1])])
-def test_save_load_roundtrip(tmp_path, arch, groups):
+@pytest.mark.parametrize("arch,groups,flavour", [("drt", [1, 1], None), ("sliding_window", [1], None),
+                                                  ("drt", [1], "paper"), ("drt", [1], "shipped")])
+def test_save_load_roundtrip(tmp_path, arch, groups, flavour):
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    model = make(arch, upper_groups=groups)
+    from tests.drt_core.test_engine import make_model
+
+    model = make_model(arch, groups, **flavour_kw(flavour)) if flavour else make(arch, upper_groups=groups)
     ids = rand_ids(1, 3 * S1)
     model.save_pretrained(tmp_path)
     assert (tmp_path / "model.safetensors").exists()
@@ -377,6 +393,7 @@ def test_save_load_roundtrip(tmp_path, arch, groups):
         assert type(loaded) is DRTForCausalLM
         loaded.eval()
         assert loaded.config.upper_groups == groups and loaded.config.arch == arch
+        assert loaded.config.extensions_on() == model.config.extensions_on()
         assert torch.equal(logits_of(loaded, ids), logits_of(model, ids))
         assert loaded.lm_head.weight.data_ptr() == loaded.embed.weight.data_ptr()
     assert isinstance(AutoConfig.from_pretrained(tmp_path), DRTConfig)
@@ -444,6 +461,25 @@ def _expected_params(cfg: DRTConfig) -> int:
 def _count(cfg: DRTConfig) -> int:
     with torch.device("meta"):
         return sum(p.numel() for p in DRTForCausalLM(cfg).parameters())
+
+
+def test_every_config_field_is_the_papers_or_a_named_extension():
+    """DRTConfig's fields are the paper's architecture, the baselines' and implementation's choices,
+    or one of our extensions; a new extension joins PAPER_FLAVOUR (with its off value, its default)
+    and gets its comment in config.py and its row in docs/model.md."""
+    import inspect
+
+    params = inspect.signature(DRTConfig.__init__).parameters
+    papers = {"arch", "vocab_size", "hidden_size", "num_heads", "intermediate_size", "lower_layers",
+              "encoder_layers", "upper_groups", "window", "chunk_size", "chunk_topk", "softmax_one",
+              "rms_eps", "rope_theta", "init_std", "pad_token_id", "eos_token_id", "lmk_token_id",
+              "tie_word_embeddings",
+              "baseline_layers", "retriever_temperature", "gca_backend"}
+    assert set(params) - {"self", "kwargs"} - papers == set(EXTENSIONS), "classify the new DRTConfig field"
+    # off by default: a checkpoint whose config.json predates an extension loads without it
+    assert {k: params[k].default for k in EXTENSIONS} == PAPER_FLAVOUR
+    assert DRTConfig.from_preset("paper").extensions_on() == {} and DRTConfig().extensions_on() == {}
+    assert DRTConfig.from_preset("paper", copy_head=True).extensions_on() == {"copy_head": True}
 
 
 def test_presets():

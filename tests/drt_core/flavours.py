@@ -1,0 +1,22 @@
+"""The two flavours of the model that the causality, streaming and save/load tests run on: `paper`
+(the `paper` preset: every extension off, drt_spec.md) and `shipped` (the extensions that
+checkpoints/drt-tiny/config.json switches on, read from it, so the tests follow what ships). The
+tests give both their own small sizes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from drt_core.config import EXTENSIONS
+
+FLAVOURS = ("paper", "shipped")
+SHIPPED_CONFIG = Path(__file__).resolve().parents[2] / "checkpoints" / "drt-tiny" / "config.json"
+
+
+def flavour_kw(name: str) -> dict:
+    """Keywords for a test's model builder: the preset, and for `shipped` its extensions."""
+    if name == "paper":
+        return {"preset": "paper", "lower_layers": 2, "encoder_layers": 1}  # the paper's 6 and 2: slow here
+    shipped = json.loads(SHIPPED_CONFIG.read_text())
+    return {"preset": "tiny", **{k: shipped[k] for k in EXTENSIONS if k in shipped}}
