@@ -268,9 +268,18 @@ class Engine:
             from .tokenizer import load_tokenizer
 
             tok = load_tokenizer(p)
-        fp = _hash_files([p / "config.json", p / "model.safetensors", p / "tokenizer.json"],
-                         extra=f"engine{ENGINE_VERSION}/{np.dtype(kw.get('memory_dtype', np.float16)).name}")
-        return cls(model, tok, device=device, fingerprint=fp, **kw)
+            if getattr(model, "lexical", None) is not None and model.lexical.words is not None:
+                from .words import word_tables
+
+                model.lexical.set_word_tables(word_tables(tok))  # this checkpoint's own tokenizer
+        # the config as the states depend on it (_state_config), not config.json's bytes: calibrating
+        # abstain_z (eval qa --write-threshold) must not orphan every stored document
+        fp = _hash_files([p / "model.safetensors", p / "tokenizer.json"],
+                         extra=json.dumps(_state_config(model.config), sort_keys=True)
+                         + f"engine{ENGINE_VERSION}/{np.dtype(kw.get('memory_dtype', np.float16)).name}")
+        eng = cls(model, tok, device=device, fingerprint=fp, **kw)
+        eng.model_dir = p  # what else the checkpoint ships (ingest.abstain's common-word list)
+        return eng
 
     def _fingerprint_of(self, model, tokenizer) -> str:
         h = hashlib.sha256()
@@ -459,7 +468,9 @@ class Engine:
                 lex = model.lexical is not None
                 q_toks = torch.from_numpy(toks).to(dev)[None] if lex else None  # the chunks those landmarks close
                 k_toks = self._memory_tokens(mem)[None] if lex else None
-                scores = (model.chunk_scores(g, q[None], all_keys[None], q_chunk, k_chunk, q_toks, k_toks)[0]  # [m', n]
+                k_words = self._memory_words(mem)[None] if lex and model.lexical.words is not None else None
+                scores = (model.chunk_scores(g, q[None], all_keys[None], q_chunk, k_chunk, q_toks, k_toks,
+                                             k_words)[0]  # [m', n]
                           if not self.use_faiss or record is not None or lex else None)
                 idx, w = self._topk(scores, mem, q, q_chunk)
                 new_idx.append(idx), new_w.append(w)
@@ -533,6 +544,24 @@ class Engine:
             have = torch.cat([have, new])
         cache[mem] = have
         return have.to(self.device)
+
+    def _memory_words(self, mem: ChunkMemory) -> torch.Tensor:
+        """[n, N] word ids of every stored chunk (config lexical_words), cached and grown like
+        _memory_tokens: a chunk's word ids depend on its tokens alone."""
+        import weakref
+
+        cache = self.__dict__.setdefault("_word_cache", weakref.WeakKeyDictionary())
+        toks = self._memory_tokens(mem)
+        have = cache.get(mem)
+        if have is None and isinstance(mem, OverlayMemory):
+            base = cache.get(mem.base)
+            have = base[: mem.n0] if base is not None and len(base) >= mem.n0 else None
+        if have is None or len(have) > len(toks):
+            have = toks[:0].long()
+        if len(have) < len(toks):
+            have = torch.cat([have.to(toks.device), self.model.lexical.word_ids(toks[len(have):])])
+        cache[mem] = have
+        return have
 
     def _topk(self, scores: torch.Tensor | None, mem: ChunkMemory, q: torch.Tensor | None = None,
               q_chunk: torch.Tensor | None = None):

@@ -655,9 +655,27 @@ class LexicalScorer(nn.Module):
         # its inverse document frequency in this document so far: n past chunks, df of them holding it
         # (a name on every page of this book counts little, a word found in one passage a lot)
         self.doc = nn.Parameter(torch.full((cfg.num_groups,), cfg.lexical_doc_df)) if cfg.lexical_doc_df > 0 else None
+        # config lexical_words > 0: a shared WHOLE WORD (drt_core/words.py: case folded, however the
+        # BPE cut it) also weighs words_g * relu(log((n + 1) / (1 + df_word))), its idf in the document
+        self.words = (nn.Parameter(torch.full((cfg.num_groups,), cfg.lexical_words))
+                      if cfg.lexical_words > 0 else None)
         self.pad_id = cfg.pad_token_id
         # a plain tuple, not a buffer: from_pretrained leaves non-persistent buffers uninitialised
         self.special = tuple(sorted({cfg.pad_token_id, cfg.eos_token_id, cfg.lmk_token_id}))
+        self._word_tables = None  # (hash, power, start) [V] each: a function of the tokenizer (set_word_tables)
+
+    def set_word_tables(self, tables) -> None:
+        """The tokenizer's per-token word tables (drt_core.words.word_tables); by default those of
+        the shipped tokenizer, which every checkpoint of this repository uses."""
+        self._word_tables = tables
+
+    def word_ids(self, toks: torch.Tensor) -> torch.Tensor:
+        """toks [..., N] -> [..., N] whole-word ids (drt_core.words.word_ids; 0 where no word ends)."""
+        from .words import default_word_tables, word_ids
+
+        if self._word_tables is None:
+            self._word_tables = default_word_tables(self.weight.shape[0])
+        return word_ids(toks, *self._word_tables)
 
     def token_weights(self) -> torch.Tensor:
         """w [V]: relu(weight), 0 for the pad, end-of-text and landmark ids."""
@@ -670,16 +688,19 @@ class LexicalScorer(nn.Module):
         return present * self.token_weights()
 
     def scores(self, g: int, q_toks: torch.Tensor, k_toks: torch.Tensor, q_chunk: torch.Tensor | None = None,
-               k_chunk: torch.Tensor | None = None, block: int = 4096) -> torch.Tensor:
+               k_chunk: torch.Tensor | None = None, block: int = 4096,
+               k_words: torch.Tensor | None = None) -> torch.Tensor:
         """[B, Cq, Ck] lexical scores of group g; q_toks [B, Cq, N], k_toks [B, Ck, N] token ids
         (keys deduplicated here: each distinct token counts once). Key chunks in blocks of `block`.
-        With config lexical_doc_df, q_chunk [Cq] and k_chunk [Ck] (chunk indices) give each query the
-        key chunks before it, over which doc_df counts its tokens (the in-document idf term)."""
+        With config lexical_doc_df (and lexical_words), q_chunk [Cq] and k_chunk [Ck] (chunk indices)
+        give each query the key chunks before it, over which doc_df counts its tokens (and
+        word_overlap its words): the in-document idf terms. k_words [B, Ck, N]: the keys' word ids
+        when the caller keeps them (the engine caches them per memory); computed here otherwise."""
         ku = distinct_tokens(k_toks, self.pad_id)
         table = self.query_table(q_toks)  # [B, Cq, V]
+        if (self.doc is not None or self.words is not None) and (q_chunk is None or k_chunk is None):
+            raise ValueError("config lexical_doc_df and lexical_words need the chunk indices q_chunk and k_chunk")
         if self.doc is not None:
-            if q_chunk is None or k_chunk is None:
-                raise ValueError("config lexical_doc_df needs the chunk indices q_chunk and k_chunk")
             qd = distinct_tokens(q_toks, self.pad_id)
             q_chunk, k_chunk = q_chunk.to(qd.device), k_chunk.to(qd.device)
             df = doc_df(qd, q_chunk, ku, k_chunk)  # [B, Cq, N]
@@ -697,7 +718,12 @@ class LexicalScorer(nn.Module):
             n = kb.shape[1] * kb.shape[2]
             out.append(table.gather(-1, kb.reshape(B, 1, n).expand(B, Cq, n)).view(B, Cq, kb.shape[1], -1).sum(-1))
         s = torch.cat(out, dim=-1) if out else table.new_zeros(B, Cq, 0)
-        return self.scale[g] * s
+        s = self.scale[g] * s
+        if self.words is not None:
+            kw = self.word_ids(k_toks) if k_words is None else k_words
+            s = s + self.words[g] * word_overlap(self.word_ids(q_toks), q_chunk.to(s.device), kw.to(s.device),
+                                                 k_chunk.to(s.device))
+        return s
 
 
 def doc_df(q_toks: torch.Tensor, q_chunk: torch.Tensor, k_toks: torch.Tensor, k_chunk: torch.Tensor) -> torch.Tensor:
@@ -722,6 +748,31 @@ def doc_df(q_toks: torch.Tensor, q_chunk: torch.Tensor, k_toks: torch.Tensor, k_
         before = (k_chunk[None, :] < q_chunk[:, None]).to(P.dtype)  # [Cq, Ck]
         df = torch.matmul(before, P)  # [B, Cq, |U|]
     return df.gather(-1, inv.reshape(B, Cq, N))
+
+
+def word_overlap(q_words: torch.Tensor, q_chunk: torch.Tensor, k_words: torch.Tensor, k_chunk: torch.Tensor) -> torch.Tensor:
+    """[B, Cq, Ck]: for each query chunk and key chunk, the sum over the distinct words they share of
+    relu(log((n + 1) / (1 + df))), where n is the number of key chunks before the query
+    (k_chunk < q_chunk) and df how many of them hold the word. q_words [B, Cq, N], k_words
+    [B, Ck, N]: word ids (LexicalScorer.word_ids; 0 = no word). Pairs whose key is not before the
+    query get a finite score too: retrieval_scores' -inf masks them. Cost Ck x (distinct query words)."""
+    B, Cq, N = q_words.shape
+    Ck = k_words.shape[1]
+    qd, kd = distinct_tokens(q_words, 0), distinct_tokens(k_words, 0)
+    U, inv = torch.unique(qd, return_inverse=True)  # sorted; the query words (and 0)
+    pos = torch.searchsorted(U, kd.reshape(-1)).clamp(max=len(U) - 1).view_as(kd)
+    hit = (U[pos] == kd) & (kd != 0)
+    P = torch.zeros(B, Ck, len(U) + 1, device=kd.device).scatter_(-1, torch.where(hit, pos + 1, 0), 1.0)[..., 1:]
+    Q = torch.zeros(B, Cq, len(U) + 1, device=kd.device).scatter_(
+        -1, torch.where(qd != 0, inv.view_as(qd) + 1, 0), 1.0)[..., 1:]
+    if Ck and bool((k_chunk == torch.arange(Ck, device=k_chunk.device)).all()):
+        last = q_chunk.clamp(max=Ck) - 1  # keys are chunks 0..Ck-1: a running count (as doc_df)
+        df = P.cumsum(1)[:, last.clamp(min=0)] * (last >= 0).to(P.dtype)[None, :, None]
+    else:
+        df = torch.matmul((k_chunk[None, :] < q_chunk[:, None]).to(P.dtype), P)  # [B, Cq, |U|]
+    n = (k_chunk[None, :] < q_chunk[:, None]).sum(-1).to(P.dtype)  # [Cq] past chunks
+    idf = F.relu(torch.log((n[None, :, None] + 1.0) / (1.0 + df)))
+    return torch.matmul(Q * idf, P.transpose(1, 2))
 
 
 def distinct_tokens(toks: torch.Tensor, pad_id: int) -> torch.Tensor:
@@ -885,6 +936,8 @@ class DRTPreTrainedModel(PreTrainedModel):
             nn.init.ones_(module.scale)
             if module.doc is not None:
                 nn.init.constant_(module.doc, self.config.lexical_doc_df)
+            if module.words is not None:
+                nn.init.constant_(module.words, self.config.lexical_words)
         if isinstance(module, (SelfAttention, ChunkEncoder)) and module.smear is not None:
             # nn.init, not fill_: transformers guards it so that a loaded value is not overwritten
             nn.init.constant_(module.smear, self.config.smear_init)
@@ -961,16 +1014,19 @@ class DRTForCausalLM(DRTPreTrainedModel):
         return q
 
     def chunk_scores(self, g: int, q: torch.Tensor, keys: torch.Tensor, q_chunk: torch.Tensor, k_chunk: torch.Tensor,
-                     q_toks: torch.Tensor | None = None, k_toks: torch.Tensor | None = None) -> torch.Tensor:
+                     q_toks: torch.Tensor | None = None, k_toks: torch.Tensor | None = None,
+                     k_words: torch.Tensor | None = None) -> torch.Tensor:
         """Group g's retrieval scores [B, Cq, Ck]: retrieval_scores(q, keys, ...) (-inf unless the key
         chunk precedes the query's), plus with config lexical the LexicalScorer term, which reads the
-        chunks' tokens q_toks [B, Cq, N] and k_toks [B, Ck, N] (chunk_token_ids). The one scoring
-        function of the batch forward, scorer_loss, the engine and the benches."""
+        chunks' tokens q_toks [B, Cq, N] and k_toks [B, Ck, N] (chunk_token_ids; k_words: the keys' word
+        ids, when the caller caches them). The one scoring function of the batch forward,
+        scorer_loss, the engine and the benches."""
         s = retrieval_scores(q, keys, q_chunk, k_chunk)
         if self.lexical is not None:
             if q_toks is None or k_toks is None:
                 raise ValueError("a lexical model scores chunks with their tokens: pass q_toks and k_toks")
-            s = s + self.lexical.scores(g, q_toks.to(s.device), k_toks.to(s.device), q_chunk, k_chunk)
+            s = s + self.lexical.scores(g, q_toks.to(s.device), k_toks.to(s.device), q_chunk, k_chunk,
+                                        k_words=None if k_words is None else k_words.to(s.device))
         return s
 
     def chunk_token_ids(self, input_ids: torch.Tensor) -> torch.Tensor:

@@ -7,6 +7,7 @@ chunk's pages (physical, 1-based) and text, both from the library, never from th
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import threading
@@ -15,6 +16,7 @@ from typing import Any, Callable
 
 from store.library import Library
 
+from . import abstain as abstain_mod
 from .errors import Cancelled, IngestError
 from .pipeline import EngineLike, ready_state
 
@@ -60,7 +62,7 @@ def evidence_rows(library: Library, doc_id: str, evidence: Any, limit: int = MAX
 
 
 NOT_FOUND = "Not found in this document."
-QUOTE_MAX_CHARS = 400  # a quote is the sentence the model points into, at most this long
+QUOTE_MAX_CHARS = 400  # a quote: the best sentence of the first retrieved chunk and its neighbours, at most this long
 _SENTENCE_END = re.compile(r"""[.!?;][\"'’”)\]]*\s+|\n\s*\n""")
 
 
@@ -80,6 +82,43 @@ def retrieval_z(trace: Any, n_doc_chunks: int) -> float | None:
     return (max(x) - mean) / std if std > 0 else None
 
 
+@functools.lru_cache(maxsize=8)
+def _common_words(model_dir: str):
+    return abstain_mod.load_common_words(model_dir)
+
+
+_VOCABULARIES: dict[tuple[str, str], abstain_mod.DocVocabulary] = {}  # a document's words: its id is its content hash
+
+
+def _doc_vocabulary(library: Library, doc_id: str) -> abstain_mod.DocVocabulary:
+    key = (str(library.home), doc_id)
+    if key not in _VOCABULARIES:
+        while len(_VOCABULARIES) >= 4:
+            _VOCABULARIES.pop(next(iter(_VOCABULARIES)))
+        _VOCABULARIES[key] = abstain_mod.DocVocabulary(r["text"] for r in library.chunks(doc_id))
+    return _VOCABULARIES[key]
+
+
+def missing_words(library: Library, engine: EngineLike, doc_id: str, question: str) -> list[str]:
+    """The question's rare words that the document never uses (ingest.abstain); [] when the model
+    ships no common-word list."""
+    model_dir = getattr(engine, "model_dir", None)
+    common = _common_words(str(model_dir)) if model_dir is not None else None
+    if common is None:
+        return []
+    vocab = _doc_vocabulary(library, doc_id)
+    return abstain_mod.missing_words(question, vocab, common)
+
+
+def abstain_reason(out: dict) -> str:
+    """Why `ask` abstained, in one sentence for the reader (the CLI and the UI show it)."""
+    missing = out.get("missing_words") or []
+    if missing:
+        named = ", ".join(f"\u201c{w}\u201d" for w in missing[:5])
+        return f"The document never mentions {named}."
+    return "No passage stood out for this question."
+
+
 def abstain_threshold(engine: EngineLike) -> float | None:
     """The model's calibrated abstention threshold on retrieval_z (config `abstain_z`), or None."""
     cfg = getattr(engine, "cfg", None) or getattr(getattr(engine, "model", None), "config", None)
@@ -87,56 +126,50 @@ def abstain_threshold(engine: EngineLike) -> float | None:
     return float(v) if v is not None else None
 
 
-def sentence_around(text: str, at: int, limit: int = QUOTE_MAX_CHARS) -> tuple[int, int]:
-    """[start, end) of the sentence of `text` holding character `at` (sentences end at . ! ? ;
-    and blank lines), cut to `limit` characters around `at` when longer."""
-    at = max(0, min(at, len(text) - 1))
-    start, end = 0, len(text)
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """[start, end) of each sentence of `text` (ends at . ! ? ; and blank lines), blank ones dropped."""
+    spans, start = [], 0
     for m in _SENTENCE_END.finditer(text):
-        if m.end() <= at:
-            start = m.end()
-        elif m.start() >= at:
-            end = m.start() + 1 if text[m.start()] in ".!?;" else m.start()
-            break
-    if end - start > limit:
-        start = max(start, at - limit // 3)
-        end = min(end, start + limit)
-    return start, end
+        end = m.start() + 1 if text[m.start()] in ".!?;" else m.start()
+        spans.append((start, end))
+        start = m.end()
+    spans.append((start, len(text)))
+    return [(a, b) for a, b in spans if text[a:b].strip()]
 
 
-def quote_from_pointer(library: Library, doc_id: str, pointer: dict | None, n_doc_tokens: int) -> dict | None:
-    """The extractive answer: the sentence of the document holding the slot the model's copy head
-    points at most at the answer's first position (among document tokens), with its chunk, pages
-    and character span. None when the model has no copy head or points at nothing in the document."""
-    if not pointer or not pointer.get("slots"):
+def quote_from_evidence(library: Library, doc_id: str, chunk: int, question: str,
+                        vocab: abstain_mod.DocVocabulary, weight: float = 0.0,
+                        limit: int = QUOTE_MAX_CHARS) -> dict | None:
+    """The extractive answer: in the chunk the model retrieved first, the sentence sharing the most
+    in-document idf of the question's words (the model's word term, config lexical_words, at the
+    scale of a sentence; ties: the first), quoted with the sentences before and after it, cut to
+    `limit` characters around it; with its chunk, pages and character span. Chosen on validation
+    questions against the sentence the copy head points into (docs/history/2026-12-03-word-lexical.md)."""
+    by_idx = {r["idx"]: r for r in library.chunks(doc_id, [chunk - 1, chunk, chunk + 1])}
+    if chunk not in by_idx:
         return None
-    acc: dict[int, float] = {}
-    for pos, w in pointer["slots"]:
-        if 0 <= pos < n_doc_tokens:
-            acc[pos] = acc.get(pos, 0.0) + w
-    if not acc:
-        return None
-    pos = max(acc, key=lambda t: (acc[t], -t))
-    rows = library.chunks(doc_id)
-    by_tok = {r["idx"]: r for r in rows}
-    chunk = next((r["idx"] for r in rows if r["tok_start"] <= pos < r["tok_end"]), None)
-    if chunk is None:
-        return None
-    near = [by_tok[c] for c in (chunk - 1, chunk, chunk + 1) if c in by_tok]
+    near = [by_idx[c] for c in (chunk - 1, chunk, chunk + 1) if c in by_idx]
+    base, me = near[0]["char_start"], by_idx[chunk]
     text = "".join(r["text"] for r in near)
-    base = near[0]["char_start"]
-    me = by_tok[chunk]
-    from drt_core.tokenizer import encode_with_offsets
-
-    _, offs = encode_with_offsets(me["text"])
-    r = min(pos - me["tok_start"], len(offs) - 1)
-    at = me["char_start"] - base + (offs[r][0] if offs else 0)
-    a, b = sentence_around(text, at)
+    lo, hi = me["char_start"] - base, me["char_end"] - base
+    spans = sentence_spans(text)
+    q = set(abstain_mod.words(question))
+    scored = [(sum(vocab.idf(w) for w in q & set(abstain_mod.words(text[a:b]))), -i)
+              for i, (a, b) in enumerate(spans) if b > lo and a < hi]
+    if not scored:
+        return None
+    i = -max(scored)[1]
+    a, b = spans[i]
+    if b - a > limit:
+        b = a + limit
+    for j in (i - 1, i + 1):  # the sentences around it, while the quote stays within the limit
+        if 0 <= j < len(spans) and max(b, spans[j][1]) - min(a, spans[j][0]) <= limit:
+            a, b = min(a, spans[j][0]), max(b, spans[j][1])
     qa, qb = base + a, base + b
-    pages = sorted({p for row in near if row["char_end"] > qa and row["char_start"] < qb
-                    for p in range(row["page_first"], row["page_last"] + 1)})
-    return {"text": " ".join(text[a:b].split()), "chunk": chunk, "pages": pages, "char_start": qa,
-            "char_end": qb, "weight": round(acc[pos], 6), "gate": round(float(pointer.get("gate", 0.0)), 6)}
+    pages = sorted({p for r in near if r["char_end"] > qa and r["char_start"] < qb
+                    for p in range(r["page_first"], r["page_last"] + 1)})
+    return {"text": " ".join(text[a:b].split()), "sentence": " ".join(text[spans[i][0]:spans[i][1]].split()),
+            "chunk": chunk, "pages": pages, "char_start": qa, "char_end": qb, "weight": round(float(weight), 6)}
 
 
 def generate(
@@ -206,7 +239,7 @@ def ask(
         raise IngestError("--max-new-tokens must be at least 1")
     state = ready_state(library, engine, doc_id)
     t0 = time.monotonic()
-    generated, trace, pointer = generate_with_pointer(
+    generated, trace, _ = generate_with_pointer(
         engine, state, question, max_new_tokens=max_new_tokens, on_delta=on_delta, cancel=cancel
     )
     tj = trace_json(trace)
@@ -214,19 +247,22 @@ def ask(
     n_chunks = int(getattr(state, "n_chunks", 0) or 0)
     z = retrieval_z(tj, n_chunks)
     threshold = abstain_threshold(engine)
-    abstained = threshold is not None and z is not None and z < threshold
-    quote = None if abstained else quote_from_pointer(library, doc_id, pointer, int(getattr(state, "n_tokens", 0)))
+    missing = missing_words(library, engine, doc_id, question)
+    abstained = bool(missing) or (threshold is not None and z is not None and z < threshold)
+    quote = (quote_from_evidence(library, doc_id, evidence[0]["chunk"], question, _doc_vocabulary(library, doc_id),
+                                 weight=evidence[0]["weight"]) if evidence and not abstained else None)
     if abstained:
         answer = NOT_FOUND
     elif quote is not None:
         answer = quote["text"]
-    else:  # a model without a copy head: its generated text
+    else:  # nothing retrieved (a model without retrieval): its generated text
         answer = generated
     # the model's own short answer, shown only when it is copied verbatim from the quoted passage
     short = generated if quote is not None and generated and generated in quote["text"] else None
     # how the answer was made rides in the trace, so Contract 2's three keys stay as they are
     made = {"quote": quote, "abstained": abstained, "short_answer": short, "generated": generated,
-            "retrieval_z": None if z is None else round(z, 4), "abstain_threshold": threshold}
+            "retrieval_z": None if z is None else round(z, 4), "abstain_threshold": threshold,
+            "missing_words": missing}
     tj = dict(tj, answer=made)
     library.record_answer(
         doc_id, question, str(engine.fingerprint), answer, evidence, tj, seconds=time.monotonic() - t0

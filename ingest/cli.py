@@ -270,7 +270,9 @@ def answer_text(out: dict) -> str:
     answer when it copied one from the quote."""
     q = out.get("quote")
     if out.get("abstained"):
-        return f"{out['answer']} The passages the model scored highest are below."
+        from .ask import abstain_reason
+
+        return f"{out['answer']} {abstain_reason(out)} The passages the model scored highest are below."
     if q:
         lines = [f"\u201c{q['text']}\u201d ({_pages(q['pages'])}, chunk {q['chunk']})"]
         if out.get("short_answer"):

@@ -513,7 +513,10 @@ def register(esub) -> None:
                    help="longest DRT answer in tokens (default 64)")
     q.add_argument("--calibrate", action="store_true",
                    help="also compute the abstention threshold on these questions (validation questions only: "
-                        "at most 10%% of the answerable ones whose gold passage was retrieved abstain)")
+                        "at most --max-false of the answerable ones whose gold passage was retrieved abstain)")
+    q.add_argument("--max-false", type=float, default=0.10, metavar="SHARE",
+                   help="with --calibrate: the share of answerable questions (gold retrieved) allowed to fall "
+                        "below the threshold (default 0.10)")
     q.add_argument("--write-threshold", action="store_true",
                    help="with --calibrate: write the threshold into the model's config.json (abstain_z)")
     q.add_argument("--mine", metavar="SPLIT", default=None,
@@ -553,7 +556,7 @@ def cmd_qa(args) -> int:
     text = qa_text(res)
     if args.calibrate:
         drt = next(s for s in res["systems"] if s.startswith(DRT))
-        res["calibration"] = cal = calibrate(res["rows"], drt)
+        res["calibration"] = cal = calibrate(res["rows"], drt, max_false=args.max_false)
         text += (f"\n\ncalibrated abstain_z = {cal['abstain_z']} on {cal['calibrated_on']} retrieved answerable "
                  f"questions: abstains on {100 * (cal['abstain_answerable'] or 0):.1f}% of answerable and "
                  f"{100 * (cal['abstain_unanswerable'] or 0):.1f}% of {cal['unanswerable']} unanswerable")

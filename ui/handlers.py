@@ -35,6 +35,7 @@ from typing import Any, Callable, Generator, Iterator
 import gradio as gr
 
 from ingest import pipeline
+from ingest.ask import abstain_reason
 from ingest.errors import Cancelled, IngestError, NotPrefilled, TooLarge
 from ingest.tokenize import CHUNK_TOKENS
 from store.library import Library
@@ -315,6 +316,15 @@ def _quote(text: str, limit: int | None = None) -> str:
     if limit and len(t) > limit:
         t = t[: limit - 1] + "…"
     return "> " + md_escape(t)
+
+
+def _quote_marked(text: str, sentence: str | None) -> str:
+    """A quote block with the sentence that answers (ingest.ask.quote_from_evidence) in bold."""
+    t = " ".join(str(text).split())
+    i = t.find(sentence) if sentence else -1
+    if i < 0:
+        return _quote(t)
+    return ("> " + md_escape(t[:i]) + "**" + md_escape(sentence) + "**" + md_escape(t[i + len(sentence):])).rstrip()
 
 
 def evidence_md(evidence: list[dict], labels: dict[int, str] | None = None, *, title: str = "Evidence") -> str:
@@ -845,12 +855,13 @@ def answer_md(result: dict, labels: dict[int, str] | None = None) -> str:
     short answer under the quote when it copied one verbatim from it."""
     text = str(result.get("answer") or "").strip()
     if result.get("abstained"):
-        return ("**Not found in this document.** No passage stood out for this question; the passages the "
+        return (f"**Not found in this document.** {md_escape(abstain_reason(result))} The passages the "
                 "model scored highest are listed under Evidence.")
     q = result.get("quote")
     if q:
         pages = q.get("pages") or [0]
-        out = (f"{_quote(q['text'])}\n\n— {pages_text(pages[0], pages[-1], labels)}, chunk {int(q['chunk'])} "
+        out = (f"{_quote_marked(q['text'], q.get('sentence'))}\n\n— {pages_text(pages[0], pages[-1], labels)}, "
+               f"chunk {int(q['chunk'])} "
                f"(the passage is shown first under Evidence)")
         if result.get("short_answer"):
             out = f"**{md_escape(result['short_answer'])}**\n\n" + out

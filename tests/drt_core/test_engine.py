@@ -56,10 +56,18 @@ def make_model(arch="drt", groups=(2,), seed=0, preset="tiny", **kw):
         if getattr(m, "lexical", None) is not None:  # zero at init, a no-op: some weights relu'd to 0
             m.lexical.weight.uniform_(-1.0, 3.0)
             m.lexical.scale.copy_(torch.linspace(0.7, 1.3, m.lexical.scale.numel()))
+            m.lexical.set_word_tables(toy_word_tables(V))  # lexical_words: this toy vocabulary's words
         ctx = getattr(getattr(m, "key_enc", None), "context", None)
         if ctx is not None:  # key_context: zero at init, a no-op
             ctx.o.weight.normal_(0, 0.3)
     return m
+
+
+def toy_word_tables(vocab: int):
+    """Word tables (drt_core.words.word_tables) for a toy vocabulary: every third token starts a
+    word, and tokens share letters (hash id % 53), so random chunks share whole words of 1-3 tokens."""
+    ids = torch.arange(vocab)
+    return (ids % 53 + 1).long(), (ids % 5 + 2).long(), (ids % 3 == 0)
 
 
 def ids_of(L, seed=1):
@@ -82,8 +90,9 @@ def copy_kw(smear):
                 key_context=5 if smear == "lead" else 0,
                 copy_groups="all" if smear == "allgroups" else "last",
                 copy_recall_age=4 if smear in ("lead", "allgroups") else 0,
-                copy_qk_cap=2.0 if smear == "allgroups" else 0.0, lexical=smear in ("lexical", "lexdf"),
-                lexical_doc_df=0.8 if smear == "lexdf" else 0.0)
+                copy_qk_cap=2.0 if smear == "allgroups" else 0.0, lexical=smear in ("lexical", "lexdf", "lexwords"),
+                lexical_doc_df=0.8 if smear in ("lexdf", "lexwords") else 0.0,
+                lexical_words=1.3 if smear == "lexwords" else 0.0)
 
 
 def repeating_ids(L, period=130, seed=1):
@@ -99,7 +108,8 @@ def repeating_ids(L, period=130, seed=1):
                                                 ("drt", (2,), "global"), ("drt", (2,), "match"),
                                                 ("drt", (1, 1), "match"), ("drt", (2,), "lead"),
                                                 ("drt", (1, 1), "allgroups"), ("drt", (1, 1), "lexical"),
-                                                ("drt", (1, 1), "lexdf"), ("drt", (2,), "paper"),
+                                                ("drt", (1, 1), "lexdf"), ("drt", (1, 1), "lexwords"),
+                                                ("drt", (2,), "paper"),
                                                 ("drt", (2,), "shipped")])
 def test_streaming_logits_equal_batch(arch, groups, smear):
     """Teacher-forced streaming in uneven pieces == one batch forward (within the training length);
@@ -156,7 +166,8 @@ def test_token_by_token_equals_batch(arch, groups, smear):
     torch.testing.assert_close(out, ref, atol=2e-5, rtol=1e-4)
 
 
-@pytest.mark.parametrize("query", [None, "key", "encoder", "key_encoder", "key_context", "lexical", "lexdf"])
+@pytest.mark.parametrize("query", [None, "key", "encoder", "key_encoder", "key_context", "lexical", "lexdf",
+                                   "lexwords"])
 def test_selections_equal_batch_retrieval(query):
     """The stored dependency map is the batch model's retrieval (row c serves chunk c+1), also with
     landmark queries that read their own chunk (query_key, query_encoder), keys of their own
@@ -164,8 +175,8 @@ def test_selections_equal_batch_retrieval(query):
     pieces that cut chunks, so the carried tail is what the batch model reads)."""
     m = make_model("drt", (1, 1), query_key=query in ("key", "key_encoder"), query_encoder=2 if query == "encoder" else 0,
                    key_encoder=1 if query in ("key_encoder", "key_context") else 0,
-                   key_context=7 if query == "key_context" else 0, lexical=query in ("lexical", "lexdf"),
-                   lexical_doc_df=0.8 if query == "lexdf" else 0.0)
+                   key_context=7 if query == "key_context" else 0, lexical=query in ("lexical", "lexdf", "lexwords"),
+                   lexical_doc_df=0.8 if query == "lexdf" else 0.0, lexical_words=1.1 if query == "lexwords" else 0.0)
     ids = ids_of(63 * 12, seed=3)
     with torch.no_grad():
         ref = m(ids, output_retrieval=True).retrieval
@@ -275,6 +286,21 @@ def test_abstention_threshold_does_not_change_the_fingerprint(tmp_path):
     again.open_state(tmp_path / "s")  # not refused
     m.config.window = 64  # a setting the states depend on still changes it
     assert Engine(m, memory_dtype=np.float32).fingerprint != eng.fingerprint
+
+
+def test_calibrating_a_checkpoint_keeps_its_fingerprint(tmp_path):
+    """Regression: Engine.from_pretrained hashed config.json's bytes, so writing abstain_z into it
+    (eval qa --write-threshold) still gave every stored document of that model another fingerprint."""
+    import json
+
+    m = make_model(seed=0)
+    m.save_pretrained(tmp_path / "m")
+    before = Engine.from_pretrained(tmp_path / "m").fingerprint
+    cfg = json.loads((tmp_path / "m" / "config.json").read_text())
+    (tmp_path / "m" / "config.json").write_text(json.dumps(cfg | {"abstain_z": 4.5}, indent=1))
+    assert Engine.from_pretrained(tmp_path / "m").fingerprint == before
+    (tmp_path / "m" / "config.json").write_text(json.dumps(cfg | {"window": 64}))
+    assert Engine.from_pretrained(tmp_path / "m").fingerprint != before
 
 
 def test_states_of_another_model_are_refused(tmp_path):

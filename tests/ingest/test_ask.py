@@ -23,17 +23,12 @@ def test_answers_are_generated_greedily_without_repeated_ngrams():
     assert NO_REPEAT_NGRAM >= 2
 
 
-def test_sentence_around_finds_the_sentence_and_caps_its_length():
-    from ingest.ask import sentence_around
+def test_sentence_spans_cut_at_sentence_ends_and_blank_lines():
+    from ingest.ask import sentence_spans
 
-    text = "First one. Emma Woodhouse, handsome, clever, and rich, had lived. Third here!"
-    a, b = sentence_around(text, text.index("clever"))
-    assert text[a:b] == "Emma Woodhouse, handsome, clever, and rich, had lived."
-    a, b = sentence_around(text, 0)
-    assert text[a:b] == "First one."
-    long = "word " * 200
-    a, b = sentence_around(long, 500, limit=100)
-    assert b - a <= 100 and a <= 500 < b
+    text = "First one. Emma Woodhouse, handsome, clever, and rich, had lived.\n\nThird here!  "
+    assert [text[a:b] for a, b in sentence_spans(text)] == [
+        "First one.", "Emma Woodhouse, handsome, clever, and rich, had lived.", "Third here!"]
 
 
 def test_retrieval_z_and_abstention_threshold():
@@ -48,29 +43,57 @@ def test_retrieval_z_and_abstention_threshold():
     assert abstain_threshold(SimpleNamespace(cfg=SimpleNamespace())) is None
 
 
-def test_quote_from_pointer_quotes_the_sentence_the_model_points_into():
-    from ingest.ask import quote_from_pointer
-    from drt_core.tokenizer import encode
-
-    text = ("It was a dark night. " * 6 + "Emma Woodhouse, handsome, clever, and rich, seemed to unite blessings. "
-            + "The rain fell on the roofs. " * 8)
-    ids = encode(text)
-    rows, pos, c = [], 0, 0
+def _chunked_library(text):
+    """A library stand-in holding `text` cut into 63-token chunks (one page each)."""
     from drt_core.tokenizer import encode_with_offsets
 
-    _, offs = encode_with_offsets(text)
+    ids, offs = encode_with_offsets(text)
+    rows, pos, c = [], 0, 0
     while pos < len(ids):  # chunks of 63 tokens, their character spans from the offsets
         e = min(pos + 63, len(ids))
         a, b = offs[pos][0], (offs[e][0] if e < len(ids) else len(text))
         rows.append({"idx": c, "tok_start": pos, "tok_end": e, "char_start": a, "char_end": b, "text": text[a:b],
                      "page_first": c + 1, "page_last": c + 1})
         pos, c = e, c + 1
-    lib = SimpleNamespace(chunks=lambda doc_id, idx=None: rows if idx is None else [r for r in rows if r["idx"] in idx])
-    target = next(i for i, (s, _) in enumerate(offs) if s >= text.index("clever"))
-    pointer = {"gate": 0.7, "slots": [(target, 0.5), (3, 0.2), (target, 0.1), (len(ids) + 5, 0.9)]}
-    q = quote_from_pointer(lib, "doc", pointer, len(ids))
-    assert q["text"] == "Emma Woodhouse, handsome, clever, and rich, seemed to unite blessings."
-    assert q["chunk"] == target // 63 and q["weight"] == 0.6  # two slots at one position add up
-    assert text[q["char_start"]:q["char_end"]] == q["text"] and q["pages"] == [target // 63 + 1]
-    assert quote_from_pointer(lib, "doc", {"slots": [(len(ids) + 1, 1.0)]}, len(ids)) is None  # past the document
-    assert quote_from_pointer(lib, "doc", None, len(ids)) is None
+    return SimpleNamespace(chunks=lambda doc_id, idx=None: rows if idx is None else [r for r in rows if r["idx"] in idx]), rows
+
+
+def test_quote_from_evidence_quotes_the_sentence_sharing_the_rarest_question_words():
+    """The quote: in the retrieved chunk, the sentence with the most in-document idf of the
+    question's words (not the one with the most common words), with its neighbours, within the
+    limit; its text is the document's, its pages those of the chunks it spans."""
+    from ingest.abstain import DocVocabulary
+    from ingest.ask import quote_from_evidence
+
+    text = ("It was a dark night and the house was cold. " * 6
+            + "The house of Emma Woodhouse was handsome and her father was rich. "
+            + "She was the youngest of the two daughters. "
+            + "The rain fell on the roofs of the house. " * 8)
+    lib, rows = _chunked_library(text)
+    vocab = DocVocabulary(r["text"] for r in rows)
+    target = next(r["idx"] for r in rows if "Woodhouse" in r["text"])
+    q = quote_from_evidence(lib, "doc", target, "Who is the father of Emma Woodhouse, and was the house cold?", vocab,
+                            weight=0.75)
+    assert q["sentence"] == "The house of Emma Woodhouse was handsome and her father was rich."
+    assert q["text"].startswith("It was a dark night") and q["text"].endswith("the two daughters.")
+    assert text[q["char_start"]:q["char_end"]] == " ".join(q["text"].split()) and q["weight"] == 0.75
+    assert q["pages"] == sorted({r["idx"] + 1 for r in rows if r["char_end"] > q["char_start"]
+                                 and r["char_start"] < q["char_end"]})
+    short = quote_from_evidence(lib, "doc", target, "Who is Emma Woodhouse?", vocab, limit=80)
+    assert short["sentence"] in short["text"] and len(short["text"]) <= 80
+    assert quote_from_evidence(lib, "doc", len(rows) + 3, "Who is Emma?", vocab) is None  # no such chunk
+
+
+def test_missing_words_name_rare_words_the_document_never_uses():
+    """Abstention's word test: a question word counts when it is not common (the model's list), not
+    a number, and the document has neither it nor a word of the same stem."""
+    from ingest.abstain import DocVocabulary, missing_words
+    from ingest.ask import abstain_reason
+
+    vocab = DocVocabulary(["Athos recognised the cofinal functor in 1625.", "Porthos renamed his lackey."])
+    common = frozenset({"who", "is", "the", "of", "passage", "find"})
+    assert missing_words("Who is Raoul, the son of Athos?", vocab, common) == ["raoul", "son"]
+    assert missing_words("Find the passage: Athos recognises the cofinality in 1627", vocab, common) == []
+    assert vocab.uses("renames") and not vocab.uses("ren") and vocab.idf("athos") < vocab.idf("raoul")
+    assert abstain_reason({"missing_words": ["raoul"]}) == "The document never mentions \u201craoul\u201d."
+    assert abstain_reason({"missing_words": []}).startswith("No passage stood out")

@@ -126,12 +126,16 @@ def test_run_qa_end_to_end_with_the_fake_engine(qa_set, tmp_path, test_tokenizer
         assert r["bm25"]["hit@1"] == 1.0
     assert rows["q2"]["bm25"]["answer"].startswith("I may there discover the wondrous power")
     assert rows["q2"]["bm25"]["contains"] == 1.0
-    # the fake engine's canned answer, and the old ask return value (no "abstained")
-    assert rows["q1"]["drt"]["em"] == 1.0 and rows["q2"]["drt"]["em"] == 0.0
+    # DRT's answer: the quote ask takes from the chunk it retrieved first, scored like any answer
+    for qid in ("q1", "q2"):
+        d = rows[qid]["drt"]
+        assert d["quote"]["chunk"] == d["ranking"][0] and d["answer"] == d["quote"]["text"] != ""
+        assert d["em"] == qa_eval.exact_match(d["answer"], rows[qid]["answer"])
     assert rows["q1"]["drt"]["abstained"] is False
     o = res["overall"]
     assert (o["questions"], o["answerable"], o["unanswerable"], o["gold_located"]) == (4, 3, 1, 2)
-    assert o["metrics"]["drt"]["em"] == pytest.approx(1 / 3)  # q1 of q1, q2, q4
+    answerable = [r for r in rows.values() if r["answerable"]]
+    assert o["metrics"]["drt"]["em"] == pytest.approx(sum(r["drt"]["em"] for r in answerable) / 3)
     assert o["metrics"]["bm25"]["hit@1"] == 1.0
     assert o["metrics"]["drt"]["abstain_unanswerable"] == 0.0
     assert set(res["by_type"]) == {"factual", "unanswerable"}

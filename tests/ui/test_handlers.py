@@ -308,6 +308,12 @@ def test_answer_md_shows_a_quote_with_its_page_or_an_abstention():
     q = {"text": "Emma Woodhouse, handsome, clever, and rich.", "chunk": 3, "pages": [2]}
     md = answer_md({"answer": q["text"], "quote": q, "short_answer": "handsome"})
     assert md.startswith("**handsome**") and "> Emma Woodhouse" in md and "p. 2, chunk 3" in md
+    q = {"text": "It was dark. Emma Woodhouse was rich. She had lived.", "sentence": "Emma Woodhouse was rich.",
+         "chunk": 3, "pages": [2]}
+    assert "> It was dark. **Emma Woodhouse was rich.** She had lived." in answer_md({"answer": q["text"], "quote": q})
     md = answer_md({"answer": "Not found in this document.", "abstained": True, "quote": None})
-    assert md.startswith("**Not found in this document.**") and ">" not in md
+    assert md.startswith("**Not found in this document.**") and ">" not in md and "No passage stood out" in md
+    md = answer_md({"answer": "Not found in this document.", "abstained": True, "quote": None,
+                    "missing_words": ["raoul"]})
+    assert "never mentions \u201craoul\u201d" in md
     assert "the model wrote nothing" in answer_md({"answer": "", "quote": None})

@@ -1,0 +1,95 @@
+"""Whole words from BPE token ids, for the lexical retrieval term's word-level part.
+
+Our 8,192-piece BPE splits a rare name into common pieces ("Telegonus" -> "ĠT", "eleg", "on", "us";
+"Darcy" -> "ĠD", "ar", "cy"), so a token-level overlap matches a name only through pieces that
+occur all over the book. This module maps a chunk's token ids to ids of its whole words, case
+folded: a word is a run of tokens whose first token starts with a space or punctuation and whose
+next tokens start with a letter or a digit; its id is a polynomial hash of its lower-cased letters
+and digits, so "Treville", "TREVILLE" and "Treville's" (its "treville" part) get the same id however
+the tokenizer cut them.
+
+    tables = word_tables(tokenizer)          # per vocabulary entry: hash, B^len, starts-a-word
+    ids = word_ids(toks, *tables)            # toks [..., N] -> [..., N]: a word's id at its last
+                                             # token, 0 elsewhere (ids are in [1, MOD))
+
+Everything is a function of the token ids alone: causal, and identical in the batch forward and in
+the engine, which stores the tokens of every chunk beside its memory.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import torch
+
+MOD = (1 << 31) - 1  # a prime: hashes live in [0, MOD); products of two stay below 2**62
+BASE = 1_000_003 % MOD
+
+
+def _alnum_lower(text: str) -> str:
+    return "".join(c for c in text.lower() if c.isalnum())
+
+
+def word_tables(tokenizer) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(hash [V] int64, power [V] int64, start [V] bool) for a `tokenizers.Tokenizer` or a HF
+    tokenizer: hash of the token's lower-cased letters and digits (0 for none), BASE**len mod MOD,
+    and whether the token begins a new word (its text starts with something other than a letter or
+    digit: a space, punctuation; special tokens and tokens without letters or digits also do)."""
+    tok = getattr(tokenizer, "backend_tokenizer", tokenizer)
+    V = tok.get_vocab_size(with_added_tokens=True)
+    h = torch.zeros(V, dtype=torch.int64)
+    p = torch.ones(V, dtype=torch.int64)
+    s = torch.ones(V, dtype=torch.bool)
+    special = set(tok.get_added_tokens_decoder()) if hasattr(tok, "get_added_tokens_decoder") else set()
+    for t in range(V):
+        if t in special:
+            continue
+        text = tok.decode([t], skip_special_tokens=False)
+        norm = _alnum_lower(text)
+        if not norm:
+            continue
+        hv, pv = 0, 1
+        for ch in norm:
+            hv = (hv * BASE + ord(ch)) % MOD
+            pv = (pv * BASE) % MOD
+        h[t], p[t] = hv, pv
+        s[t] = not text[:1].isalnum()
+    return h, p, s
+
+
+def word_ids(toks: torch.Tensor, hash_: torch.Tensor, power: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
+    """toks [..., N] token ids -> [..., N] int64: at the last token of each word, the word's id
+    (its hash + 1, so in [1, MOD)); 0 at every other position. A word ends where the next token
+    starts one, or at the end of the row (a word cut by the chunk boundary counts as it is)."""
+    t = toks.long()
+    ht, pt = hash_.to(t.device)[t], power.to(t.device)[t]
+    st = start.to(t.device)[t] | (ht == 0)  # a token without letters starts (and ends) a "word"
+    N = t.shape[-1]
+    H = torch.zeros_like(ht)
+    acc = torch.zeros_like(ht[..., 0])
+    for i in range(N):  # a scan over the row's positions, vectorised over rows
+        acc = torch.where(st[..., i], ht[..., i], (acc * pt[..., i] + ht[..., i]) % MOD)
+        H[..., i] = acc
+    end = torch.ones_like(st)
+    end[..., :-1] = st[..., 1:]
+    return torch.where(end & (ht != 0) & (H != 0), H + 1, torch.zeros_like(H))
+
+
+@lru_cache(maxsize=4)
+def _tables_of(path: str):
+    from .tokenizer import backend
+
+    return word_tables(backend(path))
+
+
+def default_word_tables(vocab_size: int):
+    """The shipped tokenizer's tables (checkpoints/drt-tiny) for a model of its vocabulary size; for
+    any other size (the tests' toy models), every token a word of its own. A checkpoint with its
+    own tokenizer gets that tokenizer's tables from Engine.from_pretrained."""
+    from .tokenizer import DEFAULT_PATH
+
+    tables = _tables_of(str(DEFAULT_PATH))
+    if len(tables[0]) == vocab_size:
+        return tables
+    ids = torch.arange(vocab_size, dtype=torch.int64)
+    return ids + 1, torch.full_like(ids, BASE), torch.ones(vocab_size, dtype=torch.bool)

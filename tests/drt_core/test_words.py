@@ -1,0 +1,84 @@
+"""Whole words from token ids (drt_core/words.py) and the lexical term's word part (config lexical_words)."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+import torch
+
+from drt_core import DRTConfig, DRTForCausalLM
+from drt_core.modeling import LexicalScorer, word_overlap
+from drt_core.tokenizer import backend, encode
+from drt_core.words import BASE, MOD, default_word_tables, word_ids
+
+TEXT = ("“Who is Mr. Darcy?” asked D'Artagnan; TREVILLE, Treville's friend, lives at No. 12 in the\n"
+        "Rue du Vieux-Colombier. $\\mathcal{O}_X$-modules, quasi-coherent sheaves (Lemma 3.4) and Telegonus.")
+
+
+def _hash(word: str) -> int:
+    v = 0
+    for ch in word:
+        v = (v * BASE + ord(ch)) % MOD
+    return v + 1
+
+
+def test_word_ids_are_the_lowercased_words_of_the_text():
+    """Each word of the text (letters and digits, lower-cased) gets exactly one id, at its last token,
+    whatever the BPE cut: the ids are the words' hashes, and case does not matter."""
+    ids = torch.tensor(encode(TEXT))
+    got = word_ids(ids[None], *default_word_tables(8192))[0]
+    want = [_hash(w) for w in re.findall(r"[^\W_]+", TEXT.lower())]
+    assert got[got > 0].tolist() == want
+    assert _hash("treville") in got.tolist() and got.tolist().count(_hash("treville")) == 2
+    # a word is cut into several tokens, and it still has one id
+    assert len(backend().encode(" Telegonus").ids) > 1 and _hash("telegonus") in got.tolist()
+
+
+def test_word_overlap_is_the_in_document_idf_of_shared_words():
+    """Brute force: sum over the distinct words (id != 0) shared by query chunk c and key chunk e of
+    relu(log((n + 1) / (1 + df))), n = key chunks before c, df = those holding the word; the general
+    path (keys that are not chunks 0..Ck-1) gives the same numbers."""
+    g = torch.Generator().manual_seed(0)
+    q = torch.randint(0, 9, (2, 3, 6), generator=g)
+    k = torch.randint(0, 9, (2, 7, 6), generator=g)
+    q_chunk, k_chunk = torch.tensor([2, 5, 7]), torch.arange(7)
+    got = word_overlap(q, q_chunk, k, k_chunk)
+    assert torch.allclose(word_overlap(q, q_chunk * 2, k, k_chunk * 2), got, atol=1e-5)
+    for b in range(2):
+        for c in range(3):
+            n = int(q_chunk[c])
+            for e in range(7):
+                shared = (set(q[b, c].tolist()) & set(k[b, e].tolist())) - {0}
+                want = sum(max(0.0, math.log((n + 1) / (1 + sum(w in k[b, x].tolist() for x in range(n)))))
+                           for w in shared)
+                assert abs(got[b, c, e].item() - want) < 1e-4
+
+
+def test_lexical_words_adds_the_word_term_and_is_causal():
+    """config lexical_words: the scorer adds words_g * word_overlap of the chunks' word ids (gradient
+    to words_g); the model's retrieval stays causal; the field needs lexical."""
+    torch.manual_seed(0)
+    kw = dict(vocab_size=8192, hidden_size=32, num_heads=2, intermediate_size=64, upper_groups=[2], window=64)
+    cfg = DRTConfig.from_preset("tiny", lexical=True, lexical_words=1.5, **kw)
+    lex = LexicalScorer(cfg)
+    assert torch.allclose(lex.words.detach(), torch.full((1,), 1.5))
+    ids = torch.tensor(encode(TEXT * 5))[: 63 * 4].view(1, 4, 63)
+    q_chunk, k_chunk = torch.tensor([3]), torch.arange(3)
+    s = lex.scores(0, ids[:, 3:], ids[:, :3], q_chunk, k_chunk)
+    want = 1.5 * word_overlap(lex.word_ids(ids[:, 3:]), q_chunk, lex.word_ids(ids[:, :3]), k_chunk)
+    assert want.abs().sum() > 0 and torch.allclose(s, want, atol=1e-5)  # token weights are 0 at init
+    lex.scores(0, ids[:, 3:], ids[:, :3], q_chunk, k_chunk).sum().backward()
+    assert lex.words.grad is not None and lex.words.grad[0] != 0
+    m = DRTForCausalLM(DRTConfig.from_preset("tiny", lexical=True, lexical_words=1.0, **kw)).eval()
+    doc = torch.tensor(encode(open(__file__, encoding="utf-8").read()))[: 63 * 6][None]
+    with torch.no_grad():
+        s1 = m(doc, output_retrieval=True).retrieval[0]["scores"]
+        changed = doc.clone()
+        changed[0, 63 * 4:] = torch.randint(8, 8192, (63 * 2,))
+        s2 = m(changed, output_retrieval=True).retrieval[0]["scores"]
+    fin = torch.isfinite(s1[0, :4])
+    assert torch.equal(s1[0, :4][fin], s2[0, :4][fin])
+    with pytest.raises(ValueError, match="needs lexical"):
+        DRTConfig.from_preset("tiny", lexical_words=0.5)
