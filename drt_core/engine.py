@@ -30,7 +30,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -160,6 +160,8 @@ class DocState:
         self.engine, self.memory, self.carry, self.directory = engine, memory, carry, directory
         self.lock = threading.Lock()
         self.pointer: dict | None = None  # the copy head at the last position fed (Engine._pointer)
+        # document chunks barred from retrieval (Engine.generate's `mask`; set on generation forks only)
+        self.mask: frozenset[int] = frozenset()
 
     @property
     def n_tokens(self) -> int:
@@ -170,7 +172,9 @@ class DocState:
         return self.memory.n
 
     def fork(self) -> "DocState":
-        return DocState(self.engine, OverlayMemory(self.memory), self.carry.clone(), None)
+        out = DocState(self.engine, OverlayMemory(self.memory), self.carry.clone(), None)
+        out.mask = self.mask
+        return out
 
     def dependency_map(self) -> list[dict]:
         """For each document chunk c >= 1: the chunks it retrieved (selected by landmark c-1) and
@@ -208,9 +212,13 @@ class RetrievalTrace:
 
     n_doc_chunks: int
     rows: list[dict] = field(default_factory=list)  # {"gen_chunk", "topk", "weights", "scores", "groups"}
+    masked: list[int] = field(default_factory=list)  # chunks barred from retrieval (their scores: None)
 
     def to_json(self) -> dict:
-        return {"n_doc_chunks": self.n_doc_chunks, "chunks": self.rows}
+        out = {"n_doc_chunks": self.n_doc_chunks, "chunks": self.rows}
+        if self.masked:  # only when masked: an unmasked trace stays as it was
+            out["masked"] = list(self.masked)
+        return out
 
 
 @dataclass
@@ -230,6 +238,7 @@ class GenEvent:
     trace: RetrievalTrace | None = None
     stop_reason: str | None = None
     pointer: dict | None = None  # the copy head at the answer's first position (Engine._pointer)
+    ids: list[int] | None = None  # the generated token ids (done event; what answer_logprob scores)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -471,13 +480,19 @@ class Engine:
                 k_words = self._memory_words(mem)[None] if lex and model.lexical.words is not None else None
                 scores = (model.chunk_scores(g, q[None], all_keys[None], q_chunk, k_chunk, q_toks, k_toks,
                                              k_words)[0]  # [m', n]
-                          if not self.use_faiss or record is not None or lex else None)
-                idx, w = self._topk(scores, mem, q, q_chunk)
+                          if not self.use_faiss or record is not None or lex or state.mask else None)
+                if state.mask:  # counterfactual masking (generate's `mask`): barred chunks are never selected
+                    scores = self._apply_mask(scores, state.mask)
+                # a mask needs the exact scores: the faiss path would not see it
+                idx, w = self._topk(scores, mem, None if state.mask else q, q_chunk)
                 new_idx.append(idx), new_w.append(w)
                 if record is not None:
                     for j, qc in enumerate(q_chunk.tolist()):
+                        sc = scores[j, :qc].tolist()
+                        if state.mask:  # a barred chunk has no score (None in JSON, not -inf)
+                            sc = [None if e in state.mask else v for e, v in enumerate(sc)]
                         record.append({"group": g, "lmk_chunk": qc, "serves": qc + 1, "idx": idx[j].tolist(),
-                                       "weights": w[j].tolist(), "scores": scores[j, :qc].tolist()})
+                                       "weights": w[j].tolist(), "scores": sc})
                 seg_idx += list(idx[: n_seg - 1])
                 seg_w += list(w[: n_seg - 1])
             gi, gw = torch.stack(seg_idx[:n_seg]), torch.stack(seg_w[:n_seg])  # [n_seg, k]
@@ -841,18 +856,23 @@ class Engine:
     def generate(self, state: DocState, question: str | None = None, *, prompt_ids: Sequence[int] | None = None,
                  max_new_tokens: int = 64, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
                  stop_at_newline: bool = True, seed: int | None = None, no_repeat_ngram: int = 0,
-                 cancel: threading.Event | None = None) -> Iterator[GenEvent]:
+                 cancel: threading.Event | None = None, mask: Iterable[int] | None = None) -> Iterator[GenEvent]:
         """Ask `question` about the document in `state` (None: ask for a summary), streaming tokens.
 
         The stored state is not modified (generation runs on a fork). The last event has done=True,
-        the whole answer and the RetrievalTrace of the generated chunks. `no_repeat_ngram` = n > 0
-        forbids a token that would repeat an n-gram of the answer so far (the answer only: copying
-        from the document stays allowed), which stops a small model's loops."""
+        the whole answer, its token ids and the RetrievalTrace of the generated chunks. `no_repeat_ngram`
+        = n > 0 forbids a token that would repeat an n-gram of the answer so far (the answer only:
+        copying from the document stays allowed), which stops a small model's loops.
+
+        `mask`: document chunk ids barred from retrieval (counterfactual masking, see `_bar`); the
+        trace then records them (`masked`) and gives them no score (None)."""
         from .prompts import clean_answer
 
         n_doc_chunks = state.n_chunks
+        barred = self.check_mask(state, mask)
         with state.lock:
             fork = state.fork()
+        self._bar(fork, barred)
         if prompt_ids is None:
             prompt_ids = self.prompt_ids(fork, question)
         record: list[dict] = []
@@ -892,13 +912,109 @@ class Engine:
             if self.cfg.uses_chunks and len(record) > rec_before:
                 cur = fork.carry.pos // self.cfg.chunk_size
                 serving[cur] = self._current_selection(fork, record, cur)
-        trace = RetrievalTrace(n_doc_chunks)
+        trace = RetrievalTrace(n_doc_chunks, masked=sorted(barred))
         used_chunks = sorted(serving)
         for ch in used_chunks:
             if serving[ch] is not None:
                 trace.rows.append(serving[ch] | {"gen_chunk": ch})
         answer = clean_answer(text)
-        yield GenEvent(None, "", done=True, answer=answer, trace=trace, stop_reason=reason, pointer=pointer)
+        yield GenEvent(None, "", done=True, answer=answer, trace=trace, stop_reason=reason, pointer=pointer,
+                       ids=list(out_ids))
+
+    # -- counterfactual masking ----------------------------------------------------------------------
+
+    def check_mask(self, state: DocState, mask: Iterable[int] | None) -> frozenset[int]:
+        """`mask` as a set of document chunk ids; ValueError naming the fix for anything else."""
+        if not mask:
+            return frozenset()
+        if not self.cfg.uses_chunks:
+            raise ValueError(f"a {self.cfg.arch} model retrieves nothing: there is nothing to mask")
+        out = set()
+        for c in mask:
+            if isinstance(c, bool) or not isinstance(c, (int, np.integer)):
+                raise ValueError(f"mask: chunk ids are integers, got {c!r}")
+            if not 0 <= int(c) < state.n_chunks:
+                raise ValueError(f"mask: chunk {int(c)} is not a chunk of the document (0 to {state.n_chunks - 1})")
+            out.add(int(c))
+        return frozenset(out)
+
+    @staticmethod
+    def _drop_masked(idx: torch.Tensor, w: torch.Tensor, barred: frozenset[int]) -> torch.Tensor:
+        """Weights w [..., k] of the selection idx [..., k] with the barred chunks' set to 0 and the
+        rest renormalised: the softmax over the selection's other scores, as if theirs were -inf."""
+        if not barred:
+            return w
+        hit = torch.isin(idx, torch.tensor(sorted(barred), dtype=idx.dtype, device=idx.device)) & (w > 0)
+        if not bool(hit.any()):
+            return w
+        w = w.masked_fill(hit, 0.0)
+        tot = w.sum(-1, keepdim=True)
+        return torch.where(tot > 0, w / tot.clamp_min(1e-30), w)
+
+    @staticmethod
+    def _apply_mask(scores: torch.Tensor, barred: frozenset[int]) -> torch.Tensor:
+        """scores [m', n] with -inf in the barred chunks' columns (a new tensor)."""
+        cols = [c for c in sorted(barred) if c < scores.shape[1]]
+        if not cols:
+            return scores
+        return scores.index_fill(1, torch.tensor(cols, device=scores.device), float("-inf"))
+
+    def _bar(self, fork: DocState, barred: frozenset[int]) -> None:
+        """Bar `barred` from every retrieval the fork makes: each landmark's scores give them -inf
+        before top-k, in every group (`_run`). The selection carried into the fork was made at
+        prefill time (by the document's last landmark, whose query is not stored): the barred chunks
+        lose their weight in it and the others are renormalised, but no next-best chunk takes their
+        place. The stored document is untouched (a fork's memory is an overlay)."""
+        fork.mask = barred
+        fork.carry.sel_w = self._drop_masked(fork.carry.sel_idx, fork.carry.sel_w, barred)
+
+    @torch.no_grad()
+    def _answer_logprob(self, state: DocState, prompt_ids: Sequence[int], answer_ids: Sequence[int],
+                        barred: frozenset[int]) -> tuple[float, set[int]]:
+        """(sum of log p(answer_ids) after prompt_ids on a fork with `barred` masked, the document
+        chunks any selection serving those positions picked with weight > 0)."""
+        with state.lock:
+            fork = state.fork()
+        self._bar(fork, barred)
+        n = fork.memory.n
+        car = fork.carry
+        picked = {int(i) for i, w in zip(car.sel_idx.reshape(-1).tolist(), car.sel_w.reshape(-1).tolist()) if w > 0}
+        if not answer_ids:
+            return 0.0, picked
+        record: list[dict] = []
+        ids = [int(t) for t in prompt_ids] + [int(t) for t in answer_ids]
+        lg = self.feed(fork, ids, want_logits=True, record=record)
+        # the feed's logits are log-probabilities with a copy head (mix_copy), logits without: log_softmax fits both
+        lp = torch.log_softmax(lg[len(prompt_ids) - 1: len(ids) - 1].float(), -1)
+        tgt = torch.tensor([int(t) for t in answer_ids], device=lp.device)
+        picked |= {int(i) for r in record for i, w in zip(r["idx"], r["weights"]) if w > 0}
+        return float(lp.gather(1, tgt[:, None]).sum()), {c for c in picked if c < n}
+
+    def answer_logprob(self, state: DocState, question: str | None, answer_ids: Sequence[int],
+                       mask: Iterable[int] | None = None, *, prompt_ids: Sequence[int] | None = None) -> float:
+        """Teacher-forced log-likelihood of an answer: sum of log p(answer_ids[i] | prompt, answer_ids[:i])
+        with the prompt laid out as `generate` lays it out (`prompt_ids`), the chunks of `mask` barred
+        from retrieval as in `generate`. One forked pass over prompt + answer; the state is untouched."""
+        barred = self.check_mask(state, mask)
+        if prompt_ids is None:
+            prompt_ids = self.prompt_ids(state, question)
+        return self._answer_logprob(state, prompt_ids, answer_ids, barred)[0]
+
+    def causal_effects(self, state: DocState, question: str | None, answer_ids: Sequence[int],
+                       chunks: Iterable[int], *, prompt_ids: Sequence[int] | None = None) -> dict[int, float]:
+        """The causal effect of each chunk on an answer: answer_logprob(nothing masked) minus
+        answer_logprob(that chunk alone masked), in nats (> 0: the chunk made the answer likelier).
+
+        Cost: one forked teacher-forced pass over prompt + answer for the unmasked answer, then one
+        per chunk that some selection of that pass picked. The engine streams a single sequence
+        (batch 1 windows and carry), so the masked passes are not batched; a chunk no selection
+        picked changes nothing, bit for bit, and gets 0.0 without a pass."""
+        chunks = sorted(self.check_mask(state, chunks))
+        if prompt_ids is None:
+            prompt_ids = self.prompt_ids(state, question)
+        base, picked = self._answer_logprob(state, prompt_ids, answer_ids, frozenset())
+        return {c: (base - self._answer_logprob(state, prompt_ids, answer_ids, frozenset({c}))[0]
+                    if c in picked else 0.0) for c in chunks}
 
     def _current_selection(self, fork: DocState, record: list[dict], chunk: int) -> dict | None:
         """The selection serving `chunk` (made by landmark chunk-1), from the run records, or from
@@ -910,12 +1026,15 @@ class Engine:
             si, sw = fork.memory.selections()
             if chunk - 1 >= len(si) or chunk - 1 < 0:
                 return None
-            groups = [{"group": g, "idx": si[chunk - 1][g].tolist(), "weights": sw[chunk - 1][g].tolist(),
+            # what the fork's carry holds: the stored selection, less the chunks barred (Engine._bar)
+            w = self._drop_masked(torch.from_numpy(np.asarray(si[chunk - 1], np.int64)),
+                                  torch.from_numpy(np.asarray(sw[chunk - 1], np.float32)), fork.mask)
+            groups = [{"group": g, "idx": si[chunk - 1][g].tolist(), "weights": w[g].tolist(),
                        "scores": None} for g in range(si.shape[1])]
         g0 = min(groups, key=lambda r: r["group"])
         keep = [i for i, w in enumerate(g0["weights"]) if w > 0]
         return {"topk": [g0["idx"][i] for i in keep], "weights": [round(g0["weights"][i], 5) for i in keep],
-                "scores": None if g0["scores"] is None else [round(s, 4) for s in g0["scores"]],
+                "scores": None if g0["scores"] is None else [None if s is None else round(s, 4) for s in g0["scores"]],
                 "groups": [{"topk": r["idx"], "weights": r["weights"]} for r in sorted(groups, key=lambda r: r["group"])]}
 
     def evidence(self, state: DocState, trace: RetrievalTrace, n_doc_chunks: int | None = None) -> list[tuple[int, float]]:

@@ -468,3 +468,79 @@ def test_gather_keys_is_gathers_k(tmp_path, kind):
     assert K.shape == Vv.shape == (2, 3, N, D) and not np.array_equal(K, Vv)
     np.testing.assert_array_equal(mem.gather_keys(idx), K)
     assert mem.gather_keys(np.zeros((2, 0), np.int64)).shape == (2, 0, N, D)
+
+
+# ----------------------------------------------------------------------------------------------
+# counterfactual masking (issue 31): generate(mask=...), answer_logprob, causal_effects
+
+
+def _picked(trace: dict) -> set[int]:
+    """Every document chunk a selection of the trace picked with weight > 0, in any group."""
+    return {c for r in trace["chunks"] for g in r["groups"] for c, w in zip(g["topk"], g["weights"]) if w > 0}
+
+
+@pytest.mark.parametrize("flavour", ["paper", "shipped"])
+def test_masking_a_chunk_never_retrieved_changes_nothing(flavour):
+    """Barring a chunk that no selection picked leaves the answer, the evidence and the trace as
+    they were, bit for bit, but for the barred chunk's score (None); its causal effect is exactly 0."""
+    m = make_model(**copy_kw(flavour))
+    eng = Engine(m, tokenizer=_Tok(), memory_dtype=np.float32)
+    st = eng.new_state()
+    eng.feed(st, ids_of(63 * 12 + 5, seed=21)[0].tolist())
+    keys = st.memory.keys().copy()
+    base = list(eng.generate(st, "what is it", max_new_tokens=70, stop_at_newline=False))
+    tb = base[-1].trace.to_json()
+    # the chunks some selection of the pass picked: the answer's (the trace), and the prompt's own
+    # chunks' and the carried one (not in the trace: _answer_logprob collects them)
+    _, picked = eng._answer_logprob(st, eng.prompt_ids(st, "what is it"), base[-1].ids, frozenset())
+    assert _picked(tb) <= picked
+    never = sorted(set(range(st.n_chunks)) - picked)
+    assert never, "every chunk was picked: lengthen the document"
+    c = never[len(never) // 2]
+    masked = list(eng.generate(st, "what is it", max_new_tokens=70, stop_at_newline=False, mask=[c]))
+    tm = masked[-1].trace.to_json()
+    assert [e.token_id for e in masked] == [e.token_id for e in base] and masked[-1].answer == base[-1].answer
+    assert masked[-1].ids == base[-1].ids and len(base[-1].ids) == 70
+    assert eng.evidence(st, masked[-1].trace) == eng.evidence(st, base[-1].trace)
+    assert tm.pop("masked") == [c] and "masked" not in tb
+    for rb, rm in zip(tb["chunks"], tm["chunks"], strict=True):
+        if rb["scores"] is not None and c < len(rb["scores"]):
+            assert rm["scores"][c] is None
+            rm["scores"][c] = rb["scores"][c]
+        assert rm == rb
+    np.testing.assert_array_equal(st.memory.keys(), keys)
+    ids = base[-1].ids
+    assert eng.answer_logprob(st, "what is it", ids, mask=[c]) == eng.answer_logprob(st, "what is it", ids)
+    assert eng.causal_effects(st, "what is it", ids, [c]) == {c: 0.0}
+
+
+def test_masked_chunks_are_never_selected_and_effects_are_logprob_differences():
+    """A barred chunk is in no selection of the masked generation (any group, the carried one
+    included); the causal effect of a chunk is logprob(answer) - logprob(answer | chunk masked)."""
+    m = make_model(groups=(1, 1), **copy_kw("shipped"))
+    eng = Engine(m, tokenizer=_Tok(), memory_dtype=np.float32)
+    st = eng.new_state()
+    eng.feed(st, ids_of(63 * 10 + 40, seed=22)[0].tolist())
+    base = list(eng.generate(st, "tell me", max_new_tokens=70, stop_at_newline=False))
+    ev = [c for c, _ in eng.evidence(st, base[-1].trace)]
+    top = ev[:2]
+    masked = list(eng.generate(st, "tell me", max_new_tokens=70, stop_at_newline=False, mask=top))
+    assert not _picked(masked[-1].trace.to_json()) & set(top)
+    ids = base[-1].ids
+    lp = eng.answer_logprob(st, "tell me", ids)
+    assert np.isfinite(lp) and lp < 0
+    eff = eng.causal_effects(st, "tell me", ids, ev)
+    assert set(eff) == set(ev)
+    assert eff[top[0]] == pytest.approx(lp - eng.answer_logprob(st, "tell me", ids, mask=[top[0]]), abs=1e-9)
+    assert any(v != 0.0 for v in eff.values())
+    assert eng.causal_effects(st, "tell me", [], ev) == {c: 0.0 for c in ev}
+
+
+def test_mask_is_checked():
+    eng = Engine(make_model(), tokenizer=_Tok(), memory_dtype=np.float32)
+    st = eng.new_state()
+    eng.feed(st, ids_of(63 * 4)[0].tolist())
+    for bad, msg in (([st.n_chunks], "not a chunk"), ([-1], "not a chunk"), (["2"], "integers"), ([1.5], "integers")):
+        with pytest.raises(ValueError, match=msg):
+            list(eng.generate(st, "q", max_new_tokens=2, mask=bad))
+    assert eng.check_mask(st, None) == frozenset() and eng.check_mask(st, [np.int64(2), 2]) == {2}
