@@ -3,6 +3,8 @@ to the same numbers, generation leaves the stored document untouched."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -544,3 +546,34 @@ def test_mask_is_checked():
         with pytest.raises(ValueError, match=msg):
             list(eng.generate(st, "q", max_new_tokens=2, mask=bad))
     assert eng.check_mask(st, None) == frozenset() and eng.check_mask(st, [np.int64(2), 2]) == {2}
+
+
+SHIPPED_DIR = Path(__file__).resolve().parents[2] / "checkpoints" / "drt-tiny"
+ASSETS = Path(__file__).resolve().parents[1] / "assets"
+
+
+@pytest.mark.skipif(not (SHIPPED_DIR / "model.safetensors").exists(), reason="no shipped checkpoint")
+def test_masking_the_needles_chunk_destroys_the_answer():
+    """A 4K passkey needle (drt_core.tasks.single over the Frankenstein excerpt's tokens, the
+    question laid out as the app lays it out): the shipped model retrieves the needle's chunk and
+    copies the value; with that chunk masked it no longer can, and that chunk's causal effect on
+    the answer dwarfs every other evidence chunk's."""
+    from drt_core.tasks import score_answer, single, value_span
+
+    eng = Engine.from_pretrained(SHIPPED_DIR)
+    text = (ASSETS / "frankenstein_excerpt.txt").read_text(encoding="utf-8")
+    hay = np.asarray(eng.tokenizer.encode(text, add_special_tokens=False), dtype=np.int64)
+    ex = single(hay, 4096, 0, depth=0.4, tokenizer_path=SHIPPED_DIR)
+    ids = ex.prompt_ids(0).tolist()
+    st = eng.new_state()
+    eng.feed(st, ids[: ex.n_context])  # the document; the question is generate's prompt
+    needle = value_span(ex, 0, SHIPPED_DIR)[0] // (eng.cfg.chunk_size - 1)
+    base = list(eng.generate(st, prompt_ids=ids[ex.n_context:], max_new_tokens=12))
+    assert score_answer(base[-1].answer, ex.answer)
+    evidence = [c for c, _ in eng.evidence(st, base[-1].trace)]
+    assert evidence[0] == needle
+    masked = list(eng.generate(st, prompt_ids=ids[ex.n_context:], max_new_tokens=12, mask=[needle]))
+    assert not score_answer(masked[-1].answer, ex.answer) and ex.answer not in masked[-1].answer
+    assert needle not in [c for c, _ in eng.evidence(st, masked[-1].trace)]
+    eff = eng.causal_effects(st, None, base[-1].ids, evidence, prompt_ids=ids[ex.n_context:])
+    assert eff[needle] > 5.0 and all(abs(v) < 1.0 for c, v in eff.items() if c != needle)
