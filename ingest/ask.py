@@ -2,7 +2,13 @@
 
 Evidence is not a search over the text: it is `engine.evidence(state, trace)`, the document chunks
 the generated chunks actually retrieved, weighted by their fusion weights. Each item carries the
-chunk's pages (physical, 1-based) and text, both from the library, never from the model.
+chunk's pages (physical, 1-based) and text, both from the library, never from the model, and its
+causal effect on the model's answer (`engine.causal_effects`: how much less likely the generated
+answer becomes when that chunk alone is barred from retrieval).
+
+`ask(..., mask=[chunks])` regenerates with those chunks barred from retrieval (counterfactual
+masking, `Engine.generate(mask=)`) and makes the answer from the new evidence as usual; the
+unmasked answer rides beside it in trace["answer"]["unmasked"].
 """
 
 from __future__ import annotations
@@ -198,11 +204,29 @@ def generate_with_pointer(
     max_new_tokens: int,
     on_delta: Callable[[str], None] | None = None,
     cancel: threading.Event | None = None,
+    mask: list[int] | None = None,
 ) -> tuple[str, Any, dict | None]:
     """generate, also returning where the copy head pointed at the answer's first position."""
-    answer, trace, parts, pointer = None, None, [], None
+    answer, trace, pointer, _ = _generate(engine, state, question, max_new_tokens=max_new_tokens,
+                                          on_delta=on_delta, cancel=cancel, mask=mask)
+    return answer, trace, pointer
+
+
+def _generate(
+    engine: EngineLike,
+    state: Any,
+    question: str | None,
+    *,
+    max_new_tokens: int,
+    on_delta: Callable[[str], None] | None = None,
+    cancel: threading.Event | None = None,
+    mask: list[int] | None = None,
+) -> tuple[str, Any, dict | None, list[int] | None]:
+    """The one generation loop: (answer, trace, pointer, generated token ids or None)."""
+    answer, trace, parts, pointer, ids = None, None, [], None, None
+    extra = {"mask": list(mask)} if mask else {}  # only when masking: engines without masks keep working
     for ev in engine.generate(state, question, max_new_tokens=max_new_tokens, temperature=0.0,
-                              no_repeat_ngram=NO_REPEAT_NGRAM):
+                              no_repeat_ngram=NO_REPEAT_NGRAM, **extra):
         delta = getattr(ev, "text_delta", "") or ""
         if delta:
             parts.append(delta)
@@ -212,42 +236,50 @@ def generate_with_pointer(
             answer = getattr(ev, "answer", None)
             trace = getattr(ev, "trace", None)
             pointer = getattr(ev, "pointer", None)
+            ids = getattr(ev, "ids", None)
             break
         if cancel is not None and cancel.is_set():
             raise Cancelled("generation was stopped")
     if answer is None:
         answer = "".join(parts)
-    return str(answer).strip(), trace, pointer
+    return str(answer).strip(), trace, pointer, ids
 
 
-def ask(
-    library: Library,
-    engine: EngineLike,
-    doc_id: str,
-    question: str,
-    *,
-    max_new_tokens: int = 64,
-    on_delta: Callable[[str], None] | None = None,
-    cancel: threading.Event | None = None,
-) -> dict:
-    """Answer `question` about a prefilled document; record it; return the Contract 2 object
-    {"answer", "evidence", "trace"}."""
-    question = " ".join(str(question).split())
-    if not question:
-        raise IngestError("the question is empty")
-    if max_new_tokens < 1:
-        raise IngestError("--max-new-tokens must be at least 1")
-    state = ready_state(library, engine, doc_id)
-    t0 = time.monotonic()
-    generated, trace, _ = generate_with_pointer(
-        engine, state, question, max_new_tokens=max_new_tokens, on_delta=on_delta, cancel=cancel
-    )
+def check_mask(mask: Any, n_chunks: int) -> list[int]:
+    """`mask` (chunk numbers) as a sorted list; IngestError, one line, for anything that is not a
+    chunk of the document."""
+    out = set()
+    for c in mask or []:
+        if isinstance(c, bool) or not isinstance(c, int):
+            if isinstance(c, float) and c.is_integer():
+                c = int(c)
+            else:
+                raise IngestError(f"--mask: {c!r} is not a chunk number")
+        if not 0 <= c < n_chunks:
+            raise IngestError(f"--mask: chunk {c} is not in this document (its chunks are 0 to {n_chunks - 1})")
+        out.add(c)
+    return sorted(out)
+
+
+def causal_effects(engine: EngineLike, state: Any, question: str, ids: list[int] | None,
+                   chunks: list[int]) -> dict[int, float | None]:
+    """Each chunk's causal effect on the generated answer `ids` (Engine.causal_effects, in nats:
+    logprob(answer) - logprob(answer | that chunk masked)); None for every chunk when the model
+    generated nothing or the engine cannot tell."""
+    fn = getattr(engine, "causal_effects", None)
+    if not ids or fn is None or not chunks:
+        return {c: None for c in chunks}
+    return {int(c): round(float(v), 4) for c, v in fn(state, question, ids, chunks).items()}
+
+def _make_answer(library: Library, engine: EngineLike, doc_id: str, question: str, state: Any,
+                 generated: str, trace: Any, missing: list[str]) -> dict:
+    """The answer made from one generation: {"answer", "evidence", "trace", "made"} (abstention,
+    the quote from the first evidence chunk, or the generated text)."""
     tj = trace_json(trace)
     evidence = evidence_rows(library, doc_id, engine.evidence(state, trace) if trace is not None else [])
     n_chunks = int(getattr(state, "n_chunks", 0) or 0)
     z = retrieval_z(tj, n_chunks)
     threshold = abstain_threshold(engine)
-    missing = missing_words(library, engine, doc_id, question)
     abstained = bool(missing) or (threshold is not None and z is not None and z < threshold)
     quote = (quote_from_evidence(library, doc_id, evidence[0]["chunk"], question, _doc_vocabulary(library, doc_id),
                                  weight=evidence[0]["weight"]) if evidence and not abstained else None)
@@ -259,11 +291,66 @@ def ask(
         answer = generated
     # the model's own short answer, shown only when it is copied verbatim from the quoted passage
     short = generated if quote is not None and generated and generated in quote["text"] else None
-    # how the answer was made rides in the trace, so Contract 2's three keys stay as they are
     made = {"quote": quote, "abstained": abstained, "short_answer": short, "generated": generated,
             "retrieval_z": None if z is None else round(z, 4), "abstain_threshold": threshold,
             "missing_words": missing}
-    tj = dict(tj, answer=made)
+    return {"answer": answer, "evidence": evidence, "trace": tj, "made": made}
+
+
+def ask(
+    library: Library,
+    engine: EngineLike,
+    doc_id: str,
+    question: str,
+    *,
+    max_new_tokens: int = 64,
+    on_delta: Callable[[str], None] | None = None,
+    cancel: threading.Event | None = None,
+    mask: list[int] | None = None,
+) -> dict:
+    """Answer `question` about a prefilled document; record it; return the Contract 2 object
+    {"answer", "evidence", "trace"} (and, beside them, how the answer was made).
+
+    Every evidence row carries its `causal_effect` beside its fusion `weight`: the drop in the
+    log-likelihood of the model's generated answer (unmasked, trace["answer"]["generated"]) when
+    that chunk alone is barred from retrieval; null when the model generated nothing.
+    `mask`: document chunk numbers barred from retrieval; the answer is then regenerated without
+    them, and the unmasked one is kept in trace["answer"]["unmasked"] (answer, generated, quote,
+    abstained, evidence chunks with weight and causal effect)."""
+    question = " ".join(str(question).split())
+    if not question:
+        raise IngestError("the question is empty")
+    if max_new_tokens < 1:
+        raise IngestError("--max-new-tokens must be at least 1")
+    state = ready_state(library, engine, doc_id)
+    barred = check_mask(mask, int(getattr(state, "n_chunks", 0) or 0))
+    t0 = time.monotonic()
+    missing = missing_words(library, engine, doc_id, question)
+    # the unmasked generation: the answer itself, or (masking) what the causal effects are measured on
+    generated, trace, _, ids = _generate(engine, state, question, max_new_tokens=max_new_tokens,
+                                         on_delta=None if barred else on_delta, cancel=cancel)
+    out = original = _make_answer(library, engine, doc_id, question, state, generated, trace, missing)
+    if barred:
+        gen_m, trace_m, _, _ = _generate(engine, state, question, max_new_tokens=max_new_tokens,
+                                         on_delta=on_delta, cancel=cancel, mask=barred)
+        out = _make_answer(library, engine, doc_id, question, state, gen_m, trace_m, missing)
+    if cancel is not None and cancel.is_set():
+        raise Cancelled("generation was stopped")
+    chunks = sorted({e["chunk"] for e in out["evidence"]} | {e["chunk"] for e in original["evidence"]})
+    effects = causal_effects(engine, state, question, ids, chunks)
+    for e in out["evidence"] + (original["evidence"] if barred else []):
+        e["causal_effect"] = effects.get(e["chunk"])
+    made = out["made"]
+    if barred:
+        o = original["made"]
+        made = dict(made, masked=barred, unmasked={
+            "answer": original["answer"], "generated": o["generated"], "quote": o["quote"],
+            "abstained": o["abstained"], "short_answer": o["short_answer"],
+            "evidence": [{k: e[k] for k in ("chunk", "pages", "weight", "causal_effect")}
+                         for e in original["evidence"]]})
+    # how the answer was made rides in the trace, so Contract 2's three keys stay as they are
+    tj = dict(out["trace"], answer=made)
+    answer, evidence = out["answer"], out["evidence"]
     library.record_answer(
         doc_id, question, str(engine.fingerprint), answer, evidence, tj, seconds=time.monotonic() - t0
     )

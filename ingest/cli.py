@@ -36,6 +36,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("doc_id", metavar="DOC_ID", help="document id (a unique prefix is enough)")
     p.add_argument("question", metavar="QUESTION", help="the question")
     p.add_argument("--max-new-tokens", type=int, default=64, help="longest answer in tokens (default 64)")
+    p.add_argument(
+        "--mask", default=None, metavar="CHUNK[,CHUNK...]",
+        help="regenerate with these document chunks barred from retrieval (chunk numbers, as the "
+        "evidence lists them) and report the new answer beside the unmasked one",
+    )  # fmt: skip
     _json(p)
     p.set_defaults(func=cmd_ask)
 
@@ -256,13 +261,39 @@ def cmd_rm(args: argparse.Namespace) -> int:
 EMPTY_GENERATION = "(no text: the model ended its answer at once; the evidence below is what it retrieved)"
 
 
+def _effect(e: dict) -> str:
+    """", causal effect +1.234" (nats) when the row has one (ask), else ""."""
+    if "causal_effect" not in e:
+        return ""
+    v = e["causal_effect"]
+    return ", causal effect n/a" if v is None else f", causal effect {v:+.3f}"
+
+
 def _evidence_text(evidence: list[dict]) -> str:
     lines = []
     for e in evidence:
         snippet = " ".join(e["text"].split())
         snippet = snippet if len(snippet) <= 160 else snippet[:157] + "..."
-        lines.append(f"  [chunk {e['chunk']}, {_pages(e['pages'])}, weight {e['weight']:.3f}] {snippet}")
+        lines.append(f"  [chunk {e['chunk']}, {_pages(e['pages'])}, weight {e['weight']:.3f}{_effect(e)}] {snippet}")
     return "\n".join(lines)
+
+
+def parse_mask(text: str | None) -> list[int]:
+    """--mask "3,17" -> [3, 17]; UserError (one line) for anything but comma-separated chunk numbers.
+    Whether each is a chunk of the document is checked by ingest.ask.check_mask."""
+    from cli_io import UserError
+
+    if text is None:
+        return []
+    parts = [p.strip() for p in str(text).split(",")]
+    if not any(parts):
+        raise UserError("--mask: give chunk numbers, e.g. --mask 3 or --mask 3,17")
+    out = []
+    for p in parts:
+        if not p.isdigit():
+            raise UserError(f"--mask: {p!r} is not a chunk number (chunk numbers are integers from 0, e.g. --mask 3,17)")
+        out.append(int(p))
+    return out
 
 
 def answer_text(out: dict) -> str:
@@ -284,13 +315,21 @@ def answer_text(out: dict) -> str:
 def cmd_ask(args: argparse.Namespace) -> int:
     from .ask import CONTRACT_KEYS, ask
 
+    mask = parse_mask(getattr(args, "mask", None))
     with _library(args) as lib:
         doc_id = lib.resolve(args.doc_id)
         engine = _engine(args)
-        out = ask(lib, engine, doc_id, args.question, max_new_tokens=args.max_new_tokens)
+        out = ask(lib, engine, doc_id, args.question, max_new_tokens=args.max_new_tokens, mask=mask)
     if not args.json:
-        print(answer_text(out))
-        print("\nEvidence (what the model retrieved):\n" + (_evidence_text(out["evidence"]) or "  (none)"))
+        if mask:
+            before = out["unmasked"]
+            print(f"Without chunk{'s' if len(mask) > 1 else ''} {', '.join(map(str, out['masked']))} (masked):")
+            print(answer_text(out))
+            print("\nBefore masking:\n" + answer_text(before))
+        else:
+            print(answer_text(out))
+        print("\nEvidence (what the model retrieved; causal effect: how much less likely, in nats, the "
+              "model's unmasked answer is with that chunk alone masked):\n" + (_evidence_text(out["evidence"]) or "  (none)"))
     else:
         _emit(args, {k: out[k] for k in CONTRACT_KEYS})
     return 0

@@ -11,7 +11,8 @@ What it mimics (and what the pipeline relies on):
 - each chunk "retrieves" the two earlier chunks (e < c - 1) sharing most token ids with it, with
   softmax-like weights, so the dependency map has real structure;
 - `generate` streams a canned answer and returns a trace whose top-k are the chunks sharing most
-  ids with the prompt; `evidence` sums the trace's weights per chunk.
+  ids with the prompt (`mask`: chunks left out of the candidates); `evidence` sums the trace's
+  weights per chunk; `causal_effects` is the ids a chunk shares with the question, over 10.
 Nothing here is a model; it only lets the pipeline's bookkeeping be tested without one.
 """
 
@@ -65,6 +66,7 @@ class GenerateEvent:
     done: bool
     answer: str | None = None
     trace: "FakeTrace | None" = None
+    ids: list[int] | None = None
 
 
 class FakeTrace:
@@ -90,6 +92,10 @@ class FakeState:
     @property
     def n_tokens(self) -> int:
         return self._pending_tokens  # in memory, as drt_core.engine.DocState.n_tokens
+
+    @property
+    def n_chunks(self) -> int:
+        return -(-len(self._ids) // CHUNK)  # as stored at the last checkpoint (a ready document: all)
 
     def dependency_map(self) -> list[dict]:
         return [dict(r) for r in self._dep]
@@ -191,18 +197,28 @@ class FakeEngine:
     # -- generation ---------------------------------------------------------------------------
 
     def generate(
-        self, state: FakeState, question: str | None, max_new_tokens: int = 64, temperature: float = 0.0, **kw
+        self, state: FakeState, question: str | None, max_new_tokens: int = 64, temperature: float = 0.0,
+        mask=None, **kw
     ):
         prompt_text = question if question is not None else "Summary:"
         prompt_ids = self.tokenizer.encode(prompt_text, add_special_tokens=False).ids
         bags = self._bags(state._ids)
-        topk, weights = self._retrieve(set(prompt_ids), bags, range(len(bags)), k=3)
+        barred = set(mask or [])
+        candidates = [c for c in range(len(bags)) if c not in barred]
+        topk, weights = self._retrieve(set(prompt_ids), bags, candidates, k=3)
         scores = [float(len(set(prompt_ids) & b)) for b in bags]
         trace = FakeTrace([{"gen_chunk": 0, "topk": topk, "weights": weights, "scores": scores}])
         words = self.answer.split(" ")[: max(1, max_new_tokens)]
         for i, w in enumerate(words):
             yield GenerateEvent(text_delta=(" " if i else "") + w, done=False)
-        yield GenerateEvent(text_delta="", done=True, answer=" ".join(words), trace=trace)
+        answer = " ".join(words)
+        ids = self.tokenizer.encode(answer, add_special_tokens=False).ids if answer else []
+        yield GenerateEvent(text_delta="", done=True, answer=answer, trace=trace, ids=ids)
+
+    def causal_effects(self, state: FakeState, question: str | None, ids: list[int], chunks) -> dict[int, float]:
+        q = set(self.tokenizer.encode(question or "Summary:", add_special_tokens=False).ids)
+        bags = self._bags(state._ids)
+        return {int(c): len(q & bags[c]) / 10 for c in chunks}
 
     def evidence(self, state: FakeState, trace: FakeTrace) -> list[tuple[int, float]]:
         agg: dict[int, float] = {}

@@ -31,7 +31,7 @@ def test_ingest_list_ask_summarize_trace_rm(cli, assets, drt_home):
     assert set(ans) == {"answer", "evidence", "trace"}
     assert ans["answer"] and ans["evidence"]
     for e in ans["evidence"]:
-        assert set(e) == {"chunk", "pages", "weight", "text"}
+        assert set(e) == {"chunk", "pages", "weight", "text", "causal_effect"}
         assert e["pages"] and all(1 <= p <= 20 for p in e["pages"]) and e["text"]
     assert ans["trace"]["chunks"][0]["topk"]
 
@@ -146,3 +146,47 @@ def test_empty_generation_is_said_in_text_mode(cli, assets, fake_engine):
     got = one_json(out)
     assert rc == 0 and got["answer"] == got["trace"]["answer"]["quote"]["text"] != ""
     assert got["trace"]["answer"]["generated"] == ""
+
+
+def test_ask_mask_regenerates_without_the_chunks(cli, assets, drt_home):
+    """`ask --mask C[,C...]` regenerates with those chunks barred from retrieval: the new evidence
+    lacks them, the unmasked answer rides in trace["answer"]["unmasked"], every evidence row has a
+    causal effect beside its weight (text mode prints both); Contract 2's three keys stay."""
+    res = _ingest(cli, assets / "emma-pp2-21.pdf")
+    prefix, question = res["doc_id"][:8], "Who is handsome, clever, and rich?"
+    rc, out, _ = cli("ask", prefix, question, "--json")
+    before = one_json(out)
+    top = before["evidence"][0]["chunk"]
+    assert all(isinstance(e["causal_effect"], float) for e in before["evidence"])
+    assert "masked" not in before["trace"]["answer"]
+    rc, out, err = cli("ask", prefix, question, "--json", "--mask", f"{top}, {top + 1}")
+    assert rc == 0, err
+    after = one_json(out)
+    assert set(after) == {"answer", "evidence", "trace"}
+    assert after["trace"]["answer"]["masked"] == [top, top + 1]
+    assert not {top, top + 1} & {e["chunk"] for e in after["evidence"]}
+    un = after["trace"]["answer"]["unmasked"]
+    assert un["answer"] == before["answer"] and un["evidence"][0]["chunk"] == top
+    assert all("causal_effect" in e for e in after["evidence"] + un["evidence"])
+    rc, out, _ = cli("ask", prefix, question, "--mask", str(top))
+    assert rc == 0 and out.startswith(f"Without chunk {top} (masked):") and "Before masking:" in out
+    assert "causal effect +" in out or "causal effect -" in out
+
+
+@pytest.mark.parametrize("mask,message", [("x", "'x' is not a chunk number"), ("1,,2", "'' is not a chunk number"),
+                                          ("-3", "'-3' is not a chunk number"), ("", "give chunk numbers"),
+                                          ("99999", "chunk 99999 is not in this document")])
+def test_ask_mask_errors_are_one_line(cli, assets, drt_home, mask, message):
+    res = _ingest(cli, assets / "015-arabic__habibi.pdf")
+    before = snapshot(drt_home)
+    rc, out, err = cli("ask", res["doc_id"][:8], "What?", "--json", "--mask", mask)
+    lines = err.strip().splitlines()
+    assert rc == 2 and out == "" and len(lines) == 1 and lines[0].startswith("drt-reader: error: ")
+    assert message in lines[0]
+    assert snapshot(drt_home) == before
+
+
+def test_parse_mask():
+    from ingest.cli import parse_mask
+
+    assert parse_mask(None) == [] and parse_mask("3") == [3] and parse_mask(" 3 ,17") == [3, 17]
