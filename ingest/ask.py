@@ -245,6 +245,20 @@ def _generate(
     return str(answer).strip(), trace, pointer, ids
 
 
+def parse_mask(text: str | None) -> list[int]:
+    """"3,17" (`ask --mask`, the UI's mask box) -> [3, 17]; IngestError (one line) for anything but
+    comma-separated chunk numbers. Whether each is a chunk of the document: check_mask."""
+    if text is None:
+        return []
+    parts = [p.strip() for p in str(text).split(",")]
+    if not any(parts):
+        raise IngestError("--mask: give chunk numbers, e.g. --mask 3 or --mask 3,17")
+    for p in parts:
+        if not p.isdigit():
+            raise IngestError(f"--mask: {p!r} is not a chunk number (chunk numbers are integers from 0, e.g. 3,17)")
+    return [int(p) for p in parts]
+
+
 def check_mask(mask: Any, n_chunks: int) -> list[int]:
     """`mask` (chunk numbers) as a sorted list; IngestError, one line, for anything that is not a
     chunk of the document."""

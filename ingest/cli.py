@@ -278,24 +278,6 @@ def _evidence_text(evidence: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def parse_mask(text: str | None) -> list[int]:
-    """--mask "3,17" -> [3, 17]; UserError (one line) for anything but comma-separated chunk numbers.
-    Whether each is a chunk of the document is checked by ingest.ask.check_mask."""
-    from cli_io import UserError
-
-    if text is None:
-        return []
-    parts = [p.strip() for p in str(text).split(",")]
-    if not any(parts):
-        raise UserError("--mask: give chunk numbers, e.g. --mask 3 or --mask 3,17")
-    out = []
-    for p in parts:
-        if not p.isdigit():
-            raise UserError(f"--mask: {p!r} is not a chunk number (chunk numbers are integers from 0, e.g. --mask 3,17)")
-        out.append(int(p))
-    return out
-
-
 def answer_text(out: dict) -> str:
     """The text-mode answer: the quote with its pages, or the abstention, then the model's short
     answer when it copied one from the quote."""
@@ -313,7 +295,7 @@ def answer_text(out: dict) -> str:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    from .ask import CONTRACT_KEYS, ask
+    from .ask import CONTRACT_KEYS, ask, parse_mask
 
     mask = parse_mask(getattr(args, "mask", None))
     with _library(args) as lib:

@@ -187,6 +187,6 @@ def test_ask_mask_errors_are_one_line(cli, assets, drt_home, mask, message):
 
 
 def test_parse_mask():
-    from ingest.cli import parse_mask
+    from ingest.ask import parse_mask
 
     assert parse_mask(None) == [] and parse_mask("3") == [3] and parse_mask(" 3 ,17") == [3, 17]
