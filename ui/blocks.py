@@ -5,7 +5,8 @@
     demo.launch(**launch_kwargs(ctx, host="127.0.0.1", port=7860))
 
 Tabs: Library (upload with staged progress, Cancel, Resume, Delete), Ask (streamed chat, retrieval
-heatmap, evidence), Summary (extractive / abstractive), Document map (dependency map from prefill).
+heatmap, evidence with each passage's causal effect, Mask and regenerate: the answer before and
+after barring chunks from retrieval, side by side), Summary (extractive / abstractive), Document map (dependency map from prefill).
 
 Safe defaults (docs/reliability.md §1): bound to 127.0.0.1, `max_file_size`, the queue's direct
 REST routes closed (`api_open=False`), monitoring off, analytics off, upload cache cleaned
@@ -121,7 +122,14 @@ def build_app(ctx: h.UIContext) -> gr.Blocks:
                 with gr.Row():
                     pick_chunk = gr.Number(label="…or type a chunk number", precision=0, minimum=0, scale=1)
                     pick_btn = gr.Button("Show passage", scale=1)
+                    mask_in = gr.Textbox(label="Chunk(s) to mask", placeholder="e.g. 12 or 12,40", scale=1,
+                                         elem_id="drt-mask-in")  # fmt: skip
+                    mask_btn = gr.Button("Mask and regenerate", scale=1, elem_id="drt-mask")
                 picked = gr.Markdown(elem_id="drt-picked")
+                with gr.Row():  # the answer before and after masking, side by side
+                    mask_before = gr.Markdown(elem_id="drt-mask-before")
+                    mask_after = gr.Markdown(elem_id="drt-mask-after")
+                mask_evidence = gr.Markdown(elem_id="drt-mask-evidence")
                 with gr.Accordion("Evidence", open=True):
                     evidence = gr.Markdown(elem_id="drt-evidence")
                 with gr.Accordion("Raw result (answer, evidence, trace as JSON)", open=False):
@@ -289,15 +297,22 @@ def build_app(ctx: h.UIContext) -> gr.Blocks:
         def cell(answers_, index, evt: gr.EventData) -> tuple:
             data = getattr(evt, "_data", None) or {}
             c = data.get("chunk")
-            return h.heatmap_pick(ctx, answers_, index, c, data.get("gen")), c
+            return h.heatmap_pick(ctx, answers_, index, c, data.get("gen")), c, gr.skip() if c is None else str(c)
 
-        heatmap.cell_click(cell, [answers, answer_pick], [picked, pick_chunk], **PRIVATE)
+        heatmap.cell_click(cell, [answers, answer_pick], [picked, pick_chunk, mask_in], **PRIVATE)
 
         @h.user_facing
         def pick(answers_, index, chunk) -> str:
             return h.heatmap_pick(ctx, answers_, index, chunk)
 
         pick_btn.click(pick, [answers, answer_pick, pick_chunk], picked, **PRIVATE)
+
+        @h.user_facing
+        def mask_regenerate(answers_, index, chunks, n_tokens) -> tuple:
+            return h.mask_regenerate(ctx, answers_, index, chunks, int(n_tokens))
+
+        mask_btn.click(mask_regenerate, [answers, answer_pick, mask_in, max_tokens],
+                       [mask_before, mask_after, mask_evidence, ask_json], **MODEL, **PRIVATE)  # fmt: skip
         ask_doc.change(lambda: ([], [], gr.update(choices=[], value=None)), None, [chat, answers, answer_pick],
                        **PRIVATE)  # fmt: skip
 

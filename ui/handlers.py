@@ -327,16 +327,29 @@ def _quote_marked(text: str, sentence: str | None) -> str:
     return ("> " + md_escape(t[:i]) + "**" + md_escape(sentence) + "**" + md_escape(t[i + len(sentence):])).rstrip()
 
 
+def effect_text(e: dict) -> str:
+    """" · causal effect +1.234" for an evidence row that has one (ask's rows), else ""."""
+    if "causal_effect" not in e:
+        return ""
+    v = e["causal_effect"]
+    return " · causal effect n/a" if v is None else f" · causal effect {float(v):+.3f}"
+
+
+EFFECT_NOTE = ("causal effect: how much less likely (in nats) the model's unmasked answer becomes when that "
+               "chunk alone is masked from retrieval")
+
+
 def evidence_md(evidence: list[dict], labels: dict[int, str] | None = None, *, title: str = "Evidence") -> str:
-    """The evidence list (heaviest first): chunk, pages, fusion weight, the passage."""
+    """The evidence list (heaviest first): chunk, pages, fusion weight, causal effect (ask), the passage."""
     if not evidence:
         return f"**{title}:** none (no document chunk was retrieved)."
-    out = [f"**{title}** — the document chunks the model retrieved, by fusion weight (normalised over the answer):"]
+    note = f" ({EFFECT_NOTE})" if any("causal_effect" in e for e in evidence) else ""
+    out = [f"**{title}** — the document chunks the model retrieved, by fusion weight (normalised over the answer){note}:"]
     for e in evidence:
         pages = e.get("pages") or [0]
         out.append(
             f"**{pages_text(pages[0], pages[-1], labels)}** · chunk {int(e['chunk'])} · "
-            f"weight {float(e['weight']):.3f}\n\n{_quote(e['text'], 600)}"
+            f"weight {float(e['weight']):.3f}{effect_text(e)}\n\n{_quote(e['text'], 600)}"
         )
     return "\n\n".join(out)
 
@@ -800,7 +813,7 @@ def _evidence_note(evidence: list[dict], labels: dict[int, str]) -> dict:
     else:
         lines = [
             f"- {pages_text(e['pages'][0], e['pages'][-1], labels)}, chunk {e['chunk']}, weight "
-            f"{e['weight']:.3f}: {md_escape(' '.join(e['text'].split())[:140])}…"
+            f"{e['weight']:.3f}{effect_text(e).replace(' · ', ', ')}: {md_escape(' '.join(e['text'].split())[:140])}…"
             for e in evidence
         ]
         body = "\n".join(lines)
@@ -926,6 +939,39 @@ def heatmap_pick(ctx: UIContext, answers: list | None, index: int | None, chunk:
             notes.append(f"gen {i + 1}: " + ", ".join(bits))
     text = passage_md(ctx, rec["doc_id"], c)
     return text + ("\n\n" + " · ".join(notes) if notes else "")
+
+
+def mask_regenerate(
+    ctx: UIContext, answers: list | None, index: int | None, chunks: Any, max_new_tokens: int = 64
+) -> tuple[str, str, str, dict | None]:
+    """Mask and regenerate: ask the picked answer's question again with `chunks` ("12" or "12,40",
+    or a number) barred from retrieval (ingest.ask.ask's `mask`). Returns (the unmasked answer,
+    the new answer, the new evidence with each passage's weight and causal effect, the new result
+    JSON): Markdown for the two answers side by side."""
+    from ingest.ask import ask, parse_mask
+
+    answers = answers or []
+    if index is None or not (0 <= int(index) < len(answers)):
+        raise UIError("ask a question first, then pick the chunk to mask")
+    if chunks is None or str(chunks).strip() == "":
+        raise UIError("type the chunk number to mask (click a heatmap cell to fill it in), e.g. 12 or 12,40")
+    if isinstance(chunks, float) and chunks.is_integer():
+        chunks = int(chunks)
+    mask = parse_mask(str(chunks))
+    rec = answers[int(index)]
+    doc_id = _ready(ctx, rec["doc_id"])
+    n_new = max(1, min(int(max_new_tokens or 64), MAX_NEW_TOKENS))
+    try:
+        out = ask(ctx.library, ctx.engine(), doc_id, rec["question"], max_new_tokens=n_new, mask=mask)
+    except NotPrefilled as e:
+        raise UIError(_not_prefilled_message(ctx, doc_id)) from e
+    _, labels = ctx.layout(doc_id)
+    masked = ", ".join(str(c) for c in out["masked"])
+    before = out["unmasked"]
+    before_md = "**Before** (nothing masked)\n\n" + answer_md(before, labels)
+    after_md = f"**After** (chunk{'s' if len(out['masked']) > 1 else ''} {masked} masked)\n\n" + answer_md(out, labels)
+    ev = evidence_md(out["evidence"], labels, title=f"Evidence with chunk {masked} masked")
+    return before_md, after_md, ev, {k: out[k] for k in ("answer", "evidence", "trace")}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from pathlib import Path
 import gradio as gr
 import pytest
 
+from ingest.errors import IngestError
 from ingest.pipeline import Progress
 from tests.ui.conftest import fake_upload
 from ui import handlers as h
@@ -194,7 +195,7 @@ def test_ask_streams_then_gives_evidence_and_trace(lib):
     assert partial and all(len(a["answer"]) <= len(b["answer"]) for a, b in zip(partial, partial[1:]))
     assert final["trace"]["chunks"] and final["trace"]["n_doc_chunks"] >= 117
     ev = final["evidence"]
-    assert ev and all(set(e) == {"chunk", "pages", "weight", "text"} for e in ev)
+    assert ev and all(set(e) == {"chunk", "pages", "weight", "text", "causal_effect"} for e in ev)
     assert all(1 <= p <= 10 for e in ev for p in e["pages"])
     with pytest.raises(h.UIError, match="type a question"):
         list(h.ask_stream(ctx, doc_id, "   "))
@@ -221,6 +222,32 @@ def test_chat_turn_heatmap_and_pick(lib):
     heat2, ev2, res2 = h.show_answer(ctx, answers, 0)
     assert heat2 == heat and res2 == result
     assert "No chunk 9999" in h.passage_md(ctx, doc_id, 9999)
+
+
+def test_mask_and_regenerate_shows_both_answers_and_causal_effects(lib):
+    """Mask and regenerate (a chunk typed in, or filled in from a heatmap cell): the answer before
+    and after masking side by side, the new evidence without the masked chunk and with each
+    passage's causal effect beside its weight; errors for no answer and a bad chunk."""
+    ctx, doc_id = lib["ctx"], lib["doc_id"]
+    outs = list(h.chat_bot(ctx, doc_id, "What is a metric?", [], [], max_new_tokens=16, session="tab-m"))
+    answers = outs[-1][1]
+    assert "causal effect" in outs[-1][4]  # the evidence list shows each passage's causal effect
+    top = answers[0]["evidence"][0]["chunk"]
+    before, after, ev, result = h.mask_regenerate(ctx, answers, 0, float(top), 16)
+    assert before.startswith("**Before** (nothing masked)") and after.startswith(f"**After** (chunk {top} masked)")
+    assert set(result) == {"answer", "evidence", "trace"} and result["trace"]["answer"]["masked"] == [top]
+    assert top not in [e["chunk"] for e in result["evidence"]]
+    assert result["trace"]["answer"]["unmasked"]["answer"] == answers[0]["answer"]
+    assert f"with chunk {top} masked" in ev and "weight" in ev and "causal effect" in ev
+    with pytest.raises(h.UIError, match="ask a question first"):
+        h.mask_regenerate(ctx, [], None, "3")
+    with pytest.raises(h.UIError, match="type the chunk number"):
+        h.mask_regenerate(ctx, answers, 0, "  ")
+    with pytest.raises(IngestError, match="not a chunk number"):
+        h.mask_regenerate(ctx, answers, 0, "3,x")
+    with pytest.raises(IngestError, match="not in this document"):
+        h.mask_regenerate(ctx, answers, 0, "5000")
+    assert h.effect_text({"causal_effect": 1.5}) == " · causal effect +1.500" and h.effect_text({}) == ""
 
 
 def test_stop_an_answer(lib):
