@@ -359,7 +359,7 @@ def ask(
         o = original["made"]
         made = dict(made, masked=barred, unmasked={
             "answer": original["answer"], "generated": o["generated"], "quote": o["quote"],
-            "abstained": o["abstained"], "short_answer": o["short_answer"],
+            "abstained": o["abstained"], "short_answer": o["short_answer"], "missing_words": o["missing_words"],
             "evidence": [{k: e[k] for k in ("chunk", "pages", "weight", "causal_effect")}
                          for e in original["evidence"]]})
     # how the answer was made rides in the trace, so Contract 2's three keys stay as they are
