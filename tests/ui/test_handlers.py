@@ -250,6 +250,37 @@ def test_mask_and_regenerate_shows_both_answers_and_causal_effects(lib):
     assert h.effect_text({"causal_effect": 1.5}) == " · causal effect +1.500" and h.effect_text({}) == ""
 
 
+def test_ask_masking_a_chunk_never_retrieved_changes_nothing(lib):
+    """ingest.ask.ask with a chunk that no selection picked (the answer's, the prompt's, the carried
+    one) masked: the same answer, evidence (weights and causal effects) and trace, bit for bit, but
+    for that chunk's score (None), the retrieval z-score over the others, and the mask's own record."""
+    from ingest.ask import ask, retrieval_z
+    from ingest.pipeline import ready_state
+
+    ctx, doc_id, q = lib["ctx"], lib["doc_id"], "What is a metric?"
+    eng = ctx.engine()
+    st = ready_state(ctx.library, eng, doc_id)
+    base = ask(ctx.library, eng, doc_id, q, max_new_tokens=16)
+    ids = list(eng.generate(st, q, max_new_tokens=16, no_repeat_ngram=4))[-1].ids
+    _, picked = eng._answer_logprob(st, eng.prompt_ids(st, q), ids, frozenset())
+    c = min(set(range(st.n_chunks)) - picked)
+    out = ask(ctx.library, eng, doc_id, q, max_new_tokens=16, mask=[c])
+    assert out["answer"] == base["answer"] and out["evidence"] == base["evidence"]
+    tb, tm = base["trace"], out["trace"]
+    assert tm.pop("masked") == [c] and tm["answer"].pop("masked") == [c]
+    assert tm["answer"].pop("unmasked")["answer"] == base["answer"]
+    # retrieval_z is a statistic over the scores, the masked chunk's left out
+    assert tm["answer"].pop("retrieval_z") == pytest.approx(retrieval_z(tm, st.n_chunks), abs=1e-4)
+    tb["answer"].pop("retrieval_z")
+    assert tm["answer"] == tb["answer"]
+    for rb, rm in zip(tb["chunks"], tm["chunks"], strict=True):
+        if rb["scores"] is not None:
+            assert rm["scores"][c] is None
+            rm["scores"][c] = rb["scores"][c]
+        assert rm == rb
+    assert tm == tb
+
+
 def test_stop_an_answer(lib):
     ctx, doc_id = lib["ctx"], lib["doc_id"]
     ctx.arm("tab-4", "ask")
