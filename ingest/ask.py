@@ -321,6 +321,7 @@ def ask(
     on_delta: Callable[[str], None] | None = None,
     cancel: threading.Event | None = None,
     mask: list[int] | None = None,
+    causal: bool = True,
 ) -> dict:
     """Answer `question` about a prefilled document; record it; return the Contract 2 object
     {"answer", "evidence", "trace"} (and, beside them, how the answer was made).
@@ -330,7 +331,8 @@ def ask(
     that chunk alone is barred from retrieval; null when the model generated nothing.
     `mask`: document chunk numbers barred from retrieval; the answer is then regenerated without
     them, and the unmasked one is kept in trace["answer"]["unmasked"] (answer, generated, quote,
-    abstained, evidence chunks with weight and causal effect)."""
+    abstained, evidence chunks with weight and causal effect). `causal=False` skips the effects
+    (one forked pass per evidence chunk; `eval qa` does not report them): they are then null."""
     question = " ".join(str(question).split())
     if not question:
         raise IngestError("the question is empty")
@@ -351,7 +353,7 @@ def ask(
     if cancel is not None and cancel.is_set():
         raise Cancelled("generation was stopped")
     chunks = sorted({e["chunk"] for e in out["evidence"]} | {e["chunk"] for e in original["evidence"]})
-    effects = causal_effects(engine, state, question, ids, chunks)
+    effects = causal_effects(engine, state, question, ids if causal else None, chunks)
     for e in out["evidence"] + (original["evidence"] if barred else []):
         e["causal_effect"] = effects.get(e["chunk"])
     made = out["made"]

@@ -7,8 +7,8 @@ retrieves), so a comparison with DRT's evidence is chunk for chunk:
     dense = MiniLMIndex(texts)   # semantic: frozen all-MiniLM-L6-v2 embeddings, cosine (faiss)
     bm25.search(question, k)     # -> [(chunk index, score), ...], best first, higher is better
 
-Their "answer" is extractive: `extract_sentence(top chunk text, question)`, the sentence sharing
-most words with the question. It is a floor for answer quality, not a reader.
+Their "answer" is the quote `ingest.ask.quote_from_evidence` takes from their top chunk (the rule
+DRT's answer follows; `eval qa`).
 """
 
 from __future__ import annotations
@@ -18,12 +18,6 @@ import sqlite3
 
 # word tokens: letters and digits only (no "_", no quotes, no FTS5 operators or syntax characters)
 _WORD = re.compile(r"[^\W_]+")
-# words that say nothing about which sentence answers (question words, articles, auxiliaries)
-STOPWORDS = frozenset(
-    "a an the of to in on at by for from with and or but not no is are was were be been being "
-    "do does did has have had what who whom whose which when where why how this that these those "
-    "it its he she they them his her their i you we me my your our as if so than then there".split()
-)
 
 
 def words(text: str) -> list[str]:
@@ -85,26 +79,3 @@ class MiniLMIndex:
         q = embed_texts([question], device=self.device).cpu().numpy().astype("float32")
         scores, ids = self.index.search(q, k)
         return [(int(i), float(s)) for i, s in zip(ids[0], scores[0]) if i >= 0]
-
-
-# whitespace after . ! ? (or after one closing quote or bracket following them), or a blank line
-_SENTENCE_END = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"'\u201d\u2019)\]]))\s+|\n\s*\n")
-
-
-def sentences(text: str) -> list[str]:
-    """`text` cut after . ! ? (and closing quotes) before whitespace, and at blank lines; each
-    sentence whitespace-collapsed, empty ones dropped."""
-    return [s for s in (" ".join(p.split()) for p in _SENTENCE_END.split(text)) if s]
-
-
-def extract_sentence(chunk_text: str, question: str) -> str:
-    """The sentence of `chunk_text` sharing most distinct non-stopword words with `question`
-    (ties: the first; "" for an empty chunk). A chunk is cut at token 63, so its first and last
-    sentences may be fragments; they compete like the others."""
-    q = set(words(question)) - STOPWORDS
-    best, best_overlap = "", -1
-    for s in sentences(chunk_text):
-        overlap = len(q & set(words(s)))
-        if overlap > best_overlap:
-            best, best_overlap = s, overlap
-    return best

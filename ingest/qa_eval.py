@@ -19,8 +19,9 @@ What is measured, and on what:
 - DRT answers through `ingest.ask.ask`, the function the CLI and the UI call; its evidence (the
   chunks the generated answer retrieved, heaviest first) is its ranking. An abstention counts as
   the answer "".
-- Baselines (`ingest.baselines`: BM25, MiniLM) rank the same chunk texts; their answer is
-  `extract_sentence` of their top chunk.
+- Baselines (`ingest.baselines`: BM25, MiniLM) rank the same chunk texts; their answer is the quote
+  `ingest.ask.quote_from_evidence` takes from their top chunk, the rule DRT's answer follows, so
+  that answers differ only by the chunk each system ranks first.
 Metrics: hit@1 / hit@4 (a gold chunk among the first 1 / 4 ranked), on answerable questions whose
 gold was located; exact match, token F1 and "contains" (SQuAD-normalised, below), on answerable
 questions; DRT's abstention rate on unanswerable questions (right) and on answerable ones (false
@@ -273,7 +274,7 @@ def run_qa(
 
     from . import ask as ask_mod
     from . import pipeline
-    from .baselines import extract_sentence
+    from .abstain import DocVocabulary
 
     unknown = [b for b in baselines if b not in BASELINES]
     if unknown:
@@ -301,6 +302,7 @@ def run_qa(
             boiler = boilerplate_chunks(lib, res.doc_id, chunks)
             finder = TextFinder(document_text(lib, res.doc_id))
             indexes = {b: _baseline_index(b, texts, device) for b in baselines}
+            vocab = DocVocabulary(texts)  # the baselines quote their top chunk as ask quotes DRT's
             docs.append({"doc": doc, "doc_id": res.doc_id, "title": res.title, "tokens": res.tokens,
                          "chunks": res.chunks})
             for q in [q for q in questions if q["doc"] == doc]:
@@ -308,7 +310,8 @@ def run_qa(
                 row = {k: q[k] for k in ("id", "doc", "type", "question", "answer", "answerable")}
                 row |= {"gold_chunks": gold, "gold_found": found}
                 for name, eng in engines.items():
-                    out = ask_mod.ask(lib, eng, res.doc_id, q["question"], max_new_tokens=max_new_tokens)
+                    out = ask_mod.ask(lib, eng, res.doc_id, q["question"], max_new_tokens=max_new_tokens,
+                                      causal=False)
                     abstained = bool(out.get("abstained", False))
                     answer = "" if abstained else str(out.get("answer") or "")
                     ranking = [int(e["chunk"]) for e in out.get("evidence") or []]
@@ -319,7 +322,9 @@ def run_qa(
                                  "boilerplate": None if abstained else float(any(c in boiler for c in drawn))}
                 for b, index in indexes.items():
                     ranking = [i for i, _ in index.search(q["question"], max(K))]
-                    answer = extract_sentence(texts[ranking[0]], q["question"]) if ranking else ""
+                    quote = (ask_mod.quote_from_evidence(lib, res.doc_id, chunks[ranking[0]]["idx"], q["question"],
+                                                         vocab) if ranking else None)
+                    answer = quote["text"] if quote else ""
                     row[b] = {"answer": answer, "ranking": ranking, **_hits(ranking, gold),
                               "boilerplate": float(bool(ranking) and ranking[0] in boiler)}
                 for s in systems:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.baselines import BM25Index, MiniLMIndex, extract_sentence, fts_query, sentences
+from ingest.baselines import BM25Index, MiniLMIndex, fts_query
 
 TEXTS = [
     "The ship sailed north through the ice for many weeks.",
@@ -53,12 +53,3 @@ def test_minilm_ranks_a_paraphrase_above_unrelated_chunks():
     assert MiniLMIndex([]).search("anything", 3) == []
 
 
-def test_sentences_and_the_extracted_answer():
-    text = 'He said "Go north."  Then the\nship left!\n\nA fragment without end'
-    assert sentences(text) == ['He said "Go north."', "Then the ship left!", "A fragment without end"]
-    chunk = "The sun rose. The dog barked at the moon. The moon was full. The dog slept."
-    assert extract_sentence(chunk, "What did the dog bark at?") == "The dog barked at the moon."
-    # ties go to the first: "dog" alone is in two sentences
-    assert extract_sentence(chunk, "Where was the dog?") == "The dog barked at the moon."
-    assert extract_sentence(chunk, "Nothing shared here?") == "The sun rose."
-    assert extract_sentence("", "anything") == ""

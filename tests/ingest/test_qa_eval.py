@@ -124,7 +124,7 @@ def test_run_qa_end_to_end_with_the_fake_engine(qa_set, tmp_path, test_tokenizer
             assert r[s]["hit@1"] == float(rank[0] in gold)
             assert r[s]["hit@4"] == float(bool(gold & set(rank[:4])))
         assert r["bm25"]["hit@1"] == 1.0
-    assert rows["q2"]["bm25"]["answer"].startswith("I may there discover the wondrous power")
+    assert "I may there discover the wondrous power" in rows["q2"]["bm25"]["answer"]
     assert rows["q2"]["bm25"]["contains"] == 1.0
     # DRT's answer: the quote ask takes from the chunk it retrieved first, scored like any answer
     for qid in ("q1", "q2"):
