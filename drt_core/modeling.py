@@ -720,9 +720,12 @@ class LexicalScorer(nn.Module):
         s = torch.cat(out, dim=-1) if out else table.new_zeros(B, Cq, 0)
         s = self.scale[g] * s
         if self.words is not None:
+            from .words import template_word_ids
+
             kw = self.word_ids(k_toks) if k_words is None else k_words
-            s = s + self.words[g] * word_overlap(self.word_ids(q_toks), q_chunk.to(s.device), kw.to(s.device),
-                                                 k_chunk.to(s.device))
+            qw = self.word_ids(q_toks)
+            qw = qw.masked_fill(torch.isin(qw, template_word_ids().to(qw.device)), 0)  # not "question", "answer"
+            s = s + self.words[g] * word_overlap(qw, q_chunk.to(s.device), kw.to(s.device), k_chunk.to(s.device))
         return s
 
 

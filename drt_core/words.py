@@ -57,6 +57,28 @@ def word_tables(tokenizer) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return h, p, s
 
 
+def word_hash(word: str) -> int:
+    """The id word_ids gives `word` (its lower-cased letters and digits; 0 for none)."""
+    v = 0
+    norm = _alnum_lower(word)
+    for ch in norm:
+        v = (v * BASE + ord(ch)) % MOD
+    return v + 1 if norm else 0
+
+
+@lru_cache(maxsize=1)
+def template_word_ids() -> torch.Tensor:
+    """Ids of the words of the prompt's own template ("Question:", "Answer:", "Summary:",
+    drt_core.prompts): every question's chunk holds them, so as query words they would pull the
+    passages that say "question" or "answer" (measured: "Who is Emma Woodhouse?" retrieved
+    '"Who shall answer that question?" cried Emma.'). word_overlap does not count them on the
+    query side."""
+    from .prompts import ANSWER_PREFIX, QUESTION_PREFIX, SUMMARY_SUFFIX
+
+    words = {w for t in (QUESTION_PREFIX, ANSWER_PREFIX, SUMMARY_SUFFIX) for w in t.split() if _alnum_lower(w)}
+    return torch.tensor(sorted(word_hash(w) for w in words), dtype=torch.int64)
+
+
 def word_ids(toks: torch.Tensor, hash_: torch.Tensor, power: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
     """toks [..., N] token ids -> [..., N] int64: at the last token of each word, the word's id
     (its hash + 1, so in [1, MOD)); 0 at every other position. A word ends where the next token

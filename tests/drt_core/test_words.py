@@ -82,3 +82,24 @@ def test_lexical_words_adds_the_word_term_and_is_causal():
     assert torch.equal(s1[0, :4][fin], s2[0, :4][fin])
     with pytest.raises(ValueError, match="needs lexical"):
         DRTConfig.from_preset("tiny", lexical_words=0.5)
+
+
+def test_the_prompt_template_words_are_not_query_words():
+    """Regression: every question's chunk holds "Question:" and "Answer:", so the word term pulled
+    the passages that say "question" or "answer" ("Who is Emma Woodhouse?" retrieved '"Who shall
+    answer that question?" cried Emma.'). They count on the key side only, never on the query side."""
+    from drt_core.prompts import qa_suffix
+
+    cfg = DRTConfig.from_preset("tiny", lexical=True, lexical_words=1.0, vocab_size=8192, hidden_size=32,
+                                num_heads=2, intermediate_size=64)
+    lex = LexicalScorer(cfg)
+
+    def chunk(text):
+        ids = encode(text)[:63]
+        return torch.tensor(ids + [0] * (63 - len(ids)))
+
+    keys = torch.stack([chunk("Who shall answer that question? said she. Summary of it."),
+                        chunk("The old abbey of Donwell stood by the river.")])[None]
+    q = chunk(qa_suffix("Where is Donwell?"))[None, None]
+    s = lex.scores(0, q, keys, torch.tensor([2]), torch.arange(2))[0, 0]
+    assert s[0].item() == 0.0 and s[1].item() > 0.0
