@@ -126,7 +126,10 @@ def test_streaming_logits_equal_batch(arch, groups, smear):
     outs = []
     for a, b, blk in [(0, 130, 2), (130, 131, 2), (131, 400, 3), (400, 700, 16)]:
         outs.append(eng.feed(st, ids[0, a:b].tolist(), want_logits=True, block_chunks=blk))
-    torch.testing.assert_close(torch.cat(outs), ref, atol=2e-5, rtol=1e-4)
+    # the shipped flavour stacks every extension (copy head, word term, retrieval temperature 0.05):
+    # with two threads, reductions ordered differently in batch and stream move one logit in 200,000
+    # by 1.05e-4 relative (2026-12-03; it matches at one thread), so its rtol is 2e-4
+    torch.testing.assert_close(torch.cat(outs), ref, atol=2e-5, rtol=2e-4 if smear == "shipped" else 1e-4)
 
 
 def test_streaming_attends_only_to_filled_cache_slots(monkeypatch):
