@@ -191,25 +191,9 @@ def generate(
 
     `question` is the user's question (None asks for a summary): the engine lays out the prompt
     with drt_core.prompts, the same function that built the fine-tuning examples."""
-    answer, trace, _ = generate_with_pointer(engine, state, question, max_new_tokens=max_new_tokens,
-                                             on_delta=on_delta, cancel=cancel)
+    answer, trace, _, _ = _generate(engine, state, question, max_new_tokens=max_new_tokens,
+                                    on_delta=on_delta, cancel=cancel)
     return answer, trace
-
-
-def generate_with_pointer(
-    engine: EngineLike,
-    state: Any,
-    question: str | None,
-    *,
-    max_new_tokens: int,
-    on_delta: Callable[[str], None] | None = None,
-    cancel: threading.Event | None = None,
-    mask: list[int] | None = None,
-) -> tuple[str, Any, dict | None]:
-    """generate, also returning where the copy head pointed at the answer's first position."""
-    answer, trace, pointer, _ = _generate(engine, state, question, max_new_tokens=max_new_tokens,
-                                          on_delta=on_delta, cancel=cancel, mask=mask)
-    return answer, trace, pointer
 
 
 def _generate(

@@ -962,13 +962,16 @@ def test_lexical_doc_df_adds_each_shared_tokens_idf_over_the_past_chunks():
         DRTConfig.from_preset("tiny", lexical_doc_df=0.5)
 
 
-def test_lexical_doc_df_model_is_causal():
-    """With lexical_doc_df the counts read only past chunks: changing later chunks changes no
-    earlier row's scores; the power starts at the configured value."""
+@pytest.mark.parametrize("term", ["lexical_doc_df", "lexical_words"])
+def test_lexical_doc_df_model_is_causal(term):
+    """With lexical_doc_df (or lexical_words: the same counts over whole words; with this toy
+    vocabulary every token is a word) the counts read only past chunks: changing later chunks
+    changes no earlier row's scores; the weight starts at the configured value."""
     torch.manual_seed(0)
     kw = dict(vocab_size=60, hidden_size=32, num_heads=2, intermediate_size=64, upper_groups=[2], window=64)
-    m = DRTForCausalLM(DRTConfig.from_preset("tiny", lexical=True, lexical_doc_df=0.5, **kw)).eval()
-    assert torch.allclose(m.lexical.doc.detach(), torch.full((1,), 0.5))
+    m = DRTForCausalLM(DRTConfig.from_preset("tiny", lexical=True, **{term: 0.5}, **kw)).eval()
+    assert torch.allclose((m.lexical.doc if term == "lexical_doc_df" else m.lexical.words).detach(),
+                          torch.full((1,), 0.5))
     with torch.no_grad():
         m.lexical.weight.uniform_(0.5, 2.0)
         ids = torch.randint(3, 60, (1, 63 * 6))
