@@ -30,6 +30,15 @@ def _alnum_lower(text: str) -> str:
     return "".join(c for c in text.lower() if c.isalnum())
 
 
+def _poly(norm: str) -> tuple[int, int]:
+    """(the polynomial hash of `norm` mod MOD, BASE**len(norm) mod MOD): what word_ids chains."""
+    hv, pv = 0, 1
+    for ch in norm:
+        hv = (hv * BASE + ord(ch)) % MOD
+        pv = (pv * BASE) % MOD
+    return hv, pv
+
+
 def word_tables(tokenizer) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(hash [V] int64, power [V] int64, start [V] bool) for a `tokenizers.Tokenizer` or a HF
     tokenizer: hash of the token's lower-cased letters and digits (0 for none), BASE**len mod MOD,
@@ -48,22 +57,15 @@ def word_tables(tokenizer) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         norm = _alnum_lower(text)
         if not norm:
             continue
-        hv, pv = 0, 1
-        for ch in norm:
-            hv = (hv * BASE + ord(ch)) % MOD
-            pv = (pv * BASE) % MOD
-        h[t], p[t] = hv, pv
+        h[t], p[t] = _poly(norm)
         s[t] = not text[:1].isalnum()
     return h, p, s
 
 
 def word_hash(word: str) -> int:
     """The id word_ids gives `word` (its lower-cased letters and digits; 0 for none)."""
-    v = 0
     norm = _alnum_lower(word)
-    for ch in norm:
-        v = (v * BASE + ord(ch)) % MOD
-    return v + 1 if norm else 0
+    return _poly(norm)[0] + 1 if norm else 0
 
 
 @lru_cache(maxsize=1)
