@@ -159,7 +159,6 @@ class DocState:
     def __init__(self, engine: "Engine", memory: ChunkMemory, carry: Carry, directory: Path | None):
         self.engine, self.memory, self.carry, self.directory = engine, memory, carry, directory
         self.lock = threading.Lock()
-        self.pointer: dict | None = None  # the copy head at the last position fed (Engine._pointer)
         # document chunks barred from retrieval (Engine.generate's `mask`; set on generation forks only)
         self.mask: frozenset[int] = frozenset()
 
@@ -237,7 +236,6 @@ class GenEvent:
     answer: str | None = None
     trace: RetrievalTrace | None = None
     stop_reason: str | None = None
-    pointer: dict | None = None  # the copy head at the answer's first position (Engine._pointer)
     ids: list[int] | None = None  # the generated token ids (done event; what answer_logprob scores)
 
 
@@ -522,24 +520,7 @@ class Engine:
                 mem_k = reads[-1][2]
             gi, gw = copy_selection([(si, sw) for si, sw, _ in reads], c.copy_groups)
             copy = self._stream_copy(mem, gi, gw, pos0, x, emb[0], before, mem_k, history, car.tok_buf)
-            state.pointer = self._pointer(copy, gi[-1])
         return self._logits(x, real, copy)
-
-    def _pointer(self, copy, sel: torch.Tensor) -> dict:
-        """Where the copy head points at the run's last position: {"gate": the pointer's share of
-        the output (sigmoid of its gate), "slots": [(document token position, weight), ...]} over
-        the slots it reads of the chunks `sel` [k] (copy_lead slots of the chunk before each, the
-        chunk's N slots, copy_span slots of the chunk after), weight 0 dropped. What an extractive
-        answer quotes from (ingest.ask)."""
-        c = self.cfg
-        N, P, E = c.chunk_size - 1, c.copy_lead, c.copy_span
-        gate, p, _ = copy
-        off = torch.arange(P + N + E) - P  # a slot's token offset from its chunk's first token: -P..N+E-1
-        pos = (sel.cpu().long()[:, None] * N + off[None, :]).reshape(-1)
-        w = p[-1].detach().float().cpu()
-        keep = (w > 0) & (pos >= 0)
-        return {"gate": float(torch.sigmoid(gate[-1].float())),
-                "slots": [(int(a), float(b)) for a, b in zip(pos[keep].tolist(), w[keep].tolist())]}
 
     def _memory_tokens(self, mem: ChunkMemory) -> torch.Tensor:
         """[n, N] token ids of every stored chunk (what a lexical model's scores read), cached per
@@ -877,7 +858,6 @@ class Engine:
             prompt_ids = self.prompt_ids(fork, question)
         record: list[dict] = []
         logits = self.feed(fork, list(prompt_ids), want_logits=True, record=record)[-1]
-        pointer = getattr(fork, "pointer", None)
         gen_chunk0 = fork.carry.pos // self.cfg.chunk_size if self.cfg.uses_chunks else 0
         # the selection serving the first answer chunk was made by the landmark before it
         serving = {gen_chunk0: self._current_selection(fork, record, gen_chunk0)}
@@ -918,7 +898,7 @@ class Engine:
             if serving[ch] is not None:
                 trace.rows.append(serving[ch] | {"gen_chunk": ch})
         answer = clean_answer(text)
-        yield GenEvent(None, "", done=True, answer=answer, trace=trace, stop_reason=reason, pointer=pointer,
+        yield GenEvent(None, "", done=True, answer=answer, trace=trace, stop_reason=reason,
                        ids=list(out_ids))
 
     # -- counterfactual masking ----------------------------------------------------------------------

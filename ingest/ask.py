@@ -191,8 +191,8 @@ def generate(
 
     `question` is the user's question (None asks for a summary): the engine lays out the prompt
     with drt_core.prompts, the same function that built the fine-tuning examples."""
-    answer, trace, _, _ = _generate(engine, state, question, max_new_tokens=max_new_tokens,
-                                    on_delta=on_delta, cancel=cancel)
+    answer, trace, _ = _generate(engine, state, question, max_new_tokens=max_new_tokens,
+                                 on_delta=on_delta, cancel=cancel)
     return answer, trace
 
 
@@ -205,9 +205,9 @@ def _generate(
     on_delta: Callable[[str], None] | None = None,
     cancel: threading.Event | None = None,
     mask: list[int] | None = None,
-) -> tuple[str, Any, dict | None, list[int] | None]:
-    """The one generation loop: (answer, trace, pointer, generated token ids or None)."""
-    answer, trace, parts, pointer, ids = None, None, [], None, None
+) -> tuple[str, Any, list[int] | None]:
+    """The one generation loop: (answer, trace, generated token ids or None)."""
+    answer, trace, parts, ids = None, None, [], None
     extra = {"mask": list(mask)} if mask else {}  # only when masking: engines without masks keep working
     for ev in engine.generate(state, question, max_new_tokens=max_new_tokens, temperature=0.0,
                               no_repeat_ngram=NO_REPEAT_NGRAM, **extra):
@@ -219,14 +219,13 @@ def _generate(
         if getattr(ev, "done", False):
             answer = getattr(ev, "answer", None)
             trace = getattr(ev, "trace", None)
-            pointer = getattr(ev, "pointer", None)
             ids = getattr(ev, "ids", None)
             break
         if cancel is not None and cancel.is_set():
             raise Cancelled("generation was stopped")
     if answer is None:
         answer = "".join(parts)
-    return str(answer).strip(), trace, pointer, ids
+    return str(answer).strip(), trace, ids
 
 
 def parse_mask(text: str | None) -> list[int]:
@@ -327,11 +326,11 @@ def ask(
     t0 = time.monotonic()
     missing = missing_words(library, engine, doc_id, question)
     # the unmasked generation: the answer itself, or (masking) what the causal effects are measured on
-    generated, trace, _, ids = _generate(engine, state, question, max_new_tokens=max_new_tokens,
+    generated, trace, ids = _generate(engine, state, question, max_new_tokens=max_new_tokens,
                                          on_delta=None if barred else on_delta, cancel=cancel)
     out = original = _make_answer(library, engine, doc_id, question, state, generated, trace, missing)
     if barred:
-        gen_m, trace_m, _, _ = _generate(engine, state, question, max_new_tokens=max_new_tokens,
+        gen_m, trace_m, _ = _generate(engine, state, question, max_new_tokens=max_new_tokens,
                                          on_delta=on_delta, cancel=cancel, mask=barred)
         out = _make_answer(library, engine, doc_id, question, state, gen_m, trace_m, missing)
     if cancel is not None and cancel.is_set():
