@@ -21,21 +21,15 @@ import argparse
 import bisect
 import json
 import math
-import re
 from collections import Counter
 from pathlib import Path
 from typing import Iterable
 
+from .baselines import words  # lower-cased letters and digits, as drt_core.words cuts them from tokens
+
 COMMON_WORDS_FILE = "common_words.txt"
 MIN_SHARE = 0.10  # a word in at least this share of the training documents is common
 PREFIX = 5  # a question word is "used" if a document word shares its first max(PREFIX, len - 3) letters
-
-_WORD = re.compile(r"[^\W_]+")
-
-
-def words(text: str) -> list[str]:
-    """Lower-cased words (letters and digits), as drt_core.words cuts them from tokens."""
-    return _WORD.findall(text.lower())
 
 
 class DocVocabulary:
