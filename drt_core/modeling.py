@@ -743,14 +743,18 @@ def doc_df(q_toks: torch.Tensor, q_chunk: torch.Tensor, k_toks: torch.Tensor, k_
     ki = torch.where(kt < len(lut), lut[kt.clamp(max=len(lut) - 1)], -1)  # [B, Ck, N]: index in U, -1 if none
     Ck = kt.shape[1]
     P = torch.zeros(B, Ck, len(U) + 1, device=q_toks.device).scatter_(-1, ki + 1, 1.0)[..., 1:]
+    return past_counts(P, q_chunk, k_chunk).gather(-1, inv.reshape(B, Cq, N))
+
+
+def past_counts(P: torch.Tensor, q_chunk: torch.Tensor, k_chunk: torch.Tensor) -> torch.Tensor:
+    """P [B, Ck, U]: whether key chunk e holds item u -> [B, Cq, U], in how many key chunks before
+    each query chunk (k_chunk[e] < q_chunk[q]) it occurs: the df of doc_df and word_overlap."""
+    Ck = P.shape[1]
     if Ck and bool((k_chunk == torch.arange(Ck, device=k_chunk.device)).all()):
-        # keys are chunks 0..Ck-1 (the batch forward and the engine): a running count, Ck x |U|
+        # keys are chunks 0..Ck-1 (the batch forward and the engine): a running count, Ck x U
         last = q_chunk.clamp(max=Ck) - 1  # the last key chunk before each query
-        df = P.cumsum(1)[:, last.clamp(min=0)] * (last >= 0).to(P.dtype)[None, :, None]
-    else:
-        before = (k_chunk[None, :] < q_chunk[:, None]).to(P.dtype)  # [Cq, Ck]
-        df = torch.matmul(before, P)  # [B, Cq, |U|]
-    return df.gather(-1, inv.reshape(B, Cq, N))
+        return P.cumsum(1)[:, last.clamp(min=0)] * (last >= 0).to(P.dtype)[None, :, None]
+    return torch.matmul((k_chunk[None, :] < q_chunk[:, None]).to(P.dtype), P)  # [Cq, Ck] @ [B, Ck, U]
 
 
 def word_overlap(q_words: torch.Tensor, q_chunk: torch.Tensor, k_words: torch.Tensor, k_chunk: torch.Tensor) -> torch.Tensor:
@@ -768,11 +772,7 @@ def word_overlap(q_words: torch.Tensor, q_chunk: torch.Tensor, k_words: torch.Te
     P = torch.zeros(B, Ck, len(U) + 1, device=kd.device).scatter_(-1, torch.where(hit, pos + 1, 0), 1.0)[..., 1:]
     Q = torch.zeros(B, Cq, len(U) + 1, device=kd.device).scatter_(
         -1, torch.where(qd != 0, inv.view_as(qd) + 1, 0), 1.0)[..., 1:]
-    if Ck and bool((k_chunk == torch.arange(Ck, device=k_chunk.device)).all()):
-        last = q_chunk.clamp(max=Ck) - 1  # keys are chunks 0..Ck-1: a running count (as doc_df)
-        df = P.cumsum(1)[:, last.clamp(min=0)] * (last >= 0).to(P.dtype)[None, :, None]
-    else:
-        df = torch.matmul((k_chunk[None, :] < q_chunk[:, None]).to(P.dtype), P)  # [B, Cq, |U|]
+    df = past_counts(P, q_chunk, k_chunk)  # [B, Cq, |U|]
     n = (k_chunk[None, :] < q_chunk[:, None]).sum(-1).to(P.dtype)  # [Cq] past chunks
     idf = F.relu(torch.log((n[None, :, None] + 1.0) / (1.0 + df)))
     return torch.matmul(Q * idf, P.transpose(1, 2))
