@@ -157,17 +157,19 @@ def fa_growing_prefill(model, ids, block: int = 1024, on_block=None):
     return x
 
 
-def worker(arch: str, length: int, preset: str, tokens: Path, tmp_dir: str | None, block_chunks: int) -> dict:
+def worker(arch: str, length: int, preset: str, tokens: Path, tmp_dir: str | None, block_chunks: int,
+           device: str = "cpu") -> dict:
     import torch
 
     from drt_core.config import DRTConfig
     from drt_core.engine import Engine
     from drt_core.modeling import DRTForCausalLM
+    from kernels.gca import resolve_backend
 
     torch.manual_seed(0)
     model_arch = "full_attention" if arch == "full_attention_kv" else arch
     cfg = DRTConfig.from_preset(preset, arch=model_arch)
-    model = DRTForCausalLM(cfg).eval()
+    model = DRTForCausalLM(cfg).eval().to(device)
     params = sum(p.numel() for p in model.parameters())
     ids = _tokens(tokens, length)
     rss0 = _rss_now_mb()
@@ -176,15 +178,18 @@ def worker(arch: str, length: int, preset: str, tokens: Path, tmp_dir: str | Non
     def mark(done: int):
         marks.append((done, time.perf_counter(), time.process_time()))
 
-    out = {"arch": arch, "length": length, "preset": preset, "params": params, "threads": torch.get_num_threads()}
+    out = {"arch": arch, "length": length, "preset": preset, "params": params, "threads": torch.get_num_threads(),
+           "device": device}
     state_dir = None
     with _RssSampler() as rs:
         mark(0)
         if arch == "full_attention_kv":
+            if device != "cpu":
+                raise SystemExit("bench.prefill: full_attention_kv runs on the CPU only")
             fa_growing_prefill(model, ids, block=block_chunks * 64, on_block=mark)
             tier = "growing KV cache (RAM)"
         else:
-            eng = Engine(model, None, fingerprint=f"bench-{arch}")
+            eng = Engine(model, None, device=device, fingerprint=f"bench-{arch}")
             if cfg.uses_chunks:
                 state_dir = Path(tempfile.mkdtemp(prefix="drt-bench-", dir=tmp_dir))
                 state = eng.new_state(state_dir)
@@ -194,7 +199,13 @@ def worker(arch: str, length: int, preset: str, tokens: Path, tmp_dir: str | Non
                 tier = "sliding-window KV ring" if arch == "sliding_window" else \
                     f"KV ring of {Engine.full_attention_capacity} positions"
             for p in eng.prefill(state, ids, block_chunks=block_chunks):  # numpy ids: no 1M-int list
+                if device != "cpu":
+                    torch.cuda.synchronize()
                 mark(p.done_tokens)
+            if cfg.uses_chunks:
+                out["gca_backend"] = resolve_backend(cfg.gca_backend, torch.device(device))
+                t = state.transfers
+                out["transfers"] = {"gathers": t.gathers, "chunks": t.chunks, "bytes": t.bytes, "reused": t.reused}
             if state_dir is not None:
                 out["chunks"] = state.n_chunks
                 out["disk_bytes"] = _disk_bytes(state_dir)
@@ -337,6 +348,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="measure each model x length this many times (fresh process each); report the fastest, "
                         "and the highest peak RSS (default 1)")
     p.add_argument("--threads", type=int, default=None, help="torch threads in each measurement (default: torch's)")
+    p.add_argument("--device", default="cpu",
+                   help="torch device of the model (cuda: the engine's GCA runs the Triton kernels; default cpu)")
     p.add_argument("--out", default=None, help="also write the JSON here, updated after every measurement")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--worker", nargs=2, metavar=("ARCH", "LENGTH"), help=argparse.SUPPRESS)
@@ -347,7 +360,8 @@ def main(argv: list[str] | None = None) -> int:
             import torch
 
             torch.set_num_threads(args.threads)
-        r = worker(args.worker[0], int(args.worker[1]), args.preset, Path(args.tokens), args.tmp_dir, args.block_chunks)
+        r = worker(args.worker[0], int(args.worker[1]), args.preset, Path(args.tokens), args.tmp_dir, args.block_chunks,
+                   args.device)
         print(json.dumps(r))
         return 0
 
@@ -384,6 +398,8 @@ def main(argv: list[str] | None = None) -> int:
                     cmd += ["--tmp-dir", args.tmp_dir]
                 if args.threads:
                     cmd += ["--threads", str(args.threads)]
+                if args.device != "cpu":
+                    cmd += ["--device", args.device]
                 # idle OpenMP threads sleep instead of spinning, so CPU time counts work, not waiting
                 env = dict(os.environ, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "PASSIVE"))
                 t0 = time.time()

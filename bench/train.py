@@ -37,14 +37,53 @@ def _model(preset: str, arch: str, device: torch.device, **overrides):
     return DRTForCausalLM(DRTConfig.from_preset(preset, arch=arch, **overrides)).to(device)
 
 
-def bench_train(preset, seq_len, batch, steps, device, bf16) -> dict:
-    """Seconds per training step (after one warm-up step) of the DRT preset."""
+# dense bf16 peak of the accelerators MFU is reported against (vendor figures, without sparsity)
+PEAK_BF16_TFLOPS = {"H200": 989.5, "H100": 989.5, "A100": 312.0, "L40S": 362.1, "A10G": 125.0}
+
+
+def peak_tflops(device: torch.device) -> float | None:
+    """The device's dense bf16 peak (PEAK_BF16_TFLOPS by name), None when it is not known (CPUs)."""
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    return next((v for k, v in PEAK_BF16_TFLOPS.items() if k in name), None)
+
+
+def train_flops_per_token(cfg, seq_len: int) -> float:
+    """Model FLOPs of one training token (forward + backward = 3 x forward, no recomputation):
+    2 per weight of every matrix a token goes through (the tied LM head included, the embedding
+    lookup not), plus attention: 4 * D per key a query attends to (QK and PV) - the causal sliding
+    window's mean over the sequence in the lower and upper layers, the chunk encoder's own chunk,
+    and K * N retrieved keys in each upper layer's GCA. Retrieval scoring (one dot product per
+    landmark and past chunk) is left out: it is below 1% at the training length."""
+    from drt_core.modeling import DRTForCausalLM
+
+    with torch.device("meta"):
+        m = DRTForCausalLM(cfg)
+    D, V, S = cfg.hidden_size, cfg.vocab_size, cfg.chunk_size
+    matrix = sum(p.numel() for n, p in m.named_parameters() if p.dim() == 2 and not n.startswith("embed"))
+    if getattr(m.config, "tie_word_embeddings", True) and not any(n.startswith("lm_head") for n, _ in m.named_parameters()):
+        matrix += D * V  # the tied head is a matmul too
+    w = min(cfg.window, seq_len)
+    window_keys = w * (1 - w / (2 * seq_len)) + 0.5  # mean keys per query of a causal window over seq_len
+    n_self = cfg.lower_layers + sum(cfg.upper_groups)
+    attn = 4 * D * (n_self * window_keys + cfg.encoder_layers * S / 2
+                    + sum(cfg.upper_groups) * cfg.chunk_topk * (S - 1))
+    return 3 * (2 * matrix + attn)
+
+
+def bench_train(preset, seq_len, batch, steps, device, bf16, seconds: float = 0.0) -> dict:
+    """Seconds per training step (after one warm-up step) of the DRT preset; with `seconds`, steps
+    run until that much time has passed (at least `steps`). MFU where the device's peak is known."""
     model = _model(preset, "drt", device).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95))
     g = torch.Generator().manual_seed(0)
     V = model.config.vocab_size
     times = []
-    for i in range(steps + 1):
+    t_start = time.perf_counter()
+    i = 0
+    while i < steps + 1 or (seconds and time.perf_counter() - t_start < seconds):
+        i += 1
         ids = torch.randint(3, V, (batch, seq_len), generator=g).to(device)
         _sync(device)
         t0 = time.perf_counter()
@@ -55,11 +94,16 @@ def bench_train(preset, seq_len, batch, steps, device, bf16) -> dict:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         _sync(device)
-        if i:  # step 0 warms up allocators and kernels
+        if i > 1:  # step 1 warms up allocators and kernels
             times.append(time.perf_counter() - t0)
     s = statistics.median(times)
     n_params = sum(p.numel() for p in model.parameters())
-    return {"s_per_step": times, "tok_per_s": batch * seq_len / s, "params": n_params}
+    tok_s = batch * seq_len / s
+    flops = train_flops_per_token(model.config, seq_len)
+    peak = peak_tflops(device)
+    return {"s_per_step": times, "tok_per_s": tok_s, "params": n_params, "flops_per_token": flops,
+            "tflops": tok_s * flops / 1e12, "peak_tflops": peak,
+            "mfu": None if peak is None else tok_s * flops / (peak * 1e12), "steps": len(times)}
 
 
 @torch.inference_mode()
@@ -109,10 +153,15 @@ def format_report(res: dict) -> str:
     ]
     if tr is not None:
         lines += [
-            f"train    DRT ({tr['params'] / 1e6:.2f}M params): {tr['tok_per_s']:,.0f} tok/s",
-            f"         (median of {len(tr['s_per_step'])} steps: {_list(tr['s_per_step'], '.2f')} s)",
+            f"train    DRT ({tr['params'] / 1e6:.2f}M params): {tr['tok_per_s']:,.0f} tok/s, "
+            f"{tr['tflops']:.3g} model TFLOP/s"
+            + (f", MFU {100 * tr['mfu']:.1f}% of {tr['peak_tflops']} TFLOP/s bf16" if tr["mfu"] is not None else ""),
+            f"         (median of {len(tr['s_per_step'])} steps: {_list(tr['s_per_step'][:12], '.3f')}"
+            f"{' ...' if len(tr['s_per_step']) > 12 else ''} s)",
             "",
         ]
+    if fw is None:
+        return "\n".join(lines)
     for arch in ("drt", "sliding_window"):
         lines.append(f"forward  {arch:<15}({fw['params'][arch] / 1e6:.2f}M params): "
                      f"{fw['tok_per_s'][arch]:,.0f} tok/s")
@@ -132,12 +181,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reps", type=int, default=6, help="timed forward passes per model (interleaved)")
     p.add_argument("--bf16", default="auto", choices=["auto", "on", "off"], help="bf16 autocast")
     p.add_argument("--skip-train", action="store_true", help="only the forward comparison")
+    p.add_argument("--skip-forward", action="store_true", help="only the training steps")
+    p.add_argument("--seconds", type=float, default=0.0,
+                   help="train for this long (at least --train-steps steps; e.g. 120 for the GPU script)")
+    p.add_argument("--device", default=None, help="torch device (default: cuda when there is one, else cpu)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args(argv)
 
     from drt_core.train import TrainConfig, use_bf16
 
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     bf16 = use_bf16(TrainConfig(bf16=args.bf16), device)
     res = {
         "machine": machine_name(),
@@ -147,8 +200,9 @@ def main(argv: list[str] | None = None) -> int:
         "args": vars(args),
     }
     res["train"] = (None if args.skip_train else
-                    bench_train(args.preset, args.seq_len, args.batch, args.train_steps, device, bf16))
-    res["forward"] = bench_forward(args.preset, args.seq_len, args.batch, args.reps, device, bf16)
+                    bench_train(args.preset, args.seq_len, args.batch, args.train_steps, device, bf16, args.seconds))
+    res["forward"] = (None if args.skip_forward else
+                      bench_forward(args.preset, args.seq_len, args.batch, args.reps, device, bf16))
     print(json.dumps(res) if args.json else format_report(res))
     return 0
 

@@ -6,6 +6,7 @@ the reference operator."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from drt_core.engine import Engine
@@ -81,3 +82,20 @@ def test_engine_on_the_triton_kernels_matches_the_reference_operator(monkeypatch
         outs[name] = torch.cat([pre, _decode(eng, st, ids[300:], reuse=True)])
     assert calls, "the Triton kernels were not called"
     torch.testing.assert_close(outs["triton"], outs["reference"], atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_engine_on_cuda_matches_the_cpu_engine():
+    """The engine on CUDA (Triton kernels compiled, memory gathered through pinned buffers) against
+    the CPU engine on the reference operator: same logits within TF32-free fp32 rounding."""
+    m = make_model("drt", (1, 1), **copy_kw("lexwords"))
+    ids = ids_of(700)[0].tolist()
+    outs = {}
+    for dev in ("cpu", "cuda"):
+        eng = Engine(m, memory_dtype=np.float32, device=dev)
+        st = eng.new_state()
+        pre = eng.feed(st, ids[:600], want_logits=True)
+        outs[dev] = torch.cat([pre, _decode(eng, st, ids[600:], reuse=True)]).cpu()
+        assert dev == "cpu" or st.transfers.reused > 0
+    torch.testing.assert_close(outs["cuda"], outs["cpu"], atol=2e-3, rtol=2e-3)
