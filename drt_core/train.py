@@ -469,6 +469,253 @@ def param_groups(model, cfg: TrainConfig) -> list[dict]:
     return list(groups.values())
 
 
+# ----------------------------------------------------------------------------------------------
+# FSDP2 and sharded checkpoints
+
+
+def fsdp_units(model) -> list:
+    """The modules sharded on their own (each all-gathered just before it runs and freed after):
+    the lower blocks and every upper block. The rest (embeddings and head, tied; the chunk encoder;
+    norms; the copy head) is the root unit. Baselines: their blocks."""
+    blocks = list(getattr(model, "lower", None) or []) + [b for g in (getattr(model, "groups", None) or []) for b in g]
+    return blocks + list(getattr(model, "layers", None) or [])
+
+
+def shard_model(model, bf16: bool):
+    """FSDP2 `fully_shard` on each of fsdp_units(model), then on the model. bf16: parameters are
+    all-gathered and computed in bf16, gradients reduced in fp32, the sharded master weights and
+    AdamW states stay fp32 (MixedPrecisionPolicy)."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    mp = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if bf16
+          else MixedPrecisionPolicy())
+    for blk in fsdp_units(model):
+        fully_shard(blk, mp_policy=mp)
+    return fully_shard(model, mp_policy=mp)
+
+
+SHARDED = "state.dcp"  # the sharded checkpoint directory (torch.distributed.checkpoint)
+
+
+def find_sharded_checkpoint(out: Path) -> Path | None:
+    """OUT/state.dcp, or OUT/state.dcp.old when a crash fell between save_sharded's two renames."""
+    for name in (SHARDED, SHARDED + ".old"):
+        d = Path(out) / name
+        if (d / "trainer.pt").exists() and (d / ".metadata").exists():
+            return d
+    return None
+
+
+def _fsync_dir(d: Path) -> None:
+    fd = os.open(d, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _barrier(world: int) -> None:
+    if world > 1:
+        import torch.distributed as dist
+
+        dist.barrier()
+
+
+def save_sharded(model, opt, out: Path, trainer: dict, rank: int, world: int) -> Path:
+    """Write the model and optimizer state as a torch.distributed.checkpoint directory, each rank
+    its own shards, atomically: everything goes to OUT/state.dcp.tmp (DCP fsyncs its files), rank 0
+    adds trainer.pt (step, history, RNG, config) last, then renames state.dcp to state.dcp.old,
+    state.dcp.tmp to state.dcp, and deletes the old one. A crash at any point leaves a complete
+    checkpoint (state.dcp, or state.dcp.old between the renames: find_sharded_checkpoint). The keys
+    are parameter names (get_model_state_dict / get_optimizer_state_dict), so the checkpoint loads
+    onto any number of processes. On several nodes OUT must be one shared directory."""
+    import shutil
+
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
+
+    out = Path(out)
+    final, tmp, old = out / SHARDED, out / (SHARDED + ".tmp"), out / (SHARDED + ".old")
+    if rank == 0 and tmp.exists():  # a save that crashed
+        shutil.rmtree(tmp)
+    _barrier(world)
+    state = {"model": get_model_state_dict(model), "optim": get_optimizer_state_dict(model, opt)}
+    dcp.save(state, checkpoint_id=tmp)
+    if rank == 0:
+        atomic_save(trainer, tmp / "trainer.pt")
+        _fsync_dir(tmp)
+        if final.exists():
+            if old.exists():
+                shutil.rmtree(old)
+            final.rename(old)
+        tmp.rename(final)
+        _fsync_dir(out)
+        if old.exists():
+            shutil.rmtree(old)
+    _barrier(world)
+    return final
+
+
+def load_sharded(model, opt, d: Path) -> dict:
+    """Load a save_sharded directory into `model` and `opt` (sharded or not, any number of
+    processes: DCP reshards by parameter name); returns its trainer state."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import (get_model_state_dict, get_optimizer_state_dict,
+                                                         set_model_state_dict, set_optimizer_state_dict)
+
+    state = {"model": get_model_state_dict(model), "optim": get_optimizer_state_dict(model, opt)}
+    dcp.load(state, checkpoint_id=d)
+    set_model_state_dict(model, state["model"])
+    set_optimizer_state_dict(model, opt, state["optim"])
+    return torch.load(Path(d) / "trainer.pt", weights_only=False)
+
+
+def remove_sharded(out: Path) -> None:
+    """After a state.pt save: drop a sharded checkpoint of an earlier (--fsdp) run of OUT, so that a
+    resume never picks the older of two checkpoints."""
+    import shutil
+
+    for name in (SHARDED, SHARDED + ".old", SHARDED + ".tmp"):
+        if (Path(out) / name).exists():
+            shutil.rmtree(Path(out) / name)
+
+
+def full_state_dict(model) -> dict:
+    """The full (unsharded) weights of an FSDP model on rank 0, in CPU memory (every rank calls it:
+    it all-gathers; the other ranks get {})."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def save_pretrained(model, dst: Path, state_dict: dict | None = None) -> None:
+    """model.save_pretrained (with `state_dict`, the gathered weights of a sharded model), the
+    config naming the model's own class (fully_shard swaps in a subclass, FSDPDRTForCausalLM) and
+    the tokenizer."""
+    from .modeling import DRTForCausalLM
+
+    model.save_pretrained(dst, state_dict=state_dict)
+    if type(model) is not DRTForCausalLM and isinstance(model, DRTForCausalLM):
+        model.config.architectures = [DRTForCausalLM.__name__]
+        model.config.save_pretrained(dst)
+    _copy_tokenizer(dst)
+
+
+# ----------------------------------------------------------------------------------------------
+# the plan printed before the first step: parameters, tokens, memory per device
+
+
+def count_parameters(mc) -> int:
+    """Parameters of the model a DRTConfig builds (the tied embedding and head counted once),
+    built on the meta device: nothing is allocated."""
+    return sum(p.numel() for p in _meta_model(mc).parameters())
+
+
+def _meta_model(mc):
+    from .modeling import DRTForCausalLM
+
+    with torch.device("meta"):
+        return DRTForCausalLM(mc)
+
+
+def activation_bytes(mc, batch_size: int, seq_len: int, bf16: bool = False) -> int | None:
+    """Bytes the autograd graph saves for backward in one training forward (with labels) of
+    batch_size x seq_len tokens: the forward runs on the meta device (shapes only, nothing
+    computed or allocated, well under a second for the paper preset) with saved_tensors_hooks
+    counting each distinct storage once. bf16: the parameters in bf16, as FSDP2's mixed precision
+    gathers them. On this CPU the fp32 count matches a real forward's (paper preset, 504 tokens:
+    1.725 against 1.728 GiB). None where the forward cannot run on meta (fixed_retriever's MiniLM)."""
+    from .modeling import DRTForCausalLM
+
+    try:
+        with torch.device("meta"):
+            m = DRTForCausalLM(mc)
+        m = m.to(torch.bfloat16) if bf16 else m
+        m.train()
+        seen: dict[int, int] = {}
+
+        def pack(t):
+            st = t.untyped_storage()
+            seen[st._cdata] = max(seen.get(st._cdata, 0), st.nbytes())
+            return t
+
+        ids = torch.zeros(batch_size, seq_len, dtype=torch.long, device="meta")
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            m(ids, labels=ids)
+    except Exception as e:  # noqa: BLE001 -- an estimate only; the plan says it is missing
+        logger.info("activation estimate unavailable: %s", e)
+        return None
+    return sum(seen.values())
+
+
+def estimate_memory(mc, batch_size: int, seq_len: int, world: int = 1, fsdp: bool = False,
+                    bf16: bool = False) -> dict:
+    """Memory per device (GiB) of a training step, batch_size samples of seq_len tokens per process:
+
+        weights 4P, gradients 4P, AdamW 8P bytes (fp32), divided by the world size under FSDP;
+        FSDP adds the gathered units: (root + 2 x largest unit) parameters, x 2 (their gradients),
+        at 2 bytes in bf16 else 4; DDP adds its gradient buckets, 4P; bf16 autocast without FSDP
+        caches a bf16 copy of the weights, 2P;
+        activations: the bytes saved for backward, counted on a meta-device forward of the same
+        batch_size x seq_len (activation_bytes; bf16: parameters and activations in bf16).
+
+    Not counted: the CUDA context and allocator slack, communication buffers, the data loader."""
+    P = count_parameters(mc)
+    world = max(1, int(world))
+    shard = world if fsdp and world > 1 else 1
+    gib = 1024 ** 3
+    est = {"params": P, "weights": 4 * P / shard / gib, "grads": 4 * P / shard / gib, "adamw": 8 * P / shard / gib}
+    pbytes = 2 if bf16 else 4
+    if shard > 1:
+        m = _meta_model(mc)
+        units = fsdp_units(m)
+        unit = max((sum(p.numel() for p in u.parameters()) for u in units), default=0)
+        root = P - sum(sum(p.numel() for p in u.parameters()) for u in units)
+        est["gathered"] = 2 * (root + 2 * unit) * pbytes / gib
+    else:
+        est["gathered"] = (4 * P if world > 1 else 0) / gib + (2 * P if bf16 else 0) / gib
+    act = activation_bytes(mc, batch_size, seq_len, bf16)
+    est["activations"] = float("nan") if act is None else act / gib
+    est["total"] = sum(v for k, v in est.items() if k != "params")
+    return est
+
+
+def model_config(cfg: TrainConfig):
+    """The DRTConfig that build_model(cfg) will build (without building it)."""
+    from .config import DRTConfig
+
+    if cfg.init:
+        return DRTConfig.from_pretrained(cfg.init, **cfg.model_overrides)
+    return DRTConfig.from_preset(cfg.preset, arch=cfg.arch, **cfg.model_overrides)
+
+
+def plan_text(cfg: TrainConfig) -> str:
+    """The paragraph `drt-reader train` prints before it starts (rank 0 under torchrun): the
+    model, the tokens per step, the device, dtype and parallelism, and the memory estimate per
+    device (estimate_memory)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+    bf16 = use_bf16(cfg, device)
+    mc = model_config(cfg)
+    P = count_parameters(mc)
+    sharded = cfg.fsdp and world > 1
+    est = estimate_memory(mc, cfg.batch_size, cfg.seq_len, world, sharded, bf16)
+    par = (f"FSDP2 over {world} processes (fully_shard per block{', bf16 parameters, fp32 gradient reduction' if bf16 else ''})"
+           if sharded else f"DDP over {world} processes" if world > 1 else "one process")
+    if cfg.fsdp and world == 1:
+        par += " (--fsdp without torchrun: nothing to shard; sharded checkpoints all the same)"
+    tok = cfg.batch_size * world * cfg.seq_len
+    arch = (f"{mc.lower_layers} lower + {mc.encoder_layers} encoder + {list(mc.upper_groups)} upper layers"
+            if mc.uses_chunks else f"{mc.arch}")
+    return (f"plan: preset {cfg.preset} ({mc.arch}; {arch}; D {mc.hidden_size}, {mc.num_heads} heads, window "
+            f"{mc.window}, top-{mc.chunk_topk} chunks), {P / 1e6:.1f}M parameters; {cfg.batch_size} x {cfg.seq_len} "
+            f"tokens per process x {world} = {tok:,} tokens per step, {cfg.steps} steps ({tok * cfg.steps:,} tokens); "
+            f"device {device.type}, {'bf16 autocast' if bf16 else 'fp32'}, {par}; estimated memory per device "
+            f"{est['total']:.2f} GiB (weights {est['weights']:.2f}, gradients {est['grads']:.2f}, AdamW "
+            f"{est['adamw']:.2f}, gathered / buffers {est['gathered']:.2f}, activations {est['activations']:.2f}; "
+            f"docs/training.md)")
+
+
 def train(cfg: TrainConfig) -> dict:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
@@ -489,33 +736,36 @@ def train(cfg: TrainConfig) -> dict:
 
         tokenizer = load_tokenizer()
     batches = Batches(cfg, world, rank, tokenizer)
+    bf16 = use_bf16(cfg, device)
+    sharded = cfg.fsdp and world > 1
+    if sharded:  # FSDP2: shard before the optimizer is built, so that it holds the sharded parameters
+        shard_model(model, bf16)
     opt = torch.optim.AdamW(param_groups(model, cfg), lr=cfg.lr, betas=tuple(cfg.betas))
     start, history = 0, []
     ck = out / "state.pt"
-    if ck.exists():
+    dcp_dir = find_sharded_checkpoint(out)
+    if dcp_dir is not None:  # a sharded checkpoint loads onto any number of processes, FSDP or not
+        st = load_sharded(model, opt, dcp_dir)
+    elif ck.exists():
+        if sharded:
+            raise SystemExit(f"{ck} is a single-process / DDP checkpoint: resume it without --fsdp (or with one "
+                             "process), which then writes a sharded checkpoint")
         st = torch.load(ck, map_location=device, weights_only=False)
         model.load_state_dict(st["model"])
         opt.load_state_dict(st["opt"])
+    if dcp_dir is not None or ck.exists():
         start, history = st["step"], st["history"]
         torch.set_rng_state(st["rng"])
         if rank == 0:
-            logger.info("resumed from %s at step %d", ck, start)
+            logger.info("resumed from %s at step %d", dcp_dir or ck, start)
             if cfg.log_file and (n := trim_log(Path(cfg.log_file), start)):
                 logger.info("dropped %d log records after step %d (they are replayed)", n, start)
     dmodel = model
-    if world > 1:
-        if cfg.fsdp:
-            from torch.distributed.fsdp import fully_shard
+    if world > 1 and not sharded:
+        from torch.nn.parallel import DistributedDataParallel as DDP
 
-            for blk in list(getattr(model, "lower", [])) + [b for g in getattr(model, "groups", []) for b in g]:
-                fully_shard(blk)
-            dmodel = fully_shard(model)
-        else:
-            from torch.nn.parallel import DistributedDataParallel as DDP
-
-            # fixed_retriever never uses the landmark query norms (its scores come from MiniLM)
-            dmodel = DDP(model, find_unused_parameters=model.config.arch == "fixed_retriever")
-    bf16 = use_bf16(cfg, device)
+        # fixed_retriever never uses the landmark query norms (its scores come from MiniLM)
+        dmodel = DDP(model, find_unused_parameters=model.config.arch == "fixed_retriever")
     log = open(cfg.log_file, "a") if (cfg.log_file and rank == 0) else None
 
     def emit(rec: dict):
@@ -528,10 +778,18 @@ def train(cfg: TrainConfig) -> dict:
             log.flush()
 
     def save(step: int):
+        trainer = {"step": step, "history": history, "rng": torch.get_rng_state(), "config": asdict(cfg)}
+        if cfg.fsdp:  # every rank writes its shards (collective), then the full weights go to model/
+            save_sharded(model, opt, out, trainer, rank, world)
+            full = full_state_dict(model) if sharded else None
+            if rank == 0:
+                save_pretrained(model, out / "model", full)
+                ck.unlink(missing_ok=True)  # one checkpoint per run directory: this one
+            return
         if rank != 0:
             return
-        atomic_save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "history": history,
-                     "rng": torch.get_rng_state(), "config": asdict(cfg)}, ck)
+        atomic_save({"model": model.state_dict(), "opt": opt.state_dict(), **trainer}, ck)
+        remove_sharded(out)
         model.save_pretrained(out / "model")
         _copy_tokenizer(out / "model")
 
@@ -585,6 +843,8 @@ def train(cfg: TrainConfig) -> dict:
         opt.zero_grad(set_to_none=True)
         loss.backward()
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        if hasattr(gnorm, "full_tensor"):  # FSDP2: a DTensor (the norm over every rank's shards)
+            gnorm = gnorm.full_tensor()
         if not torch.isfinite(gnorm):
             emit({"step": step, "error": "non-finite gradient norm; stopped"})
             raise FloatingPointError(f"non-finite grad norm at step {step}")
@@ -742,6 +1002,8 @@ def config_from_args(args) -> TrainConfig:
 
 def run(args) -> int:
     cfg = config_from_args(args)
+    if int(os.environ.get("RANK", "0")) == 0:
+        print(plan_text(cfg), flush=True)
     res = train(cfg)
     if args.json:
         print(json.dumps({"out": res["out"], "steps": res["steps"], "final": res["history"][-1] if res["history"] else None}))
