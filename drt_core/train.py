@@ -720,6 +720,8 @@ def train(cfg: TrainConfig) -> dict:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if torch.cuda.is_available() else torch.device("cpu")
+    if device.type == "cuda":  # each process its own GPU (NCCL and FSDP2's device mesh use the current one)
+        torch.cuda.set_device(device)
     if world > 1:
         import torch.distributed as dist
 
