@@ -912,7 +912,7 @@ def evaluate(model, batches: Batches, cfg: TrainConfig, device, bf16: bool) -> f
 
 
 def register(sub) -> None:
-    p = sub.add_parser("train", help="train DRT or a baseline (resumes from OUT/state.pt)")
+    p = sub.add_parser("train", help="train DRT or a baseline (resumes from OUT/state.pt, or OUT/state.dcp with --fsdp)")
     add_args(p)
     p.set_defaults(func=run)
 
