@@ -57,6 +57,7 @@ class TrainConfig:
     bf16: str = "auto"  # auto | on | off
     fsdp: bool = False
     # retrieval fine-tuning
+    max_minutes: float = 0.0  # stop (and save) at the first step after this much training time; 0 = no limit
     task: str | None = None  # single | multikey | 2hop, or a comma-separated mix (alternating)
     task_frac: float = 1.0  # fraction of each batch made of task examples
     answer_weight: float = 5.0
@@ -802,7 +803,7 @@ def train(cfg: TrainConfig) -> dict:
     # layers, so they are skipped (model.scorer_loss; the LM loss is then not logged)
     scorer_only = cfg.lm_loss == 0 and cfg.retrieval_loss > 0 and model.config.uses_chunks
     scorer_alone = scorer_only and world == 1 and model.config.arch == "drt" and model.config.num_groups == 1
-    t_last = time.time()
+    t_last = t_begin = time.time()
     for step in range(start, cfg.steps):
         lr = lr_at(step, cfg)
         for g in opt.param_groups:
@@ -870,8 +871,20 @@ def train(cfg: TrainConfig) -> dict:
             t_last = time.time()
         history.append({k: rec[k] for k in ("step", "loss", "lr") if k in rec} | ({"val_loss": rec["val_loss"]} if "val_loss" in rec else {}))
         emit(rec)
-        if (step + 1) % cfg.ckpt_every == 0 or step + 1 == cfg.steps:
+        out_of_time = bool(cfg.max_minutes) and time.time() - t_begin > 60 * cfg.max_minutes
+        if world > 1 and cfg.max_minutes:  # every rank stops at the same step
+            import torch.distributed as dist
+
+            flag = torch.tensor([float(out_of_time)], device=device)
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+            out_of_time = bool(flag.item() > 0)
+        if (step + 1) % cfg.ckpt_every == 0 or step + 1 == cfg.steps or out_of_time:
             save(step + 1)
+        if out_of_time:
+            if rank == 0:
+                logger.info("--max-minutes %g reached: stopped and saved at step %d of %d",
+                            cfg.max_minutes, step + 1, cfg.steps)
+            break
     if world > 1:
         import torch.distributed as dist
 
@@ -962,6 +975,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--group-targets", action="store_true",
                    help="G >= 2 groups: group g is trained toward target column g alone (2hop: group 1 finds "
                         "hop 1's chunk, group 2 hop 2's) instead of every group toward any target")
+    p.add_argument("--max-minutes", type=float, default=0.0,
+                   help="stop and save at the first step after this many minutes of training (a time box: "
+                        "the learning-rate schedule still runs to --steps, so choose --steps to fit)")
     p.add_argument("--fsdp", action="store_true", help="FSDP2 instead of DDP under torchrun (large presets)")
     p.add_argument("--task", default=None, type=_tasks_arg,
                    help="retrieval fine-tuning task(s): single, multikey, 2hop, repeat (copy warm-up), "

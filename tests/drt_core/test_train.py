@@ -123,6 +123,17 @@ def test_zero_steps_saves_the_initialised_model(tmp_path):
     assert np.allclose(model.lexical.weight.detach().numpy(), want, atol=1e-5)
 
 
+def test_max_minutes_stops_and_saves_at_a_step_boundary(tmp_path):
+    """`train --max-minutes`: the GPU scripts' time box. Past the limit the run saves the step it
+    finished and stops; the saved state resumes from there."""
+    data = build_token_dir(tmp_path / "data")
+    out = tmp_path / "run"
+    res = train(golden_config(data, out, steps=50, ckpt_every=100, max_minutes=1e-9))
+    st = torch.load(out / "state.pt", weights_only=False)
+    assert st["step"] == 1 == len(res["history"])
+    assert (out / "model" / "model.safetensors").exists()
+
+
 # -- the plan and the memory estimate (issue 32, item 2) ------------------------------------------
 
 
