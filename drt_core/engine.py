@@ -283,9 +283,17 @@ class Engine:
         from .errors import ModelNotFound
 
         p = Path(path)
-        if not (p / "config.json").exists():
+        if not (p / "config.json").exists() or not (p / "model.safetensors").exists():
+            # weights are read from safetensors only: a pickle (.bin / .pt) is never unpickled
             raise ModelNotFound(f"no model at {p} (expected config.json and model.safetensors)")
-        model = DRTForCausalLM.from_pretrained(str(p))
+        from safetensors import SafetensorError
+
+        try:
+            model = DRTForCausalLM.from_pretrained(str(p), use_safetensors=True)
+        except SafetensorError as e:
+            from .errors import CorruptCheckpoint
+
+            raise CorruptCheckpoint(f"{p / 'model.safetensors'} is damaged and cannot be loaded: {e}") from e
         tok = None
         if (p / "tokenizer.json").exists():
             from .tokenizer import load_tokenizer

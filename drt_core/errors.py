@@ -13,3 +13,7 @@ class ModelNotFound(DRTError):
 
 class CheckpointMismatch(DRTError):
     pass
+
+
+class CorruptCheckpoint(DRTError):
+    """model.safetensors cannot be read (truncated, bad header or offsets)."""

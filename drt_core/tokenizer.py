@@ -219,6 +219,10 @@ def _backend_cached(path: str):
 
     tok = Tokenizer.from_file(str(Path(path) / "tokenizer.json"))
     _check_special_ids(tok)
+    # tokenizer.json may carry truncation/padding settings that from_file restores: a document
+    # would be silently cut (docs/reliability.md §3); the backend never truncates nor pads
+    tok.no_truncation()
+    tok.no_padding()
     tok.encode_special_tokens = True  # document text never yields control ids
     return tok
 

@@ -605,8 +605,20 @@ def _decode(charset_normalizer, data: bytes) -> str | None:
     best = charset_normalizer.from_bytes(data).best()
     if best is None:
         return None
+    if best.encoding.startswith(("utf_16", "utf_32")) and not _wide_text(data):
+        return None  # NUL-laden binary "decodes" as UTF-16 mojibake
     text = str(best)
     return text if _looks_like_text(text) else None
+
+
+def _wide_text(data: bytes) -> bool:
+    """UTF-16/32 as files have it: a byte-order mark, or NUL bytes on one side of each 16-bit unit
+    only (the high byte of Latin text). Binary with NULs scattered anywhere is not."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return True
+    sample = data[:1_000_000]
+    even, odd = sample[0::2].count(0), sample[1::2].count(0)
+    return min(even, odd) <= 0.02 * max(even, odd, 1)
 
 
 _CONTROL = re.compile("[\x00-\x08\x0e-\x1f\x7f\ufffd]")

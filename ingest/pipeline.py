@@ -33,6 +33,7 @@ The engine (drt_core.engine) is only touched through `Engine.from_pretrained`, `
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import hashlib
 import logging
@@ -169,6 +170,7 @@ def prefill_options() -> dict[str, int]:
 
 
 LOCK_NAME = ".prefill.lock"
+_DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 
 
 @contextlib.contextmanager
@@ -449,6 +451,11 @@ def _prefill_locked(
         if isinstance(e, MemoryError):
             raise IngestError(
                 "prefill ran out of memory; what was checkpointed is kept, run ingest again"
+            ) from e
+        if isinstance(e, OSError) and e.errno in _DISK_FULL:
+            raise IngestError(
+                f"no space left for the prefilled states in {sdir} ({e.strerror or e}); what was "
+                "checkpointed is kept: free some space and run ingest again"
             ) from e
         raise
     if int(state.n_tokens) >= total:

@@ -21,6 +21,7 @@ inner-product index over the keys for very long documents (same top-k as the mat
 
 from __future__ import annotations
 
+import errno
 import json
 import mmap
 import os
@@ -138,6 +139,7 @@ class MemmapChunkMemory(ChunkMemory):
         self.dir.mkdir(parents=True, exist_ok=True)
         self.D, self.N, self.G, self.k = D, N, G, k
         self.dtype = np.dtype(dtype)
+        (self.dir / "meta.json.tmp").unlink(missing_ok=True)  # a commit killed before its rename
         meta = self.read_meta(self.dir)
         if meta is not None:
             shape = (meta["D"], meta["N"], meta["G"], meta["k"], meta["dtype"])
@@ -162,7 +164,7 @@ class MemmapChunkMemory(ChunkMemory):
             nbytes = cap * int(np.prod(shape)) * np.dtype(dt).itemsize
             with open(path, "ab") as f:
                 if f.tell() < nbytes:
-                    f.truncate(nbytes)
+                    f.truncate(nbytes)  # sparse: append() reserves its rows (_allocate)
             maps.append(np.memmap(path, dtype=dt, mode="r+", shape=(cap, *shape)))
         self._key, self._k, self._v, self._si, self._sw, self._tok = maps
         self._cap = cap
@@ -180,6 +182,9 @@ class MemmapChunkMemory(ChunkMemory):
         if self.n + m > self._cap:
             self.flush()
             self._open(-(-(self.n + m) // self.BLOCK) * self.BLOCK + self.BLOCK)
+        for name, shape, dt in self._spec():  # real blocks before the mapping is written (SIGBUS)
+            row = int(np.prod(shape)) * np.dtype(dt).itemsize
+            _allocate(self.dir / name, self.n * row, m * row)
         s = slice(self.n, self.n + m)
         self._key[s], self._k[s] = key, mem_k.astype(self.dtype, copy=False)
         self._v[s] = mem_v.astype(self.dtype, copy=False)
@@ -269,6 +274,24 @@ class MemmapChunkMemory(ChunkMemory):
 
     def disk_bytes(self) -> int:
         return sum((self.dir / n).stat().st_size for n, _, _ in self._spec())
+
+
+def _allocate(path: Path, offset: int, nbytes: int) -> None:
+    """Give bytes [offset, offset + nbytes) of `path` real disk blocks (posix_fallocate).
+
+    The memmaps are sparse files; a write through the mapping into a hole on a full disk kills
+    the process with SIGBUS. Reserving the rows' blocks first turns a full disk into an OSError
+    (ENOSPC) here instead. Filesystems without fallocate keep the old (sparse) behaviour."""
+    if not hasattr(os, "posix_fallocate"):  # pragma: no cover - macOS
+        return
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.posix_fallocate(fd, offset, nbytes)
+    except OSError as e:
+        if e.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+            raise
+    finally:
+        os.close(fd)
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -> None:

@@ -34,3 +34,7 @@ class SchemaTooNew(StoreError):
 
 class LibraryBusy(StoreError):
     """Another process held the write lock for longer than the busy timeout."""
+
+
+class LibraryFull(StoreError):
+    """The disk (or the database's size limit) is full: the write was rolled back."""

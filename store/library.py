@@ -31,7 +31,15 @@ from typing import Any
 from sqlite_utils import Database
 
 from . import migrations
-from .errors import AmbiguousDocument, LibraryBusy, LibraryCorrupt, SchemaTooNew, StoreError, UnknownDocument
+from .errors import (
+    AmbiguousDocument,
+    LibraryBusy,
+    LibraryCorrupt,
+    LibraryFull,
+    SchemaTooNew,
+    StoreError,
+    UnknownDocument,
+)
 
 DB_NAME = "library.db"
 BUSY_TIMEOUT_S = 30.0
@@ -131,11 +139,16 @@ class Library:
                 raise LibraryBusy(f"the library is busy (another process is writing): {e}") from e
             try:
                 yield db
-            except BaseException:
-                db.rollback()
-                raise
-            else:
                 db.conn.execute("COMMIT")
+            except BaseException as e:
+                if db.conn.in_transaction:
+                    db.rollback()
+                if isinstance(e, sqlite3.OperationalError) and "full" in str(e):
+                    raise LibraryFull(
+                        f"the disk holding {self.path} is full ({e}); nothing of this change was "
+                        "written: free some space and try again"
+                    ) from e
+                raise
 
     def _rows(self, sql: str, params: Sequence[Any] | dict = ()) -> list[dict]:
         cur = self._r.conn.execute(sql, params)

@@ -22,6 +22,7 @@ API (gradio_client), named endpoints: /ingest (upload a file), /documents, /ask 
 import os
 from pathlib import Path
 from typing import Any, Iterator
+from urllib.parse import urlsplit
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
@@ -400,6 +401,7 @@ def launch_kwargs(
     return dict(
         server_name=host,
         server_port=port,
+        app_kwargs=_host_check(host),
         share=False,
         max_file_size=ctx.max_file_bytes,
         allowed_paths=[],
@@ -416,6 +418,60 @@ def launch_kwargs(
         # system fonts: the default theme would fetch its fonts from Google (no network needed)
         theme=gr.themes.Default(font=["system-ui", "sans-serif"], font_mono=["ui-monospace", "monospace"]),
     )
+
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def _hostname(netloc: str) -> str | None:
+    try:
+        return urlsplit("//" + netloc).hostname
+    except ValueError:
+        return None
+
+
+class LoopbackOnly:
+    """ASGI middleware of an app served on a loopback address (there is no login):
+    - the Host header must name a loopback address, else 400: a web page whose domain is re-pointed
+      at 127.0.0.1 (DNS rebinding) would otherwise be the app's own origin and read the library;
+    - a request that carries an Origin header must come from a loopback origin, else 403: a page
+      elsewhere can send a plain multipart POST (no CORS preflight) that would drop files into the
+      upload cache; CORS only stops it from reading the answer. `null` origins are refused too."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] in ("http", "websocket"):
+            headers = dict(scope.get("headers") or [])
+            host = _hostname(headers.get(b"host", b"").decode("latin-1"))
+            origin = headers.get(b"origin")
+            why = None
+            if host not in LOOPBACK_HOSTS:
+                why = (400, "invalid host header")
+            elif origin is not None:
+                o = origin.decode("latin-1")
+                if o == "null" or _hostname(urlsplit(o).netloc) not in LOOPBACK_HOSTS:
+                    why = (403, "cross-origin request refused")
+            if why is not None:
+                if scope["type"] == "websocket":
+                    await send({"type": "websocket.close", "code": 1008})
+                    return
+                from starlette.responses import PlainTextResponse
+
+                await PlainTextResponse(why[1], status_code=why[0])(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _host_check(host: str) -> dict:
+    """`app_kwargs` for launch(): LoopbackOnly when served on a loopback address. On another
+    address the authenticating proxy in front decides which names and origins are served."""
+    if host not in LOOPBACK_HOSTS:
+        return {}
+    from starlette.middleware import Middleware
+
+    return {"middleware": [Middleware(LoopbackOnly)]}
 
 
 def launch(ctx: h.UIContext, *, host: str = "127.0.0.1", port: int | None = 7860, prevent_thread_lock: bool = False):
