@@ -368,7 +368,7 @@ def _worker_main() -> int:
     except MemoryError:
         body = {"error": {"type": "ParseOutOfMemory", "message": _oom(req, limits)}}
     except Exception as e:  # MuPDF errors past open(), say; never a traceback to the user
-        if "malloc" in str(e).lower() or "out of memory" in str(e).lower():
+        if "malloc" in str(e).lower() or _OOM.search(str(e)):  # calloc/realloc too (an EPUB zip bomb)
             body = {"error": {"type": "ParseOutOfMemory", "message": _oom(req, limits)}}
         else:
             message = f"cannot read {req['name']}: {type(e).__name__}: {e}"
