@@ -398,7 +398,12 @@ def _prefill_locked(
     cancel: threading.Event | None,
 ) -> dict:
     total = len(ids)
-    state = engine.open_state(sdir)
+    try:
+        state = engine.open_state(sdir)
+    except OSError as e:
+        if e.errno in _DISK_FULL:
+            raise _disk_full(e, sdir) from e
+        raise
 
     def save(status: str, error: str | None = None) -> dict:
         n = min(committed_tokens(state, sdir), total)
@@ -453,16 +458,20 @@ def _prefill_locked(
                 "prefill ran out of memory; what was checkpointed is kept, run ingest again"
             ) from e
         if isinstance(e, OSError) and e.errno in _DISK_FULL:
-            raise IngestError(
-                f"no space left for the prefilled states in {sdir} ({e.strerror or e}); what was "
-                "checkpointed is kept: free some space and run ingest again"
-            ) from e
+            raise _disk_full(e, sdir) from e
         raise
     if int(state.n_tokens) >= total:
         return _complete(library, doc_id, fp, total, doc["n_chunks"], sdir, state)
     row = save("partial")
     emit(Progress("prefill", row["n_tokens_done"], total, message="cancelled: run ingest again to resume"))
     return row
+
+
+def _disk_full(e: OSError, sdir: Path) -> IngestError:
+    return IngestError(
+        f"no space left for the prefilled states in {sdir} ({e.strerror or e}); what was "
+        "checkpointed is kept: free some space and run ingest again"
+    )
 
 
 def _complete(
