@@ -1,4 +1,4 @@
-"""Fixtures of the reliability tests (docs/reliability-table.md): small inputs built in the tests."""
+"""Fixtures of the reliability tests (docs/RESULTS.md §7): small inputs built in the tests."""
 
 from __future__ import annotations
 
