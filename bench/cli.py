@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-BENCHES = ["gca", "prefill", "train", "ingest", "faults", "fuzz",
+BENCHES = ["gca", "prefill", "train", "ingest", "faults", "fuzz", "load",
            "niah_miss", "mine_hubs", "task_losses", "interpolate", "lexical_idf"]
 
 
