@@ -1,6 +1,8 @@
 """`drt-reader bench NAME [ARGS...]`: runs bench/NAME.py's main(argv).
 
-Benchmarks (figures in docs/RESULTS.md): gca, prefill, train, ingest. Maintenance tools a round of
+Benchmarks (figures in docs/RESULTS.md): gca, prefill, train, ingest; reliability: load (the served
+app under N clients), faults (SIGKILLed ingests resumed bit-identical), fuzz (the parse worker).
+Maintenance tools a round of
 training runs again (docs/cli.md): niah_miss (why one needle sample is missed), mine_hubs (hard
 negatives for `train --hard-negatives`), task_losses (loss per task from a run's log.jsonl),
 interpolate (mix or splice two checkpoints' tensors), lexical_idf (lexical weightings on an
