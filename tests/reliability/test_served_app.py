@@ -91,20 +91,28 @@ def test_file_route_traversal_never_serves_bytes(served):
                 assert "location" not in r.headers
 
 
-def test_queue_cannot_be_bypassed(served, monkeypatch):
-    """Row 2: six concurrent direct POSTs to the run/ and call/ routes never run the function past
-    the queue's limit (run/ is closed: 404)."""
-    url, _ = served
+def _counting_passage(seconds: float):
+    """A stand-in for handlers.passage that takes `seconds` and records the most calls running at
+    once (peak[0])."""
     running, peak, lock = [0], [0], threading.Lock()
 
     def slow_passage(ctx, doc_id, chunk):
         with lock:
             running[0] += 1
             peak[0] = max(peak[0], running[0])
-        time.sleep(0.2)
+        time.sleep(seconds)
         with lock:
             running[0] -= 1
-        return {"chunk": chunk}
+        return {"chunk": chunk, "text": "x", "pages": [1]}
+
+    return slow_passage, peak
+
+
+def test_queue_cannot_be_bypassed(served, monkeypatch):
+    """Row 2: six concurrent direct POSTs to the run/ and call/ routes never run the function past
+    the queue's limit (run/ is closed: 404)."""
+    url, _ = served
+    slow_passage, peak = _counting_passage(0.2)
 
     monkeypatch.setattr(h, "passage", slow_passage)
     codes: list[int] = []
@@ -201,16 +209,7 @@ def test_overload_more_jobs_than_the_queue_holds(served, monkeypatch):
     from gradio_client import Client
 
     url, _ = served
-    running, peak, lock = [0], [0], threading.Lock()
-
-    def slow_passage(ctx, doc_id, chunk):
-        with lock:
-            running[0] += 1
-            peak[0] = max(peak[0], running[0])
-        time.sleep(0.05)
-        with lock:
-            running[0] -= 1
-        return {"chunk": chunk, "text": "x", "pages": [1]}
+    slow_passage, peak = _counting_passage(0.05)
 
     monkeypatch.setattr(h, "passage", slow_passage)
     client = Client(url, verbose=False, max_workers=48)
