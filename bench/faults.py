@@ -11,14 +11,16 @@ resumed library and states are bit-identical to the reference's.
 The kill moments (seeded, real timing, no hook in the product):
 - "uniform" trials (half, `--uniform-share`): uniformly over the warm run's whole wall time, so
   kills land where the time goes (start-up, model load, prefill);
-- "targeted" trials: in turn at parse, tokenize, store (the library transaction), prefill and the
-  final commit (the last state checkpoint and the transaction that marks the prefill done): the
-  killer waits for that stage's first progress line in the trial's own run, then for a uniform
-  fraction of that stage's duration in the warm run.
+- "targeted" trials: in turn at parse, tokenize, store (the library transaction), prefill, a
+  checkpoint and the final commit (the last state checkpoint and the transaction that marks the
+  prefill done): the killer waits for that stage's first progress line in the trial's own run,
+  then for a uniform fraction of that stage's duration in the warm run; a "checkpoint" kill then
+  also waits, polling `/proc/PID/syscall`, until the main thread is inside a commit's fsync,
+  fdatasync, msync or rename (a chunk-store checkpoint, or the prefill row's sqlite commit).
 Each kill is reported with the phase it landed in, read from the killed run's own progress lines,
 and with the system call its main thread was in (`/proc/PID/syscall`): a kill inside fsync,
-fdatasync, msync or rename during prefill is reported as "commit (during prefill)" (a chunk-store
-checkpoint or the prefill row's update). Right after each kill, before resuming, the library is
+fdatasync, msync or rename during prefill is reported as "commit (during prefill)", with the file
+being synced (a chunk-store file, the carry, meta.json.tmp, or library.db-wal for the prefill row). Right after each kill, before resuming, the library is
 checked read-only: integrity_check, and no document without all its pages, chunks and token ids.
 
 Small prefill blocks with frequent commits (DRT_PREFILL_BLOCK_CHUNKS / _CHECKPOINT_EVERY, the same
@@ -74,7 +76,7 @@ COMMIT_SYSCALLS = {"x86_64": {74: "fsync", 75: "fdatasync", 26: "msync", 82: "re
                    "aarch64": {82: "fsync", 83: "fdatasync", 227: "msync", 38: "renameat", 276: "renameat2"}}
 OTHER_SYSCALLS = {"x86_64": {0: "read", 1: "write", 7: "poll", 17: "pread64", 18: "pwrite64", 61: "wait4",
                              202: "futex", 232: "epoll_wait", 285: "fallocate"}}
-TARGETS = ("parse", "tokenize", "store", "prefill", "final commit")
+TARGETS = ("parse", "tokenize", "store", "prefill", "checkpoint", "final commit")
 
 
 def env(block_chunks: int, checkpoint_every: int) -> dict:
@@ -151,7 +153,7 @@ class Run:
     """One `drt-reader -v ingest` child, its progress lines timestamped as they arrive on stderr."""
 
     def __init__(self, home: Path, doc: Path, model: str | None, e: dict):
-        self.t0 = time.monotonic()
+        self.t0, self.home = time.monotonic(), str(Path(home).resolve())
         self.proc = subprocess.Popen(ingest_cmd(home, doc, model), env=e, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE)
         self.events: list[tuple[float, str, float | None, str]] = []  # (s since start, stage, percent, message)
@@ -207,18 +209,44 @@ class Run:
         except subprocess.TimeoutExpired:
             return True
 
+    def syscall(self) -> str | None:
+        """The system call the main thread is in ("running" when none), with the file of its
+        first argument for fsync/fdatasync (e.g. "fsync states/.../k.bin"): from /proc."""
+        try:
+            parts = Path(f"/proc/{self.proc.pid}/syscall").read_text().split()
+        except OSError:
+            return None
+        if not parts or not parts[0].lstrip("-").isdigit():
+            return parts[0] if parts else None
+        arch = os.uname().machine
+        nr = int(parts[0])
+        call = {**OTHER_SYSCALLS.get(arch, {}), **COMMIT_SYSCALLS.get(arch, {})}.get(nr, f"syscall {nr}")
+        if call in ("fsync", "fdatasync") and len(parts) > 1:
+            try:
+                f = os.readlink(f"/proc/{self.proc.pid}/fd/{int(parts[1], 16)}")
+                if f.startswith(self.home + "/"):
+                    f = f[len(self.home) + 1:]
+                    f = f"states/.../{f.rsplit('/', 1)[-1]}" if f.startswith("states/") else f
+                call += " " + f
+            except (OSError, ValueError):
+                pass
+        return call
+
+    def wait_commit(self, timeout: float) -> bool:
+        """Poll until the main thread is in a commit's system call (fsync, fdatasync, msync,
+        rename); False if the run ended or the timeout passed first."""
+        deadline = time.monotonic() + timeout
+        commit = set(COMMIT_SYSCALLS.get(os.uname().machine, {}).values())
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            c = self.syscall()
+            if c is not None and c.split()[0] in commit:
+                return True
+            time.sleep(0.0002)
+        return False
+
     def kill(self) -> tuple[float, str | None]:
         """SIGKILL now; (moment in s since start, the system call the main thread was in)."""
-        call = None
-        try:
-            nr = Path(f"/proc/{self.proc.pid}/syscall").read_text().split()[0]
-            if nr.lstrip("-").isdigit():
-                arch = os.uname().machine
-                call = {**OTHER_SYSCALLS.get(arch, {}), **COMMIT_SYSCALLS.get(arch, {})}.get(int(nr), f"syscall {nr}")
-            else:
-                call = nr  # "running"
-        except OSError:
-            pass
+        call = self.syscall()
         t = time.monotonic() - self.t0
         self.proc.send_signal(signal.SIGKILL)
         return t, call
@@ -242,7 +270,7 @@ def phase_at(events: list, t: float, call: str | None = None) -> str:
     if stage == "prefill":
         if (pct or 0) >= 100:
             return "final commit"
-        if call in ("fsync", "fdatasync", "msync", "rename", "renameat", "renameat2"):
+        if call is not None and call.split()[0] in ("fsync", "fdatasync", "msync", "rename", "renameat", "renameat2"):
             return "commit (during prefill)"
         return "prefill"
     if stage == "done":
@@ -265,9 +293,10 @@ def stage_windows(events: list, wall: float) -> dict[str, tuple]:
         "final commit": lambda ev: ev[1] == "prefill" and (ev[2] or 0) >= 100,
         "done": lambda ev: ev[1] == "done",
     }
+    preds["checkpoint"] = preds["prefill"]  # a commit inside the prefill: its window is the prefill's
     at = {k: first(p) for k, p in preds.items()}
     ends = {"parse": "load model", "tokenize": "store", "store": "stored", "prefill": "final commit",
-            "final commit": "done"}
+            "checkpoint": "final commit", "final commit": "done"}
     out = {}
     for k in TARGETS:
         a, b = at.get(k), at.get(ends[k])
@@ -340,6 +369,8 @@ def run_trials(doc: Path, trials: int, seed: int, work: Path, model: str | None 
             pred, dur = windows[aim]
             start = run.wait_event(pred, 3600)
             alive = start is not None and run.sleep_until(start + frac * dur)
+            if aim == "checkpoint" and alive:  # then the next moment it is inside a commit's fsync/rename
+                alive = run.wait_commit(3600)
         if alive:
             at, call = run.kill()
             phase = phase_at(run.events, at, call)

@@ -73,8 +73,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def tree_rss_mb(pid: int) -> float:
-    """RSS of a process and all its descendants, from /proc (MB)."""
+def tree_mem_mb(pid: int, fields=("VmRSS", "RssAnon", "RssFile")) -> dict[str, float]:
+    """Memory of a process and all its descendants, from /proc (MB): VmRSS, and its anonymous and
+    file-backed parts (RssAnon; RssFile: mapped chunk states, shared libraries)."""
     kids: dict[int, list[int]] = {}
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
@@ -83,27 +84,37 @@ def tree_rss_mb(pid: int) -> float:
             except (OSError, IndexError, ValueError):
                 continue
             kids.setdefault(ppid, []).append(int(d.name))
-    total, todo = 0, [pid]
+    total, todo = dict.fromkeys(fields, 0), [pid]
     while todo:
         p = todo.pop()
         try:
             for line in Path(f"/proc/{p}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
+                name = line.split(":", 1)[0]
+                if name in total:
+                    total[name] += int(line.split()[1])
         except OSError:
             pass
         todo += kids.get(p, [])
-    return total / 1024
+    return {k: v / 1024 for k, v in total.items()}
+
+
+def tree_rss_mb(pid: int) -> float:
+    """RSS of a process and all its descendants, from /proc (MB)."""
+    return tree_mem_mb(pid)["VmRSS"]
 
 
 class RssSampler(threading.Thread):
     def __init__(self, pid: int):
         super().__init__(daemon=True)
         self.pid, self.peak, self.stop = pid, 0.0, threading.Event()
+        self.peak_anon = self.peak_file = 0.0  # their own peaks (not necessarily at the same moment)
 
     def run(self):
         while not self.stop.is_set():
-            self.peak = max(self.peak, tree_rss_mb(self.pid))
+            m = tree_mem_mb(self.pid)
+            self.peak = max(self.peak, m["VmRSS"])
+            self.peak_anon = max(self.peak_anon, m["RssAnon"])
+            self.peak_file = max(self.peak_file, m["RssFile"])
             time.sleep(0.2)
 
 
@@ -240,7 +251,8 @@ def run(clients: int, minutes: float, max_actions: int = 40, model: str | None =
     other = sorted({r["error"] for r in errors if r not in full})
     return {"clients": clients, "minutes": minutes, "document": str(doc), "wall_s": round(wall, 1), "actions": actions,
             "queue_full": len(full), "other_errors": other, "n_other_errors": len(errors) - len(full),
-            "rss_idle_mb": round(rss_idle), "rss_peak_mb": round(sampler.peak), "library": library_state(home),
+            "rss_idle_mb": round(rss_idle), "rss_peak_mb": round(sampler.peak),
+            "rss_anon_peak_mb": round(sampler.peak_anon), "rss_file_peak_mb": round(sampler.peak_file), "library": library_state(home),
             "stuck_clients": sum(t.is_alive() for t in ths)}
 
 
