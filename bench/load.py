@@ -36,6 +36,8 @@ import threading
 import time
 from pathlib import Path
 
+from ui.screenshots import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "tests" / "assets" / "emma-pp2-21.pdf"
 QUESTIONS = {  # by the default document's stem; any other document gets the generic ones
@@ -65,12 +67,6 @@ def client_copies(doc: Path, n: int, out: Path) -> list[Path]:
             p.write_text(f"Load test document {k}.\n\n{doc.read_text(encoding='utf-8')}", encoding="utf-8")
         paths.append(p)
     return paths
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def tree_mem_mb(pid: int, fields=("VmRSS", "RssAnon", "RssFile")) -> dict[str, float]:

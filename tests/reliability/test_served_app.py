@@ -7,7 +7,6 @@ closed run/ routes, a 413 upload, /monitoring); these add the variants and the o
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from pathlib import Path
@@ -17,6 +16,7 @@ import pytest
 
 from ui import blocks
 from ui import handlers as h
+from ui.screenshots import free_port
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:.*no_silent_downcasting.*"),
@@ -43,9 +43,7 @@ def served(tiny_model, served_root):
     root = served_root
     old = os.environ.get("GRADIO_TEMP_DIR")
     os.environ["GRADIO_TEMP_DIR"] = str(root / "gradio")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     ctx = h.UIContext(root / "home", tiny_model, max_file_bytes="64kb", upload_root=root / "gradio")
     ctx.library.documents()  # creates library.db
     (root / "home" / "states" / "abc").mkdir(parents=True)

@@ -4,7 +4,6 @@ checkpoint being trained), a UIContext over a fresh library, a free port."""
 from __future__ import annotations
 
 import shutil
-import socket
 from pathlib import Path
 
 import pytest
@@ -35,9 +34,9 @@ def tiny_model(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    from ui.screenshots import free_port as pick
+
+    return pick()
 
 
 def fake_upload(ctx, src: Path) -> Path:
