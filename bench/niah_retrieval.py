@@ -65,6 +65,18 @@ def score_rank(scores, chunk: int) -> int:
     return int((scores > scores[chunk]).sum()) + 1
 
 
+def score_trace(record: list[dict], row: int, chunk: int, k: int) -> dict:
+    """Landmark `row`'s group-0 scores (as Engine.feed records them) seen from chunk `chunk`: its rank,
+    its score and the top-k scores with their chunks (`record` may hold other landmarks: ignored)."""
+    for r in record:
+        if r["group"] == 0 and r["lmk_chunk"] == row:
+            sc = np.array([-np.inf if v is None else v for v in r["scores"]], dtype=np.float64)
+            top = np.argsort(-sc, kind="stable")[:k]
+            return {"rank": score_rank(sc, chunk), "score": round(float(sc[chunk]), 3),
+                    "top_chunks": top.tolist(), "top_scores": [round(float(sc[t]), 3) for t in top]}
+    return {}
+
+
 def readable(selected: set[int], v0: int, v1: int, S1: int, span: int, lead: int = 0) -> bool:
     """Can the copy head read the whole value [v0, v1) from these retrieved chunks? It reads each
     retrieved chunk s, the first `span` slots of the chunk after it (config copy_span) and the last
@@ -149,7 +161,13 @@ def main(argv: list[str] | None = None) -> int:
             if a.state_dir:
                 sdir = Path(tempfile.mkdtemp(prefix=f"niah-{L}-", dir=a.state_dir))
             st = eng.new_state(sdir)
-            eng.feed(st, prompt[:-1])  # ends with the landmark that serves the answer chunk
+            # ends with the landmark that serves the answer chunk; its scores are recorded (the trace of
+            # a miss: the needle's rank and its score against the winners'), no other landmark's
+            cut = max(0, len(prompt) - 1 - S1)
+            eng.feed(st, prompt[:cut])
+            rec: list[dict] = []
+            eng.feed(st, prompt[cut:-1], record=rec)
+            trace = score_trace(rec, chunk - 1, value_chunk, eng.cfg.chunk_topk)
             idx, w = st.carry.sel_idx[0].tolist(), st.carry.sel_w[0].tolist()
             selected = {c for c, x in zip(idx, w) if x > 0}
             hit = value_chunk in selected  # the chunk holding the answer's first token
@@ -162,10 +180,11 @@ def main(argv: list[str] | None = None) -> int:
             if sdir is not None:
                 st = None
                 shutil.rmtree(sdir, ignore_errors=True)
-            rows.append({**row, "hit": hit, "readable": reach, "sem_hit": sem_hit, "first_tok": first_ok,
+            rows.append({**row, **trace, "hit": hit, "readable": reach, "sem_hit": sem_hit, "first_tok": first_ok,
                          "answer_ok": score_answer(answer, ex.answer), "prefix": prefix_share(answer, ex.answer),
                          "answer": answer})
-            print(f"{L} sample {i}: depth {depth:.3f} hit {hit} answer {answer!r} ({time.time() - t0:.0f} s)",
+            print(f"{L} sample {i}: depth {depth:.3f} hit {hit} rank {trace.get('rank')} score {trace.get('score')}"
+                  f" (top-k {trace.get('top_scores')}) answer {answer!r} ({time.time() - t0:.0f} s)",
                   file=sys.stderr, flush=True)
         n = len(rows)
         answered = not a.retrieval_only
@@ -182,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             "first_token_acc": mean("first_tok"),
             "answer_acc": mean("answer_ok"),
             "prefix_share": mean("prefix"),
-            "median_rank": sorted(r["rank"] for r in rows)[n // 2] if a.retrieval_only else None,
+            "median_rank": sorted(r["rank"] for r in rows)[n // 2] if all("rank" in r for r in rows) else None,
             "straddle": sum(r["straddle"] for r in rows),
             "straddle_answered": sum(r["straddle"] and r["answer_ok"] for r in rows) if answered else None,
             "seconds": round(time.time() - t0, 1),
@@ -205,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{L:>8} {r['samples']:>4} {r['hit@k']:>7.2f} {r['readable@k']:>7.2f} {f(r['semantic_hit@k']):>8} {r['chance@k']:>7.2f}"
                   f" {f(r['first_token_acc']):>8} {f(r['answer_acc']):>7} {f(r['prefix_share']):>7}"
                   f" {across:>7} {r['seconds']:>7}")
-            if a.retrieval_only:
+            if r["median_rank"] is not None:
                 print(f"{'':>8} ranks of the needle's chunk: {[r_['rank'] for r_ in r['rows']]}")
         print("across: answered / samples whose value is written across a chunk boundary")
     return 0

@@ -23,7 +23,7 @@ PAPER_FLAVOUR: dict = dict(
     copy_head=False, copy_bigram=False, copy_global=False, copy_match=0, copy_recall=0, copy_recall_age=0,
     copy_qk_cap=0.0, copy_span=0, copy_lead=0, copy_groups="last",
     key_encoder=0, key_context=0, query_key=False, query_encoder=0,
-    lexical=False, lexical_doc_df=0.0, lexical_words=0.0, abstain_z=None,
+    lexical=False, lexical_doc_df=0.0, lexical_words=0.0, abstain_z=None, stream_preamble=None,
 )
 EXTENSIONS: tuple[str, ...] = tuple(PAPER_FLAVOUR)
 
@@ -175,6 +175,15 @@ class DRTConfig(PretrainedConfig):
         # --calibrate`; of six statistics, z was best on both sets: real-questions log). Not part of
         # the model's numbers (the engine fingerprint ignores it). Default None (never abstain).
         abstain_z: float | None = None,
+        # Token ids that every stream begins with, before its first real token: the self-attention
+        # windows of every layer hold them at positions 0..P-1 (the batch forward prepends them to
+        # each row, the engine to each new state, so training, the store and every measurement see
+        # the same stream). They belong to no chunk: never retrieved, no landmark, no GCA, not
+        # counted in a state's tokens. Why: pretraining rows begin mid-text, where a row's first
+        # positions serve as the lower layers' attention sink, so a needle written in a stream's
+        # first 14 tokens ranked 41st and 958th of 1,039 at 64K, and 4 tokens of text before it put
+        # it first (round 17; issue 31). Default None (off).
+        stream_preamble: list[int] | tuple[int, ...] | None = None,
         # -- the tokenizer's special ids ----------------------------------------------------------
         pad_token_id: int = 0,
         eos_token_id: int = 1,
@@ -216,8 +225,8 @@ class DRTConfig(PretrainedConfig):
         self.baseline_layers = baseline_layers
         self.retriever_temperature = retriever_temperature
         self.gca_backend = gca_backend
-        if copy_head and arch != "drt":
-            raise ValueError(f"copy_head needs arch 'drt' (it reads the streamed selections), got {arch!r}")
+        if copy_head and arch not in ("drt", "fixed_retriever"):
+            raise ValueError(f"copy_head needs chunk selections (arch 'drt' or 'fixed_retriever'), got {arch!r}")
         self.detach_fusion_weights = bool(detach_fusion_weights)
         if (copy_bigram or copy_global or copy_match or copy_recall or copy_span or copy_lead) and not copy_head:
             raise ValueError("copy_bigram, copy_global, copy_match, copy_recall, copy_span and copy_lead extend the "
@@ -277,6 +286,12 @@ class DRTConfig(PretrainedConfig):
             raise ValueError(f"lexical_words must be >= 0 and needs lexical, got {lexical_words!r}")
         self.lexical_words = float(lexical_words)
         self.abstain_z = None if abstain_z is None else float(abstain_z)
+        pre = None if not stream_preamble else [int(t) for t in stream_preamble]
+        if pre is not None and not all(0 <= t < vocab_size for t in pre):
+            raise ValueError(f"stream_preamble holds token ids in [0, {vocab_size}), got {stream_preamble!r}")
+        if pre is not None and lmk_token_id in pre:
+            raise ValueError("stream_preamble must not hold the landmark token")
+        self.stream_preamble = pre
         self.smear_keys = bool(smear_keys)
         self.smear_init = float(smear_init)
         self.lmk_token_id = lmk_token_id
@@ -300,6 +315,11 @@ class DRTConfig(PretrainedConfig):
     @property
     def num_groups(self) -> int:
         return len(self.upper_groups)
+
+    @property
+    def preamble_len(self) -> int:
+        """P: positions the stream preamble takes before a stream's first token (0 when off)."""
+        return len(self.stream_preamble or ())
 
     @property
     def uses_chunks(self) -> bool:

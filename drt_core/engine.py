@@ -8,7 +8,12 @@ A document is a token stream processed left to right in memory that does not gro
       a faiss inner-product index optionally), and the selection made by chunk c's landmark is
       carried to chunk c+1 even across calls, so no chunk loses its GCA at a segment boundary
       (unlike the reference code, spec §6.1);
-    - the query RMSNorm is applied on every path (unlike the reference decode path, spec §6.2).
+    - the query RMSNorm is applied on every path (unlike the reference decode path, spec §6.2);
+    - with config stream_preamble, a new state's windows already hold the preamble's keys/values at
+      attention positions 0..P-1 (computed once per engine, `_preamble_windows`): stream position p
+      attends at p + P, chunks and token counts are unchanged;
+    - the fixed_retriever baseline streams too: its chunk scores are the frozen MiniLM's cosines of
+      the stored chunks' texts (`_memory_embeddings`), not landmark scores.
 
 The stream is processed in runs of positions (`_run`): a run may start and end anywhere in a chunk
 (a prefill block of many chunks, a prompt, one decoded token). Inside a run the computation is
@@ -327,15 +332,28 @@ class Engine:
         c, dev = self.cfg, self.device
         G = c.num_groups if c.uses_chunks else 1
         k = c.chunk_topk
-        win = c.window if c.arch != "full_attention" else self.full_attention_capacity
+        win = c.window if c.arch != "full_attention" else self.full_attention_capacity + c.preamble_len
         win += int(c.smear_keys)  # smeared keys: the oldest key in the window needs its predecessor
-        windows = [KVWindow.empty(1, c.num_heads, win, c.head_dim, dev, torch.float32) for _ in self.attn_layers]
+        windows, tail = self._preamble_windows(win)
+        if tail is None and c.uses_chunks and c.key_context:
+            tail = torch.zeros(c.key_context, c.hidden_size, device=dev)
         return Carry(0, 0, windows, torch.zeros(G, k, dtype=torch.long, device=dev),
                      torch.zeros(G, k, device=dev), torch.zeros(0, c.hidden_size, device=dev),
-                     key_tail=(torch.zeros(c.key_context, c.hidden_size, device=dev)
-                               if c.uses_chunks and c.key_context else None))
+                     key_tail=None if tail is None else tail.clone())
 
     full_attention_capacity = 65536  # positions a full-attention baseline can hold while streaming
+
+    def _preamble_windows(self, win: int) -> tuple[list[KVWindow], torch.Tensor | None]:
+        """Every layer's KVWindow as a stream starts: holding the stream preamble (config
+        stream_preamble, computed once per engine) at attention positions 0..P-1, else empty; and
+        the key encoder's context of chunk 0 that the preamble gives (None: none)."""
+        c, dev = self.cfg, self.device
+        base = self.__dict__.get("_preamble_base")
+        if base is None:
+            wins = [KVWindow.empty(1, c.num_heads, win, c.head_dim, dev, torch.float32) for _ in self.attn_layers]
+            base = self._preamble_base = (wins, self.model.preamble_caches(wins))
+        wins, tail = base
+        return [KVWindow(w.k.clone(), w.v.clone(), w.pos.clone(), w.next_pos) for w in wins], tail
 
     def _memory(self, directory: Path | None) -> ChunkMemory:
         c = self.cfg
@@ -375,7 +393,7 @@ class Engine:
             if carry.key_tail is not None:
                 carry.key_tail = t["key_tail"]
             for i, w in enumerate(carry.windows):
-                w.k, w.v, w.pos, w.next_pos = t[f"w{i}.k"], t[f"w{i}.v"], t[f"w{i}.pos"], carry.pos
+                w.k, w.v, w.pos, w.next_pos = t[f"w{i}.k"], t[f"w{i}.v"], t[f"w{i}.pos"], carry.pos + self.cfg.preamble_len
         elif mem.n:
             mem.truncate(0)
         return DocState(self, mem, carry, d)
@@ -439,17 +457,18 @@ class Engine:
         model, c, car, mem = self.model, self.cfg, state.carry, state.memory
         dev = self.device
         pos0 = car.pos
+        apos = pos0 + c.preamble_len  # attention positions: the stream preamble holds 0..P-1
         T = len(aug)
         x = emb = model.embed(torch.tensor(aug, device=dev)[None])  # [1, T, D]; emb: the copy head's queries
         if not c.uses_chunks:
             for layer, win in zip(model.layers, car.windows):
-                x = layer(x, pos0, win)
+                x = layer(x, apos, win)
             car.pos += T
             return self._logits(x, real) if want_logits else None
         S, D = c.chunk_size, c.hidden_size
         nl = len(model.lower)
         for layer, win in zip(model.lower, car.windows[:nl]):
-            x = layer(x, pos0, win)
+            x = layer(x, apos, win)
         # complete chunks: encoder -> landmark keys and memory, appended before the groups run
         full = torch.cat([car.h_buf, x[0]])  # starts at the current chunk's first slot
         if len(car.tok_buf) != len(car.h_buf):  # a state saved before token ids were kept: pad ids
@@ -493,16 +512,20 @@ class Engine:
                 q = model.landmark_query(g, x[0, lmk_local], own)
                 q_chunk = torch.tensor([(pos0 + t) // S for t in lmk_local], device=dev)
                 k_chunk = torch.arange(all_keys.shape[0], device=dev)
-                if c.arch == "fixed_retriever":
-                    raise NotImplementedError("fixed_retriever streaming: see drt_core/fixed_retriever.py")
-                # with use_faiss the dense scores are only computed when a trace records them
-                lex = model.lexical is not None
-                q_toks = torch.from_numpy(toks).to(dev)[None] if lex else None  # the chunks those landmarks close
-                k_toks = self._memory_tokens(mem)[None] if lex else None
-                k_words = self._memory_words(mem)[None] if lex and model.lexical.words is not None else None
-                scores = (model.chunk_scores(g, q[None], all_keys[None], q_chunk, k_chunk, q_toks, k_toks,
-                                             k_words)[0]  # [m', n]
-                          if not self.use_faiss or record is not None or lex or state.mask else None)
+                if c.arch == "fixed_retriever":  # the frozen MiniLM's cosines of the chunks' texts, / temperature
+                    e = self._memory_embeddings(mem)  # [n, 384]: the landmarks' own chunks are stored by now
+                    scores = torch.einsum("ce,fe->cf", e[q_chunk], e) / c.retriever_temperature  # as _fixed_scores
+                    scores = scores.masked_fill(~(k_chunk[None, :] < q_chunk[:, None]), float("-inf"))
+                    q = None  # a faiss index holds landmark keys, which this model does not rank by
+                else:
+                    # with use_faiss the dense scores are only computed when a trace records them
+                    lex = model.lexical is not None
+                    q_toks = torch.from_numpy(toks).to(dev)[None] if lex else None  # the chunks those landmarks close
+                    k_toks = self._memory_tokens(mem)[None] if lex else None
+                    k_words = self._memory_words(mem)[None] if lex and model.lexical.words is not None else None
+                    scores = (model.chunk_scores(g, q[None], all_keys[None], q_chunk, k_chunk, q_toks, k_toks,
+                                                 k_words)[0]  # [m', n]
+                              if not self.use_faiss or record is not None or lex or state.mask else None)
                 if state.mask:  # counterfactual masking (generate's `mask`): barred chunks are never selected
                     scores = self._apply_mask(scores, state.mask)
                 # a mask needs the exact scores: the faiss path would not see it
@@ -521,7 +544,7 @@ class Engine:
             gca_fn = self._stream_gca_fn(mem, gi, gw, pos0, T, state, g)
             reads.append((gi, gw, gca_fn.mem_k))
             for layer in group:
-                x = layer(x, gca_fn, pos0, car.windows[wi])
+                x = layer(x, gca_fn, apos, car.windows[wi])
                 wi += 1
             if lmk_local:
                 car.sel_idx[g], car.sel_w[g] = new_idx[-1][-1], new_w[-1][-1]
@@ -580,6 +603,28 @@ class Engine:
             have = toks[:0].long()
         if len(have) < len(toks):
             have = torch.cat([have.to(toks.device), self.model.lexical.word_ids(toks[len(have):])])
+        cache[mem] = have
+        return have
+
+    def _memory_embeddings(self, mem: ChunkMemory) -> torch.Tensor:
+        """[n, 384] frozen MiniLM embeddings of every stored chunk's text (the fixed_retriever
+        baseline's keys and queries, drt_core.fixed_retriever), cached per memory like
+        _memory_tokens and computed from the stored token ids (a reopened state recomputes them)."""
+        import weakref
+
+        from .fixed_retriever import embed_chunks
+
+        cache = self.__dict__.setdefault("_embedding_cache", weakref.WeakKeyDictionary())
+        toks = self._memory_tokens(mem)
+        have = cache.get(mem)
+        if have is None and isinstance(mem, OverlayMemory):
+            base = cache.get(mem.base)
+            have = base[: mem.n0] if base is not None and len(base) >= mem.n0 else None
+        if have is None or len(have) > len(toks):
+            have = torch.zeros(0, 384, device=toks.device)
+        if len(have) < len(toks):
+            new = embed_chunks(toks[len(have):].long(), self.cfg)[:, 0]  # one chunk per row of 63 ids
+            have = torch.cat([have, new.to(have.device)])
         cache[mem] = have
         return have
 
@@ -1115,6 +1160,8 @@ def _state_config(cfg: DRTConfig) -> dict:
     # the abstention threshold is read by `ask` only: calibrating it (eval qa --write-threshold) must
     # not orphan every stored document. Kept as null, so fingerprints of uncalibrated models stay as they were
     d["abstain_z"] = None
+    if d.get("stream_preamble") is None:  # added later: off, it leaves the fingerprints as they were
+        d.pop("stream_preamble", None)
     return d
 
 

@@ -25,8 +25,9 @@ ingest stores documents, so RSS stays flat), then the prompt tail (pads + questi
     requires every answer token to be the argmax.
 Reported per model and length: those accuracies, per depth, seconds, prefill tokens/s, peak RSS of
 this process during that length (sampled VmRSS), and per sample the answer and the generation.
-A model that cannot run a length (full attention beyond Engine.full_attention_capacity; the
-fixed_retriever, which has no streaming path) is reported as "n/a: ..." for it.
+A model that cannot run a length (full attention beyond Engine.full_attention_capacity) is
+reported as "n/a: ..." for it. The fixed_retriever streams like the DRT (its chunk scores are the
+frozen MiniLM's cosines of the stored chunks' texts, Engine._memory_embeddings).
 
 ppl
 ---
@@ -34,9 +35,8 @@ Real perplexity = exp(mean NLL over every predicted token), per evaluation lengt
 into non-overlapping windows of L tokens from its start (at most --windows of them), each window
 streamed through a fresh state with Engine.nll (no memory across windows; the first token of a
 window is not predicted). FILE is a uint16 token file (.bin, e.g. data/books/val.bin) or text,
-tokenized with each model's tokenizer. The fixed_retriever, which the engine cannot stream, is
-scored by one batch forward per window instead (`batch_nll`, the same numbers for a streamable
-model; its memory grows with L).
+tokenized with each model's tokenizer. Every architecture streams (`batch_nll`, one batch forward
+per window, gives the same numbers for a streamable model; its memory grows with L).
 """
 
 from __future__ import annotations
@@ -189,11 +189,8 @@ def load_models(paths: Sequence[str], device: str | None = None, use_faiss: bool
 def unsupported(entry: ModelEntry, length: int, kind: str = "niah") -> str | None:
     """Why a model cannot run `length` tokens for `kind` ("niah" or "ppl"), or None.
 
-    The fixed_retriever has no streaming path; its perplexity comes from one batch forward per
-    window instead (`batch_nll`), its NIAH answers would need streamed generation: n/a."""
+    Every architecture streams; full attention only up to Engine.full_attention_capacity."""
     eng = entry.engine
-    if entry.arch == "fixed_retriever":
-        return None if kind == "ppl" else "n/a: fixed_retriever has no streaming path in the engine"
     if entry.arch == "full_attention" and length > eng.full_attention_capacity:
         return f"n/a: exceeds capacity ({length} > {eng.full_attention_capacity} positions)"
     return None
@@ -421,7 +418,7 @@ def run_niah(entries: Sequence[ModelEntry], lengths: Sequence[int], *, task: str
 
 def batch_nll(model, ids: np.ndarray, head_rows: int = 8192) -> np.ndarray:
     """Per-token NLL of ids[1:] from ONE forward of the whole window (no streaming, no store): the
-    path of architectures the engine cannot stream (fixed_retriever). Memory grows with the window;
+    reference the streamed perplexity is checked against. Memory grows with the window;
     the LM head runs on `head_rows` positions at a time. Equals Engine.nll for streamable models."""
     import torch
     import torch.nn.functional as F
@@ -467,11 +464,8 @@ def run_ppl(entries: Sequence[ModelEntry], lengths: Sequence[int], *, file: str,
             with RssMonitor() as mon:
                 for w in range(nw):
                     win = np.asarray(ids[w * L: (w + 1) * L], dtype=np.int64)
-                    if entry.arch == "fixed_retriever":
-                        nll = batch_nll(entry.engine.model, win)
-                    else:
-                        with _StateFactory(entry.engine, L, memmap_above, tmp_dir) as state:
-                            nll = entry.engine.nll(win.tolist(), state=state, block_chunks=block_chunks)
+                    with _StateFactory(entry.engine, L, memmap_above, tmp_dir) as state:
+                        nll = entry.engine.nll(win.tolist(), state=state, block_chunks=block_chunks)
                     tot += float(nll.sum())
                     cnt += nll.size
                     per.append(float(np.exp(nll.mean())))

@@ -1039,13 +1039,59 @@ class DRTForCausalLM(DRTPreTrainedModel):
         S = self.config.chunk_size
         return aug.view(ids.shape[0], C, S)[:, :, : S - 1]
 
-    def lower_states(self, aug: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def lower_states(self, aug: torch.Tensor, start: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
         """Augmented ids [B, T] -> (lower-layer states, token embeddings), each [B, T, D]: what the
-        batch forward, model.landmarks and scorer_loss run before the chunk encoder."""
-        x = emb = self.embed(aug)
+        batch forward, model.landmarks and scorer_loss run before the chunk encoder. `start`: the
+        ids begin a stream, so the stream preamble (config stream_preamble) comes before them."""
+        x, emb, _ = self._lower(aug, start)
+        return x, emb
+
+    def _lower(self, aug: torch.Tensor, start: bool = True):
+        """lower_states, and the preamble's lower-layer states [B, P, D] (None without one)."""
+        emb = self.embed(aug)
+        P = self.config.preamble_len if start else 0
+        x = self._with_preamble(emb) if P else emb
         for layer in self.lower:
             x = layer(x)
-        return x, emb
+        return (x[:, P:], emb, x[:, :P]) if P else (x, emb, None)
+
+    def _with_preamble(self, emb: torch.Tensor) -> torch.Tensor:
+        """[B, T, D] embeddings -> [B, P + T, D], the stream preamble's embeddings first."""
+        pre = torch.tensor(self.config.stream_preamble, device=emb.device)
+        return torch.cat([self.embed(pre)[None].expand(emb.shape[0], -1, -1).to(emb.dtype), emb], dim=1)
+
+    def preamble_tail(self, pre: torch.Tensor | None) -> torch.Tensor | None:
+        """The preamble's lower-layer states [B, P, D] -> what the key encoder reads as the chunk
+        before the stream's first chunk (config key_context = m: the last m, zeros before them if
+        P < m; encode_chunks' `first`). None without a preamble or without key context."""
+        m = self.config.key_context
+        if pre is None or not m or self.key_enc is None:
+            return None
+        tail = pre[:, -m:]
+        return F.pad(tail, (0, 0, m - tail.shape[1], 0))
+
+    @torch.no_grad()
+    def preamble_caches(self, caches: list) -> torch.Tensor | None:
+        """Run the stream preamble through every self-attention layer into `caches` (the engine's
+        KVWindow of each layer, lower then upper, empty): what a new stream holds before its first
+        token, exactly as the batch forward computes it (no GCA: the preamble belongs to no chunk).
+        Returns the key encoder's context of the stream's first chunk ([m, D], preamble_tail) or None."""
+        P = self.config.preamble_len
+        if not P:
+            return None
+        x = self._with_preamble(self.embed.weight[:0][None])  # [1, P, D]
+        if not self.config.uses_chunks:
+            for layer, cache in zip(self.layers, caches):
+                x = layer(x, 0, cache)
+            return None
+        nl = len(self.lower)
+        for layer, cache in zip(self.lower, caches[:nl]):
+            x = layer(x, 0, cache)
+        tail = self.preamble_tail(x)
+        uppers = [b for g in self.groups for b in g]
+        for layer, cache in zip(uppers, caches[nl:]):
+            x = layer(x, _no_gca, 0, cache)
+        return None if tail is None else tail[0]
 
     def encode_chunks(self, h: torch.Tensor, first: torch.Tensor | None = None):
         """h [B, C, S, D] (or [C, S, D]: one run): lower-layer states of runs of C consecutive
@@ -1206,8 +1252,10 @@ class DRTForCausalLM(DRTPreTrainedModel):
         for a in range(0, C, segment_chunks):
             b = min(C, a + segment_chunks)
             a0 = max(0, a - ctx)  # chunks a0 .. a - 1: context (the key encoder reads chunk a - 1)
-            x = self.lower_states(aug[:, a0 * S: b * S])[0].view(b - a0, S, D)
-            k, _, _, own = self.encode_chunks(x)
+            x, _, pre = self._lower(aug[:, a0 * S: b * S], start=a0 == 0)
+            x = x.view(b - a0, S, D)
+            tail = self.preamble_tail(pre)
+            k, _, _, own = self.encode_chunks(x, None if tail is None else tail[0])
             keys.append(k[a - a0:])
             queries.append(self.landmark_query(0, x[a - a0:, S - 1], own[a - a0:] if own is not None else None))
         return torch.cat(keys), torch.cat(queries)
@@ -1224,8 +1272,9 @@ class DRTForCausalLM(DRTPreTrainedModel):
         B, _ = input_ids.shape
         S, D = cfg.chunk_size, cfg.hidden_size
         aug, C = self.augment(input_ids)
-        x = self.lower_states(aug)[0].view(B, C, S, D)
-        lmk_keys, _, _, own = self.encode_chunks(x)
+        x, _, pre = self._lower(aug)
+        x = x.view(B, C, S, D)
+        lmk_keys, _, _, own = self.encode_chunks(x, self.preamble_tail(pre))
         chunk_ids = torch.arange(C, device=x.device)
         q = self.landmark_query(0, x[:, :, S - 1], own)
         toks = aug.view(B, C, S)[:, :, : S - 1]
@@ -1234,9 +1283,12 @@ class DRTForCausalLM(DRTPreTrainedModel):
 
     def _forward_plain(self, input_ids):
         x = self.embed(input_ids.clamp_min(0))
+        P = self.config.preamble_len
+        if P:
+            x = self._with_preamble(x)
         for layer in self.layers:
             x = layer(x)
-        return x
+        return x[:, P:]
 
     def _forward_drt(self, input_ids, output_retrieval: bool, chunk_embeddings=None, forced_chunks=None,
                      forced_oracle: bool = False, retrieval_targets=None, scorer_only: bool = False,
@@ -1245,8 +1297,8 @@ class DRTForCausalLM(DRTPreTrainedModel):
         B, L = input_ids.shape
         S, D, H, d = cfg.chunk_size, cfg.hidden_size, cfg.num_heads, cfg.head_dim
         aug, C = self.augment(input_ids)
-        x, emb = self.lower_states(aug)  # emb: kept for the copy head's queries
-        lmk_keys, mem_k, mem_v, own = self.encode_chunks(x.view(B, C, S, D))
+        x, emb, pre = self._lower(aug)  # emb: kept for the copy head's queries; pre: the preamble's states
+        lmk_keys, mem_k, mem_v, own = self.encode_chunks(x.view(B, C, S, D), self.preamble_tail(pre))
         N = S - 1
         flat_k = mem_k.view(B, C, N, D)
         # [B, C, N, H, d] -> per chunk, heads first
@@ -1280,7 +1332,12 @@ class DRTForCausalLM(DRTPreTrainedModel):
             with torch.no_grad() if scorer_only else nullcontext():
                 gca_fn = self._batch_gca_fn(idx, w, mem_k, mem_v, B, C)
                 for layer in group:
-                    x = layer(x, gca_fn)
+                    if pre is None:
+                        x = layer(x, gca_fn)
+                    else:  # the preamble's positions attend and are attended to, and get no GCA
+                        P = pre.shape[1]
+                        y = layer(torch.cat([pre, x], dim=1), _after_preamble(gca_fn, P))
+                        pre, x = y[:, :P], y[:, P:]
         copy = None
         if self.copy_head is not None:
             idx, w = copy_selection(sels, cfg.copy_groups)
@@ -1382,6 +1439,18 @@ class DRTForCausalLM(DRTPreTrainedModel):
         s = torch.einsum("bce,bfe->bcf", e, e) / cfg.retriever_temperature
         ids = torch.arange(C, device=input_ids.device)
         return s.masked_fill(~(ids[None, :] < ids[:, None]), NEG_INF)
+
+
+def _no_gca(gca_mod, a: torch.Tensor) -> torch.Tensor:
+    return torch.zeros_like(a)
+
+
+def _after_preamble(gca_fn, P: int):
+    """gca_fn for a sequence that starts with the P preamble positions (which get no GCA)."""
+    def fn(gca_mod, a):
+        return torch.cat([torch.zeros_like(a[:, :P]), gca_fn(gca_mod, a[:, P:])], dim=1)
+
+    return fn
 
 
 def lm_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | None = None):

@@ -54,6 +54,22 @@ QUESTION_PREFIX = "\n\nQuestion: "
 ANSWER_PREFIX = "\nAnswer:"
 SUMMARY_SUFFIX = "\n\nSummary:"
 
+# What every stream begins with (config stream_preamble holds its token ids; the model runs it
+# before a stream's first token, in training, the store and every measurement alike). Neutral
+# text, long enough to fill the key encoder's context of chunk 0 (key_context = 16) and to give
+# the first tokens of a document some text to attend to, as every later token has (issue 31:
+# 81 tokens put depth-0 needles' dense scores beside other needles'; 12 tokens did not).
+STREAM_PREAMBLE = (
+    "This is the beginning of a document. What follows is its text, as it was written, from the first word "
+    "to the last: a book, a paper, a chapter of notes, or a set of definitions and theorems. Read it in order. "
+    "Every part of it may matter later: names, places, numbers, dates, and what is said of them.\n\n"
+)
+
+
+def stream_preamble_ids(encode: Callable[[str], list[int]] | None = None) -> list[int]:
+    """STREAM_PREAMBLE's token ids (`train --set stream_preamble=default` writes them)."""
+    return list((encode or _default_encode())(STREAM_PREAMBLE))
+
 
 def qa_suffix(question: str) -> str:
     """Text appended after the context to ask `question`: "\\n\\nQuestion: {q}\\nAnswer:".

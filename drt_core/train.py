@@ -1011,6 +1011,10 @@ def config_from_args(args) -> TrainConfig:
             cfg.model_overrides[k] = json.loads(v)
         except json.JSONDecodeError:
             cfg.model_overrides[k] = v
+        if k == "stream_preamble" and v == "default":  # prompts.STREAM_PREAMBLE, what the shipped model reads
+            from .prompts import stream_preamble_ids
+
+            cfg.model_overrides[k] = stream_preamble_ids()
     if cfg.group_targets and (cfg.target_needle_start or "cite" in (cfg.task or "").split(",")):
         raise SystemExit("--group-targets gives target column g to group g: it cannot be combined with "
                          "--target-needle-start or the cite task, whose columns are alternatives")

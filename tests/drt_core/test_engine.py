@@ -84,7 +84,8 @@ def copy_kw(smear):
         return flavour_kw(smear)
     full = smear in ("match", "lead", "allgroups")  # every copy option; "lead" adds copy_lead and key_context,
     # "allgroups" copy_groups="all" (with G = 2, the pointer reads both groups' selections)
-    return dict(smear_keys=bool(smear), copy_head=smear in ("copy", "bigram", "global", "match", "lead", "allgroups"),
+    return dict(**({} if smear == "preamble_smear" else {"smear_keys": bool(smear) and smear != "preamble"}),
+                copy_head=smear in ("copy", "bigram", "global", "match", "lead", "allgroups"),
                 copy_bigram=smear in ("bigram", "global") or full, copy_global=smear == "global" or full,
                 copy_match=6 if full else 0, copy_recall=5 if full else 0,
                 copy_span=9 if full else 0, query_encoder=1 if full else 0,
@@ -94,7 +95,9 @@ def copy_kw(smear):
                 copy_recall_age=4 if smear in ("lead", "allgroups") else 0,
                 copy_qk_cap=2.0 if smear == "allgroups" else 0.0, lexical=smear in ("lexical", "lexdf", "lexwords"),
                 lexical_doc_df=0.8 if smear in ("lexdf", "lexwords") else 0.0,
-                lexical_words=1.3 if smear == "lexwords" else 0.0)
+                lexical_words=1.3 if smear == "lexwords" else 0.0,
+                stream_preamble=[5, 17, 42, 9, 250, 33, 7] if smear in ("preamble", "preamble_smear") else None,
+                **({"smear_keys": True} if smear == "preamble_smear" else {}))
 
 
 def repeating_ids(L, period=130, seed=1):
@@ -112,7 +115,11 @@ def repeating_ids(L, period=130, seed=1):
                                                 ("drt", (1, 1), "allgroups"), ("drt", (1, 1), "lexical"),
                                                 ("drt", (1, 1), "lexdf"), ("drt", (1, 1), "lexwords"),
                                                 ("drt", (2,), "paper"),
-                                                ("drt", (2,), "shipped")])
+                                                ("drt", (2,), "shipped"), ("drt", (2,), "preamble"),
+                                                ("drt", (1, 1), "preamble_smear"),
+                                                ("sliding_window", (2,), "preamble"),
+                                                ("full_attention", (2,), "preamble_smear"),
+                                                ("fixed_retriever", (2,), False), ("fixed_retriever", (1, 1), "preamble")])
 def test_streaming_logits_equal_batch(arch, groups, smear):
     """Teacher-forced streaming in uneven pieces == one batch forward (within the training length);
     with smeared keys too (the ring then holds raw keys and one slot more than the window), and with
@@ -157,7 +164,8 @@ def test_streaming_attends_only_to_filled_cache_slots(monkeypatch):
                                                 ("drt", (2,), "copy"), ("drt", (2,), "bigram"),
                                                 ("drt", (2,), "global"), ("drt", (2,), "match"),
                                                 ("drt", (2,), "lead"), ("drt", (1, 1), "allgroups"),
-                                                ("drt", (2,), "paper"), ("drt", (2,), "shipped")])
+                                                ("drt", (2,), "paper"), ("drt", (2,), "shipped"),
+                                                ("drt", (2,), "preamble_smear"), ("sliding_window", (2,), "preamble")])
 def test_token_by_token_equals_batch(arch, groups, smear):
     """Decoding one token at a time (the landmark inserted at chunk completion) == batch forward."""
     m = make_model(arch, groups, **copy_kw(smear))
@@ -580,3 +588,43 @@ def test_masking_the_needles_chunk_destroys_the_answer():
     assert needle not in [c for c, _ in eng.evidence(st, masked[-1].trace)]
     eff = eng.causal_effects(st, None, base[-1].ids, evidence, prompt_ids=ids[ex.n_context:])
     assert eff[needle] > 5.0 and all(abs(v) < 1.0 for c, v in eff.items() if c != needle)
+
+
+@pytest.mark.parametrize("arch", ["sliding_window", "full_attention"])
+def test_stream_preamble_is_text_before_the_stream(arch):
+    """config stream_preamble: for a model without chunks, the preamble's logits-to-be are exactly
+    those of the same model reading the preamble's tokens first; the engine holds them the same way."""
+    pre = [5, 17, 42, 9]
+    m = make_model(arch, stream_preamble=pre)
+    plain = make_model(arch)
+    plain.load_state_dict(m.state_dict())
+    ids = ids_of(300)
+    with torch.no_grad():
+        got = m(ids).logits[0]
+        want = plain(torch.cat([torch.tensor([pre]), ids], dim=1)).logits[0, len(pre):]
+        assert not torch.allclose(plain(ids).logits[0, :8], want[:8], atol=1e-3)  # it changes the first positions
+    torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
+    eng = Engine(m, memory_dtype=np.float32)
+    st = eng.new_state()
+    assert st.n_tokens == 0 and st.carry.pos == 0
+    torch.testing.assert_close(eng.feed(st, ids[0].tolist(), want_logits=True), want, atol=2e-5, rtol=1e-4)
+
+
+def test_stream_preamble_belongs_to_no_chunk(tmp_path):
+    """With a preamble, chunk 0 still holds the document's first 63 tokens; the stored state reloads
+    to the same numbers; and the preamble leaves the fingerprint of a config without one unchanged."""
+    from drt_core.engine import _state_config
+
+    m = make_model(stream_preamble=[5, 17, 42, 9, 250])
+    eng = Engine(m, memory_dtype=np.float32)
+    ids = ids_of(400)[0].tolist()
+    st = eng.new_state(tmp_path / "s")
+    eng.feed(st, ids[:300])
+    st.checkpoint()
+    assert st.memory.tokens(np.array([0]))[0].tolist() == ids[:63]
+    st2 = Engine(m, memory_dtype=np.float32, fingerprint=eng.fingerprint).open_state(tmp_path / "s")
+    a = eng.feed(st, ids[300:], want_logits=True)
+    b = eng.feed(st2, ids[300:], want_logits=True)
+    torch.testing.assert_close(a, b)
+    assert "stream_preamble" not in _state_config(make_model().config)
+    assert _state_config(m.config)["stream_preamble"] == [5, 17, 42, 9, 250]

@@ -94,11 +94,11 @@ def test_niah_examples_are_seeded(haystack):
 
 
 def test_niah_end_to_end(haystack, tmp_path):
-    models = [entry("drt"), entry("sliding_window")]
+    models = [entry("drt"), entry("sliding_window"), entry("fixed_retriever")]  # every arch streams
     res = ev.run_niah(models, [700, 1500], task="single", haystack=haystack, samples=2, depths=2, seed=3,
                       memmap_above=1000, tmp_dir=str(tmp_path))
     assert res["depths"] == [0.0, 1.0] and res["lengths"] == [700, 1500]
-    assert [m["arch"] for m in res["models"]] == ["drt", "sliding_window"]
+    assert [m["arch"] for m in res["models"]] == ["drt", "sliding_window", "fixed_retriever"]
     for m in res["models"]:
         assert len(m["results"]) == 2
         for r in m["results"]:
@@ -113,9 +113,10 @@ def test_niah_end_to_end(haystack, tmp_path):
         assert m["results"][0]["tier"] == "ram"
     assert res["models"][0]["results"][1]["tier"].startswith("memmap")  # DRT above memmap_above
     assert res["models"][1]["results"][1]["tier"] == "ram"  # no chunk memory in the baseline
+    assert res["models"][2]["results"][1]["tier"].startswith("memmap")  # a reopened memory re-embeds its chunks
     # the same examples for every model
     ans = [[s["answer"] for r in m["results"] for s in r["samples"]] for m in res["models"]]
-    assert ans[0] == ans[1]
+    assert ans[0] == ans[1] == ans[2]
     assert list(tmp_path.iterdir()) == []  # temporary states removed
     json.dumps(res)  # serialisable
 
@@ -411,3 +412,28 @@ def test_niah_bench_makes_its_state_dir(ckpt, haystack, tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["results"]["2048"]["samples"] == 1
     assert sdir.is_dir() and not any(sdir.iterdir())
+
+
+def test_niah_score_trace_reads_only_the_serving_landmark(haystack):
+    """bench.niah_retrieval's trace of a miss: recorded from a feed split before the last chunk, it
+    holds the serving landmark only, and its rank/top-k agree with that landmark's selection."""
+    from bench.niah_retrieval import score_trace
+
+    m = tiny_model("drt", lower_layers=2)
+    eng = Engine(m, load_tokenizer(), fingerprint="test-trace")
+    S1 = m.config.chunk_tokens
+    ids = haystack[: 14 * S1].tolist()
+    st = eng.new_state()
+    cut = len(ids) - S1
+    eng.feed(st, ids[:cut])
+    rec = []
+    eng.feed(st, ids[cut:], record=rec)
+    assert {r["lmk_chunk"] for r in rec} == {13}
+    sel = set(st.memory.selections()[0][13, 0].tolist())
+    k = m.config.chunk_topk
+    for t in range(13):
+        tr = score_trace(rec, 13, t, k)
+        assert (tr["rank"] <= k) == (t in sel)
+        assert set(tr["top_chunks"]) == sel and len(tr["top_scores"]) == k
+        assert tr["top_scores"] == sorted(tr["top_scores"], reverse=True)
+    assert score_trace(rec, 12, 0, k) == {}  # a landmark that was not recorded: no trace
