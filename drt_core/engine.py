@@ -591,40 +591,34 @@ class Engine:
     def _memory_words(self, mem: ChunkMemory) -> torch.Tensor:
         """[n, N] word ids of every stored chunk (config lexical_words), cached and grown like
         _memory_tokens: a chunk's word ids depend on its tokens alone."""
-        import weakref
-
-        cache = self.__dict__.setdefault("_word_cache", weakref.WeakKeyDictionary())
-        toks = self._memory_tokens(mem)
-        have = cache.get(mem)
-        if have is None and isinstance(mem, OverlayMemory):
-            base = cache.get(mem.base)
-            have = base[: mem.n0] if base is not None and len(base) >= mem.n0 else None
-        if have is None or len(have) > len(toks):
-            have = toks[:0].long()
-        if len(have) < len(toks):
-            have = torch.cat([have.to(toks.device), self.model.lexical.word_ids(toks[len(have):])])
-        cache[mem] = have
-        return have
+        return self._per_chunk("_word_cache", mem, lambda toks: self.model.lexical.word_ids(toks),
+                               lambda toks: toks[:0].long())
 
     def _memory_embeddings(self, mem: ChunkMemory) -> torch.Tensor:
         """[n, 384] frozen MiniLM embeddings of every stored chunk's text (the fixed_retriever
-        baseline's keys and queries, drt_core.fixed_retriever), cached per memory like
-        _memory_tokens and computed from the stored token ids (a reopened state recomputes them)."""
+        baseline's keys and queries, drt_core.fixed_retriever), cached like _memory_words and
+        computed from the stored token ids (a reopened state recomputes them)."""
+        from .fixed_retriever import EMBED_DIM, embed_chunks
+
+        return self._per_chunk("_embedding_cache", mem,
+                               lambda toks: embed_chunks(toks.long(), self.cfg)[:, 0],  # one chunk a row
+                               lambda toks: torch.zeros(0, EMBED_DIM, device=toks.device))
+
+    def _per_chunk(self, name: str, mem: ChunkMemory, compute, empty) -> torch.Tensor:
+        """A per-chunk function of the stored token ids, for every stored chunk: cached per memory
+        (`name`), grown as the memory grows; a generation fork starts from its base memory's rows."""
         import weakref
 
-        from .fixed_retriever import embed_chunks
-
-        cache = self.__dict__.setdefault("_embedding_cache", weakref.WeakKeyDictionary())
+        cache = self.__dict__.setdefault(name, weakref.WeakKeyDictionary())
         toks = self._memory_tokens(mem)
         have = cache.get(mem)
         if have is None and isinstance(mem, OverlayMemory):
             base = cache.get(mem.base)
             have = base[: mem.n0] if base is not None and len(base) >= mem.n0 else None
         if have is None or len(have) > len(toks):
-            have = torch.zeros(0, 384, device=toks.device)
+            have = empty(toks)
         if len(have) < len(toks):
-            new = embed_chunks(toks[len(have):].long(), self.cfg)[:, 0]  # one chunk per row of 63 ids
-            have = torch.cat([have, new.to(have.device)])
+            have = torch.cat([have.to(toks.device), compute(toks[len(have):])])
         cache[mem] = have
         return have
 
