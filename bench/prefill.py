@@ -158,7 +158,7 @@ def fa_growing_prefill(model, ids, block: int = 1024, on_block=None):
 
 
 def worker(arch: str, length: int, preset: str, tokens: Path, tmp_dir: str | None, block_chunks: int,
-           device: str = "cpu") -> dict:
+           device: str = "cpu", model_dir: str | None = None) -> dict:
     import torch
 
     from drt_core.config import DRTConfig
@@ -168,8 +168,14 @@ def worker(arch: str, length: int, preset: str, tokens: Path, tmp_dir: str | Non
 
     torch.manual_seed(0)
     model_arch = "full_attention" if arch == "full_attention_kv" else arch
-    cfg = DRTConfig.from_preset(preset, arch=model_arch)
-    model = DRTForCausalLM(cfg).eval().to(device)
+    if model_dir:  # a checkpoint with its own config (the shipped model: lexical scores, preamble)
+        model = DRTForCausalLM.from_pretrained(model_dir).eval().to(device)
+        cfg = model.config
+        if cfg.arch != model_arch:
+            raise SystemExit(f"bench.prefill: --model {model_dir} is arch {cfg.arch!r}, not {model_arch!r}")
+    else:
+        cfg = DRTConfig.from_preset(preset, arch=model_arch)
+        model = DRTForCausalLM(cfg).eval().to(device)
     params = sum(p.numel() for p in model.parameters())
     ids = _tokens(tokens, length)
     rss0 = _rss_now_mb()
@@ -340,6 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lengths", default="16k,64k,256k,1m", help="token counts, K = 1024 (default 16k,64k,256k,1m)")
     p.add_argument("--archs", default=",".join(ARCHS), help=f"which models (default {','.join(ARCHS)})")
     p.add_argument("--preset", default="tiny", help="model preset (random init; default tiny)")
+    p.add_argument("--model", default=None, help="a checkpoint instead of --preset's random weights (its arch only)")
     p.add_argument("--tokens", default=str(DEFAULT_TOKENS), help="uint16 token file (default data/books/train.bin)")
     p.add_argument("--tmp-dir", default=None, help="where the memmap tier writes (default: the system temp dir)")
     p.add_argument("--block-chunks", type=int, default=16, help="chunks per prefill block (default 16)")
@@ -361,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
 
             torch.set_num_threads(args.threads)
         r = worker(args.worker[0], int(args.worker[1]), args.preset, Path(args.tokens), args.tmp_dir, args.block_chunks,
-                   args.device)
+                   args.device, args.model)
         print(json.dumps(r))
         return 0
 
@@ -396,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
                        "--tokens", args.tokens, "--block-chunks", str(args.block_chunks)]
                 if args.tmp_dir:
                     cmd += ["--tmp-dir", args.tmp_dir]
+                if args.model:
+                    cmd += ["--model", args.model]
                 if args.threads:
                     cmd += ["--threads", str(args.threads)]
                 if args.device != "cpu":

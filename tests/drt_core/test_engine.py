@@ -656,3 +656,24 @@ def test_train_set_stream_preamble_default_is_the_shipped_preamble():
     ids = config_from_args(p.parse_args(["--set", "stream_preamble=default"])).model_overrides["stream_preamble"]
     assert ids == stream_preamble_ids() and len(ids) >= 16
     assert json.loads(SHIPPED_CONFIG.read_text())["stream_preamble"] == ids
+
+
+def test_lexical_counts_of_a_fork_and_a_reopened_state_equal_a_fresh_stream(tmp_path, one_thread):
+    """The engine keeps each memory's in-document counts (LexicalStats) and a fork starts from a copy
+    of its base's: the fork's logits, and a reopened state's, equal those of one fresh stream of the
+    same tokens (engines that never cached anything)."""
+    m = make_model(groups=(1, 1), **copy_kw("lexwords"))
+    ids = repeating_ids(900, seed=3)[0].tolist()
+    fresh = Engine(m, memory_dtype=np.float32)
+    st = fresh.new_state()
+    want = fresh.feed(st, ids, want_logits=True)[600:]
+    eng = Engine(m, memory_dtype=np.float32)
+    base = eng.new_state(tmp_path / "s")
+    eng.feed(base, ids[:600])
+    base.checkpoint()
+    fork = base.fork()
+    torch.testing.assert_close(eng.feed(fork, ids[600:], want_logits=True), want, atol=2e-5, rtol=1e-4)
+    again = Engine(m, memory_dtype=np.float32, fingerprint=eng.fingerprint).open_state(tmp_path / "s")
+    torch.testing.assert_close(Engine(m, memory_dtype=np.float32, fingerprint=eng.fingerprint)
+                               .feed(again, ids[600:], want_logits=True), want, atol=2e-5, rtol=1e-4)
+    torch.testing.assert_close(eng.feed(base, ids[600:], want_logits=True), want, atol=2e-5, rtol=1e-4)
