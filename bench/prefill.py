@@ -308,7 +308,8 @@ def _fmt(v, nd=0):
 
 
 def format_table(res: dict) -> str:
-    lines = [f"prefill benchmark: {res['machine']}; preset {res['preset']} (random init); tokens: {res['tokens']}",
+    weights = f"model {res['model']}" if res.get("model") else f"preset {res['preset']} (random init)"
+    lines = [f"prefill benchmark: {res['machine']}; {weights}; tokens: {res['tokens']}",
              "",
              "| model | params | tokens | tier | tok/s | tok/CPU-s | tok/s first / last 16 blocks | peak RSS MB "
              "| RSS after load MB | disk B/token | seconds |",
@@ -388,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     if not Path(args.tokens).exists():
         print(f"bench.prefill: error: token file not found: {args.tokens}", file=sys.stderr)
         return 2
-    res = {"machine": machine_name(), "preset": args.preset, "tokens": args.tokens, "lengths": lengths,
+    res = {"machine": machine_name(), "preset": args.preset, "model": args.model, "tokens": args.tokens, "lengths": lengths,
            "command": "drt-reader bench prefill " + " ".join(argv if argv is not None else sys.argv[1:]),
            "rows": []}
     for a in archs:
