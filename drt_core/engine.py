@@ -669,8 +669,10 @@ class Engine:
                                lambda toks: torch.zeros(0, EMBED_DIM, device=toks.device))
 
     def _lexical_stats(self, mem: ChunkMemory) -> LexicalStats:
-        """The memory's LexicalStats, cached per memory; a generation fork starts from a copy of
-        its base memory's counts (they cover at most the chunks it shares with it)."""
+        """The memory's LexicalStats, cached per memory. A generation fork starts from a copy of
+        its base memory's counts, first brought up to the chunks they share: every question about
+        a stored document then counts only its own new chunks (the first one after a reopen counts
+        the document once, for all the questions after it)."""
         import weakref
 
         from .modeling import distinct_tokens
@@ -683,9 +685,9 @@ class Engine:
         cache = self.__dict__.setdefault("_lexstats_cache", weakref.WeakKeyDictionary())
         st = cache.get(mem)
         if st is None and isinstance(mem, OverlayMemory):
-            base = cache.get(mem.base)
-            if base is not None and base.n <= mem.n0:
-                st = base.copy_for(kt, kw)
+            base = self._lexical_stats(mem.base)  # the base's chunks never change under a fork
+            base._count_before(min(mem.n0, base.key_tokens.shape[1]))
+            st = base.copy_for(kt, kw)
         if st is None or st.n > kt.shape[1]:  # new, or the memory was truncated below the counts
             st = LexicalStats(self.cfg.vocab_size, kt, kw)
         st.key_tokens, st.key_words = kt, kw
