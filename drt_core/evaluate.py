@@ -35,8 +35,7 @@ Real perplexity = exp(mean NLL over every predicted token), per evaluation lengt
 into non-overlapping windows of L tokens from its start (at most --windows of them), each window
 streamed through a fresh state with Engine.nll (no memory across windows; the first token of a
 window is not predicted). FILE is a uint16 token file (.bin, e.g. data/books/val.bin) or text,
-tokenized with each model's tokenizer. Every architecture streams (`batch_nll`, one batch forward
-per window, gives the same numbers for a streamable model; its memory grows with L).
+tokenized with each model's tokenizer. Every architecture streams (the fixed_retriever too).
 """
 
 from __future__ import annotations
@@ -414,25 +413,6 @@ def run_niah(entries: Sequence[ModelEntry], lengths: Sequence[int], *, task: str
 
 # ----------------------------------------------------------------------------------------------
 # perplexity
-
-
-def batch_nll(model, ids: np.ndarray, head_rows: int = 8192) -> np.ndarray:
-    """Per-token NLL of ids[1:] from ONE forward of the whole window (no streaming, no store): the
-    reference the streamed perplexity is checked against. Memory grows with the window;
-    the LM head runs on `head_rows` positions at a time. Equals Engine.nll for streamable models."""
-    import torch
-    import torch.nn.functional as F
-
-    dev = next(model.parameters()).device
-    x = torch.as_tensor(np.asarray(ids, dtype=np.int64), device=dev)[None]
-    with torch.no_grad():
-        h = model.hidden_states(x)[0]  # [L, D], real tokens
-        out = []
-        for i in range(0, h.shape[0] - 1, head_rows):
-            j = min(i + head_rows, h.shape[0] - 1)
-            lg = model.lm_head(h[i:j]).float()
-            out.append(F.cross_entropy(lg, x[0, i + 1:j + 1], reduction="none"))
-    return torch.cat(out).double().cpu().numpy()
 
 
 def run_ppl(entries: Sequence[ModelEntry], lengths: Sequence[int], *, file: str, windows: int = 4,
