@@ -210,34 +210,31 @@ class LexicalStats:
             self.tok.zero_()
         self.advance(c)
 
-    def _run_presence(self, items: torch.Tensor, q_chunk: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        """[Cq, |items|]: in how many of the chunks [c_min, q) each item occurs (rows: those chunks'
-        distinct ids, [J, N]); c_min = min(q_chunk), the chunks counted by `advance` end there."""
-        c_min = int(q_chunk.min())
-        hold = (rows[:, :, None] == items.reshape(1, 1, -1)).any(1).to(torch.float64)  # [J, |items|]
+    def _df(self, U: torch.Tensor, q_chunk: torch.Tensor, ids: torch.Tensor, base: torch.Tensor) -> torch.Tensor:
+        """[Cq, |U|]: in how many chunks before each query chunk each item of U occurs. `base` [|U|]:
+        the counts over chunks [0, c_min) (c_min = min(q_chunk), brought up to date by the caller);
+        the chunks [c_min, q) of the query's own run are read from `ids` [1, Ck, N] (their distinct ids)."""
+        c_min, c_max = int(q_chunk.min()), int(q_chunk.max())
+        rows = ids[0, c_min:c_max].cpu()
+        hold = (rows[:, :, None] == U.reshape(1, 1, -1)).any(1).to(torch.float64)  # [J, |U|]
         cum = torch.cat([hold.new_zeros(1, hold.shape[1]), hold.cumsum(0)])  # cum[j] = chunks c_min..c_min+j-1
-        return cum[(q_chunk - c_min).clamp(min=0, max=len(cum) - 1).cpu()]
+        return base[None] + cum[(q_chunk.cpu() - c_min).clamp(min=0, max=len(cum) - 1)]
 
     def token_df(self, qd: torch.Tensor, q_chunk: torch.Tensor) -> torch.Tensor:
         """doc_df with these counts: qd [1, Cq, N] -> [1, Cq, N]."""
-        c_min, c_max = int(q_chunk.min()), int(q_chunk.max())
-        self._count_before(c_min)
-        base = self.tok[qd[0].long().cpu()]  # [Cq, N]
-        rows = self.key_tokens[0, c_min:c_max].long().cpu()
-        U, inv = torch.unique(qd[0].cpu(), return_inverse=True)
-        extra = self._run_presence(U, q_chunk.cpu(), rows)  # [Cq, |U|]
-        extra = extra.gather(1, inv.view(qd.shape[1], -1))
-        return (base + extra).to(torch.float32).to(qd.device)[None]
+        self._count_before(int(q_chunk.min()))
+        U, inv = torch.unique(qd[0].long().cpu(), return_inverse=True)
+        df = self._df(U, q_chunk, self.key_tokens, self.tok[U])
+        return df.gather(1, inv.view(qd.shape[1], -1)).to(torch.float32).to(qd.device)[None]
 
     def word_df(self, U: torch.Tensor, q_chunk: torch.Tensor) -> torch.Tensor:
         """word_overlap's df_fn: U [|U|] sorted query words (0 included) -> [1, Cq, |U|]."""
-        c_min, c_max = int(q_chunk.min()), int(q_chunk.max())
-        self._count_before(c_min)
-        base = torch.tensor([self.words.get(h, 0) if h else 0 for h in U.tolist()], dtype=torch.float64)
-        rows = self.key_words[0, c_min:c_max].cpu()
-        extra = self._run_presence(U.cpu(), q_chunk.cpu(), rows)
-        extra[:, U.cpu() == 0] = 0.0  # "no word" is never counted
-        return (base[None] + extra).to(torch.float32).to(U.device)[None]
+        self._count_before(int(q_chunk.min()))
+        Uc = U.cpu()
+        df = self._df(Uc, q_chunk, self.key_words,
+                      torch.tensor([self.words.get(h, 0) for h in Uc.tolist()], dtype=torch.float64))
+        df[:, Uc == 0] = 0.0  # "no word" is never counted
+        return df.to(torch.float32).to(U.device)[None]
 
 
 class DocState:
