@@ -688,14 +688,12 @@ class LexicalScorer(nn.Module):
         return present * self.token_weights()
 
     def scores(self, g: int, q_toks: torch.Tensor, k_toks: torch.Tensor, q_chunk: torch.Tensor | None = None,
-               k_chunk: torch.Tensor | None = None, block: int = 4096,
-               k_words: torch.Tensor | None = None, stats=None) -> torch.Tensor:
+               k_chunk: torch.Tensor | None = None, block: int = 4096, stats=None) -> torch.Tensor:
         """[B, Cq, Ck] lexical scores of group g; q_toks [B, Cq, N], k_toks [B, Ck, N] token ids
         (keys deduplicated here: each distinct token counts once). Key chunks in blocks of `block`.
         With config lexical_doc_df (and lexical_words), q_chunk [Cq] and k_chunk [Ck] (chunk indices)
         give each query the key chunks before it, over which doc_df counts its tokens (and
-        word_overlap its words): the in-document idf terms. k_words [B, Ck, N]: the keys' word ids
-        when the caller keeps them; computed here otherwise.
+        word_overlap its words): the in-document idf terms.
 
         `stats` (the engine, B = 1, keys = chunks 0..Ck-1): what the streaming engine keeps per
         memory instead of recomputing it over every past chunk at every landmark: `key_tokens` and
@@ -724,7 +722,7 @@ class LexicalScorer(nn.Module):
             if stats is not None:
                 kw = stats.key_words
             else:
-                kw = distinct_tokens(self.word_ids(k_toks) if k_words is None else k_words, 0)
+                kw = distinct_tokens(self.word_ids(k_toks), 0)
             qw = self.word_ids(q_toks)
             qw = qw.masked_fill(torch.isin(qw, template_word_ids().to(qw.device)), 0)  # not "question", "answer"
             s = s + self.words[g] * word_overlap(qw, q_chunk.to(s.device), kw.to(s.device), k_chunk.to(s.device),
@@ -1047,18 +1045,17 @@ class DRTForCausalLM(DRTPreTrainedModel):
 
     def chunk_scores(self, g: int, q: torch.Tensor, keys: torch.Tensor, q_chunk: torch.Tensor, k_chunk: torch.Tensor,
                      q_toks: torch.Tensor | None = None, k_toks: torch.Tensor | None = None,
-                     k_words: torch.Tensor | None = None, stats=None) -> torch.Tensor:
+                     stats=None) -> torch.Tensor:
         """Group g's retrieval scores [B, Cq, Ck]: retrieval_scores(q, keys, ...) (-inf unless the key
         chunk precedes the query's), plus with config lexical the LexicalScorer term, which reads the
-        chunks' tokens q_toks [B, Cq, N] and k_toks [B, Ck, N] (chunk_token_ids; k_words: the keys' word
-        ids, when the caller caches them; stats: the engine's running counts, LexicalScorer.scores).
+        chunks' tokens q_toks [B, Cq, N] and k_toks [B, Ck, N] (chunk_token_ids;
+        stats: the engine's running counts, LexicalScorer.scores).
         The one scoring function of the batch forward, scorer_loss, the engine and the benches."""
         s = retrieval_scores(q, keys, q_chunk, k_chunk)
         if self.lexical is not None:
             if q_toks is None or k_toks is None:
                 raise ValueError("a lexical model scores chunks with their tokens: pass q_toks and k_toks")
-            s = s + self.lexical.scores(g, q_toks.to(s.device), k_toks.to(s.device), q_chunk, k_chunk,
-                                        k_words=None if k_words is None else k_words.to(s.device), stats=stats)
+            s = s + self.lexical.scores(g, q_toks.to(s.device), k_toks.to(s.device), q_chunk, k_chunk, stats=stats)
         return s
 
     def chunk_token_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
