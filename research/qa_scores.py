@@ -33,8 +33,8 @@ def components(engine, state, question: str) -> dict:
     got: list[dict] = []
     orig = model.chunk_scores
 
-    def hook(g, q, keys, q_chunk, k_chunk, q_toks=None, k_toks=None, k_words=None):
-        s = orig(g, q, keys, q_chunk, k_chunk, q_toks, k_toks, k_words)
+    def hook(g, q, keys, q_chunk, k_chunk, q_toks=None, k_toks=None, stats=None):
+        s = orig(g, q, keys, q_chunk, k_chunk, q_toks, k_toks, stats=stats)
         if g == 0:
             rec = {"q_chunk": q_chunk.tolist(), "total": s[0].detach().float().cpu()}
             if lex is not None:
