@@ -7,13 +7,17 @@ format (`arch` selects):
     "full_attention"   a causal full-attention LM with RoPE (what people use today)
     "fixed_retriever"  RPT-style: DRT's chunk memory and GCA, but chunks chosen by a frozen
                        sentence embedder (MiniLM) instead of the learned landmark scores
+    "landmark"         Landmark Attention (Mohtashami & Jaggi 2023): a RoPE LM with a landmark token
+                       after every chunk_size - 1 tokens, trained with the grouped softmax; at
+                       inference each token retrieves the chunk_topk blocks its landmark scores rank
+                       first, per head and per layer (drt_core/landmark.py)
 """
 
 from __future__ import annotations
 
 from transformers import PretrainedConfig
 
-ARCHS = ("drt", "sliding_window", "full_attention", "fixed_retriever")
+ARCHS = ("drt", "sliding_window", "full_attention", "fixed_retriever", "landmark")
 
 # Every extension of ours at its "off" value: the paper's model (drt_spec.md). Each is off by
 # default too, so a checkpoint's config.json that lacks one loads as before; the `paper` preset
@@ -291,6 +295,8 @@ class DRTConfig(PretrainedConfig):
             raise ValueError(f"stream_preamble holds token ids in [0, {vocab_size}), got {stream_preamble!r}")
         if pre is not None and lmk_token_id in pre:
             raise ValueError("stream_preamble must not hold the landmark token")
+        if pre is not None and arch == "landmark":
+            raise ValueError("stream_preamble is not built for arch 'landmark' (its blocks start at position 0)")
         self.stream_preamble = pre
         self.smear_keys = bool(smear_keys)
         self.smear_init = float(smear_init)
@@ -324,6 +330,12 @@ class DRTConfig(PretrainedConfig):
     @property
     def uses_chunks(self) -> bool:
         return self.arch in ("drt", "fixed_retriever")
+
+    @property
+    def inserts_landmarks(self) -> bool:
+        """A landmark token follows every chunk_tokens real tokens of the stream (DRT's chunks,
+        Landmark Attention's blocks)."""
+        return self.uses_chunks or self.arch == "landmark"
 
     def extensions_on(self) -> dict:
         """{field: value} of our extensions that this config switches on ({} for the paper's model)."""

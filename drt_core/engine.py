@@ -400,6 +400,8 @@ class Engine:
         G = c.num_groups if c.uses_chunks else 1
         k = c.chunk_topk
         win = c.window if c.arch != "full_attention" else self.full_attention_capacity + c.preamble_len
+        if c.arch == "landmark":  # every position is kept (LandmarkAttention grows the array)
+            win = 64 * c.chunk_size
         win += int(c.smear_keys)  # smeared keys: the oldest key in the window needs its predecessor
         windows, tail = self._preamble_windows(win)
         if tail is None and c.uses_chunks and c.key_context:
@@ -485,7 +487,7 @@ class Engine:
     def _augment(self, carry: Carry, ids: Sequence[int]) -> tuple[list[int], list[bool]]:
         """Insert a landmark after every completed chunk, continuing from carry.pos."""
         c = self.cfg
-        if not c.uses_chunks:
+        if not c.inserts_landmarks:
             return list(ids), [True] * len(ids)
         S = c.chunk_size
         out, real = [], []

@@ -20,7 +20,7 @@ over the 63 real keys (spec §3.3). We keep only the real keys and pass softmax_
 which is the same function without storing the zero slot; softmax_one=False gives vanilla softmax.
 
 Baselines (config.arch): "sliding_window" and "full_attention" run on the raw token stream (no
-landmarks); "fixed_retriever" is this DRT with the retrieval scores replaced by cosine similarities
+landmarks); "landmark" is Landmark Attention (drt_core/landmark.py); "fixed_retriever" is this DRT with the retrieval scores replaced by cosine similarities
 of a frozen MiniLM embedding of each chunk's text (RPT-style).
 """
 
@@ -239,10 +239,10 @@ class SelfAttention(nn.Module):
 class Block(nn.Module):
     """Pre-norm transformer block: x += Attn(norm(x)); x += MLP(norm(x))."""
 
-    def __init__(self, cfg: DRTConfig, rope: bool = False, window: int | None = None):
+    def __init__(self, cfg: DRTConfig, rope: bool = False, window: int | None = None, attn: nn.Module | None = None):
         super().__init__()
         self.norm1 = RMSNorm(cfg.hidden_size, cfg.rms_eps)
-        self.attn = SelfAttention(cfg, rope=rope, window=window)
+        self.attn = attn if attn is not None else SelfAttention(cfg, rope=rope, window=window)
         self.norm2 = RMSNorm(cfg.hidden_size, cfg.rms_eps)
         self.mlp = MLP(cfg.hidden_size, cfg.intermediate_size)
 
@@ -1005,9 +1005,14 @@ class DRTForCausalLM(DRTPreTrainedModel):
         else:
             depth = cfg.baseline_layers or (cfg.lower_layers + sum(cfg.upper_groups) + 2)
             full = cfg.arch == "full_attention"
-            self.layers = nn.ModuleList(
-                [Block(cfg, rope=full, window=None if full else cfg.window) for _ in range(depth)]
-            )
+            if cfg.arch == "landmark":
+                from .landmark import LandmarkAttention
+
+                self.layers = nn.ModuleList([Block(cfg, attn=LandmarkAttention(cfg)) for _ in range(depth)])
+            else:
+                self.layers = nn.ModuleList(
+                    [Block(cfg, rope=full, window=None if full else cfg.window) for _ in range(depth)]
+                )
         self.norm = RMSNorm(D, cfg.rms_eps)
         self.lm_head = nn.Linear(D, cfg.vocab_size, bias=False)
         self._fixed_retriever = None
@@ -1154,7 +1159,7 @@ class DRTForCausalLM(DRTPreTrainedModel):
         """Start the query / key encoders named as copies of the chunk encoder's layers (their
         landmark states are then the chunk's landmark key, so scores start as before): `train
         --init M --set query_encoder=n` (or key_encoder=n) calls this for the ones M lacks."""
-        src = self.encoder
+        src = getattr(self, "encoder", None)  # baselines have none (and no encoders to start)
         for name in names:
             enc = getattr(self, name, None)
             if enc is None:
@@ -1308,6 +1313,14 @@ class DRTForCausalLM(DRTPreTrainedModel):
                                      retrieval_targets[:, :C], retrieval_distractors)
 
     def _forward_plain(self, input_ids):
+        if self.config.arch == "landmark":  # blocks of chunk_tokens tokens + a landmark each
+            B, L = input_ids.shape
+            aug, C = self.augment(input_ids)
+            x = self.embed(aug)
+            for layer in self.layers:
+                x = layer(x)
+            S = self.config.chunk_size
+            return x.view(B, C, S, -1)[:, :, : S - 1].reshape(B, C * (S - 1), -1)[:, :L]
         x = self.embed(input_ids.clamp_min(0))
         P = self.config.preamble_len
         if P:

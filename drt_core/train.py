@@ -933,7 +933,7 @@ def register(sub) -> None:
 def add_args(p: argparse.ArgumentParser) -> None:
     d = TrainConfig()
     p.add_argument("--preset", default=d.preset, help="tiny | small | paper")
-    p.add_argument("--arch", default=d.arch, help="drt | sliding_window | full_attention | fixed_retriever")
+    p.add_argument("--arch", default=d.arch, help="drt | sliding_window | full_attention | fixed_retriever | landmark")
     p.add_argument("--data", default=d.data, help="directory written by `drt-reader data`")
     p.add_argument("--out", default=d.out, help="run directory (state.pt, model/, log)")
     p.add_argument("--init", default=None, help="start from this checkpoint (fine-tuning)")

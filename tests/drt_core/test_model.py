@@ -22,7 +22,7 @@ TINY = dict(
     vocab_size=V, hidden_size=64, num_heads=2, intermediate_size=128, lower_layers=1, encoder_layers=1,
     upper_groups=[1], window=128, chunk_topk=2,
 )
-ARCHS = ("drt", "sliding_window", "full_attention", "fixed_retriever")
+ARCHS = ("drt", "sliding_window", "full_attention", "fixed_retriever", "landmark")
 S1 = 63  # real tokens per chunk
 
 
