@@ -192,7 +192,7 @@ class SelfAttention(nn.Module):
 
     def _attend_blocked(self, q, k, v, block: int = 64):
         B, H, T, d = q.shape
-        W = self.window
+        W = min(self.window, T)  # no key lies further back than T - 1: a wider window is full attention
         nb = -(-T // block)
         pad_r = nb * block - T
         if pad_r:

@@ -1004,3 +1004,16 @@ def test_lexical_model_is_causal_and_inert_at_init():
         s2 = lexm(changed, output_retrieval=True).retrieval[0]["scores"]
     fin = torch.isfinite(s1[0, :4])
     assert torch.equal(s1[0, :4][fin], s2[0, :4][fin])  # rows of chunks 0..3 see only chunks 0..3
+
+
+def test_a_window_wider_than_the_sequence_is_full_attention():
+    """`train --init SW --set window=65536` (the ALiBi full-attention baseline, RESULTS §5): the
+    batch path pads by min(window, T), not by the window (65,536 positions of padding per block
+    exhausted memory), and gives the numbers of a window just as wide as the sequence."""
+    ids = rand_ids(2, 150)
+    torch.manual_seed(0)
+    wide = DRTForCausalLM(DRTConfig.from_preset("tiny", arch="sliding_window", vocab_size=V, window=1 << 20)).eval()
+    torch.manual_seed(0)
+    exact = DRTForCausalLM(DRTConfig.from_preset("tiny", arch="sliding_window", vocab_size=V, window=150)).eval()
+    with torch.no_grad():
+        torch.testing.assert_close(wide(ids).logits, exact(ids).logits)
