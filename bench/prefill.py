@@ -10,6 +10,9 @@ memory it needs, for
     full_attention_kv  the same weights with a growing KV cache that only attends to the positions
                      filled so far (the best case for full attention on CPU; bench-local loop,
                      checked against the batch model's logits in tests/drt_core/test_evaluate.py),
+    landmark         Landmark Attention (drt_core/landmark.py), on request (--archs): every position's
+                     K/V kept in RAM, each token's landmark query scored against every earlier block;
+                     up to --landmark-max (default 256K: its memory grows with the stream),
 at 16K, 64K, 256K and 1M tokens (K = 1024), in ONE run. Each model x length is measured in a fresh
 subprocess, so peak RSS (ru_maxrss: anonymous + file-backed pages, memmaps included) is per
 measurement (--repeat R: R fresh processes, the fastest reported with the highest peak RSS of the R).
@@ -48,6 +51,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TOKENS = ROOT / "data" / "books" / "train.bin"
 ARCHS = ("drt", "sliding_window", "full_attention", "full_attention_kv")
+OPTIONAL_ARCHS = ("landmark",)  # measured when --archs names them
 
 
 from drt_core.evaluate import parse_length  # noqa: E402  (one length syntax: 4k, 1m)
@@ -202,8 +206,9 @@ def worker(arch: str, length: int, preset: str, tokens: Path, tmp_dir: str | Non
                 tier = f"memmap ({eng.memory_dtype.name} K/V)"
             else:
                 state = eng.new_state(None)
-                tier = "sliding-window KV ring" if arch == "sliding_window" else \
-                    f"KV ring of {Engine.full_attention_capacity} positions"
+                tier = {"sliding_window": "sliding-window KV ring",
+                        "landmark": "every position's K/V (RAM, growing)"}.get(
+                    arch, f"KV ring of {Engine.full_attention_capacity} positions")
             for p in eng.prefill(state, ids, block_chunks=block_chunks):  # numpy ids: no 1M-int list
                 if device != "cpu":
                     torch.cuda.synchronize()
@@ -352,6 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tmp-dir", default=None, help="where the memmap tier writes (default: the system temp dir)")
     p.add_argument("--block-chunks", type=int, default=16, help="chunks per prefill block (default 16)")
     p.add_argument("--fa-max", default="64k", help="longest length for full_attention_kv (quadratic; default 64k)")
+    p.add_argument("--landmark-max", default="256k", help="longest length for landmark (memory grows; default 256k)")
     p.add_argument("--repeat", type=int, default=1,
                    help="measure each model x length this many times (fresh process each); report the fastest, "
                         "and the highest peak RSS (default 1)")
@@ -378,13 +384,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         lengths = [parse_length(x) for x in args.lengths.split(",") if x.strip()]
         fa_max = parse_length(args.fa_max)
+        lm_max = parse_length(args.landmark_max)
     except (ValueError, KeyError):
         print(f"bench.prefill: error: bad --lengths {args.lengths!r}", file=sys.stderr)
         return 2
     archs = [a.strip() for a in args.archs.split(",") if a.strip()]
     for a in archs:
-        if a not in ARCHS:
-            print(f"bench.prefill: error: unknown arch {a!r} (choose from {', '.join(ARCHS)})", file=sys.stderr)
+        if a not in ARCHS + OPTIONAL_ARCHS:
+            print(f"bench.prefill: error: unknown arch {a!r} (choose from {', '.join(ARCHS + OPTIONAL_ARCHS)})",
+                  file=sys.stderr)
             return 2
     if not Path(args.tokens).exists():
         print(f"bench.prefill: error: token file not found: {args.tokens}", file=sys.stderr)
@@ -399,6 +407,8 @@ def main(argv: list[str] | None = None) -> int:
                        "status": f"n/a: exceeds capacity ({Engine.full_attention_capacity} positions)"}
             elif a == "full_attention_kv" and n > fa_max:
                 row = {"arch": a, "length": n, "status": f"not run: quadratic (above --fa-max {fmt_length(fa_max)})"}
+            elif a == "landmark" and n > lm_max:
+                row = {"arch": a, "length": n, "status": f"not run: memory grows (above --landmark-max {fmt_length(lm_max)})"}
             else:
                 cmd = [sys.executable, "-m", "bench.prefill", "--worker", a, str(n), "--preset", args.preset,
                        "--tokens", args.tokens, "--block-chunks", str(args.block_chunks)]

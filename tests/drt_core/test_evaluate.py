@@ -301,6 +301,20 @@ def test_bench_full_attention_kv_loop_matches_batch():
     torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4)
 
 
+def test_bench_prefill_measures_landmark_on_request(tmp_path):
+    """`--archs landmark` streams the Landmark baseline; above --landmark-max it is not run."""
+    from bench.prefill import main
+
+    tokens = tmp_path / "t.bin"
+    np.random.RandomState(0).randint(8, 8192, 3000).astype(np.uint16).tofile(tokens)
+    out = tmp_path / "r.json"
+    assert main(["--archs", "landmark", "--lengths", "2k,4k", "--landmark-max", "2k", "--tokens", str(tokens),
+                 "--threads", "1", "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert rows[0]["arch"] == "landmark" and rows[0]["status"] == "ok" and rows[0]["tokens_per_s"] > 0
+    assert rows[1]["status"].startswith("not run: memory grows")
+
+
 # ----------------------------------------------------------------------------------------------
 # bench.niah_retrieval --semantic: the fixed retriever's (frozen MiniLM) hit on a NIAH example
 
