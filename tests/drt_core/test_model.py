@@ -518,6 +518,7 @@ def test_baseline_sizes_match_tiny():
     """docs/baselines.md: every baseline within 15% of DRT tiny's parameter count."""
     counts = {a: _count(DRTConfig.from_preset("tiny", arch=a)) for a in ARCHS}
     assert counts["drt"] == 4_008_960
+    assert counts["landmark"] == counts["sliding_window"]  # docs/baselines.md: the same parameters
     for arch, n in counts.items():
         assert abs(n - counts["drt"]) / counts["drt"] < 0.15, (arch, n)
 
