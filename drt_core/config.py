@@ -7,8 +7,9 @@ format (`arch` selects):
     "full_attention"   a causal full-attention LM with RoPE (what people use today)
     "fixed_retriever"  RPT-style: DRT's chunk memory and GCA, but chunks chosen by a frozen
                        sentence embedder (MiniLM) instead of the learned landmark scores
-    "landmark"         Landmark Attention (Mohtashami & Jaggi 2023): a RoPE LM with a landmark token
-                       after every chunk_size - 1 tokens, trained with the grouped softmax; at
+    "landmark"         Landmark Attention (Mohtashami & Jaggi 2023): the sliding_window stack (ALiBi,
+                       no window) with a landmark token after every chunk_size - 1 tokens, trained
+                       with the grouped softmax; at
                        inference each token retrieves the chunk_topk blocks its landmark scores rank
                        first, per head and per layer (drt_core/landmark.py)
 """

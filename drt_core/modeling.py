@@ -20,8 +20,9 @@ over the 63 real keys (spec §3.3). We keep only the real keys and pass softmax_
 which is the same function without storing the zero slot; softmax_one=False gives vanilla softmax.
 
 Baselines (config.arch): "sliding_window" and "full_attention" run on the raw token stream (no
-landmarks); "landmark" is Landmark Attention (drt_core/landmark.py); "fixed_retriever" is this DRT with the retrieval scores replaced by cosine similarities
-of a frozen MiniLM embedding of each chunk's text (RPT-style).
+landmarks); "landmark" is Landmark Attention (drt_core/landmark.py); "fixed_retriever" is this DRT
+with the retrieval scores replaced by cosine similarities of a frozen MiniLM embedding of each
+chunk's text (RPT-style).
 """
 
 from __future__ import annotations
@@ -1201,6 +1202,13 @@ class DRTForCausalLM(DRTPreTrainedModel):
         lmk = torch.full((B, C, 1), cfg.lmk_token_id, dtype=ids.dtype, device=ids.device)
         return torch.cat([ids, lmk], dim=2).view(B, C * cfg.chunk_size), C
 
+    def unaugment(self, x: torch.Tensor, L: int) -> torch.Tensor:
+        """augment's inverse on states: [B, C*64, D] -> the real tokens' [B, L, D] (landmark slots
+        and padding dropped)."""
+        B, T, D = x.shape
+        S = self.config.chunk_size
+        return x.view(B, T // S, S, D)[:, :, : S - 1].reshape(B, -1, D)[:, :L]
+
     # -- forward ------------------------------------------------------------------------------------
 
     def forward(
@@ -1314,13 +1322,10 @@ class DRTForCausalLM(DRTPreTrainedModel):
 
     def _forward_plain(self, input_ids):
         if self.config.arch == "landmark":  # blocks of chunk_tokens tokens + a landmark each
-            B, L = input_ids.shape
-            aug, C = self.augment(input_ids)
-            x = self.embed(aug)
+            x = self.embed(self.augment(input_ids)[0])
             for layer in self.layers:
                 x = layer(x)
-            S = self.config.chunk_size
-            return x.view(B, C, S, -1)[:, :, : S - 1].reshape(B, C * (S - 1), -1)[:, :L]
+            return self.unaugment(x, input_ids.shape[1])
         x = self.embed(input_ids.clamp_min(0))
         P = self.config.preamble_len
         if P:
@@ -1381,8 +1386,7 @@ class DRTForCausalLM(DRTPreTrainedModel):
         if self.copy_head is not None:
             idx, w = copy_selection(sels, cfg.copy_groups)
             copy = self._batch_copy(x, emb, aug, flat_k, idx, w, B, C, L)
-        # drop landmark slots and padding
-        x = x.view(B, C, S, D)[:, :, : S - 1].reshape(B, C * (S - 1), D)[:, :L]
+        x = self.unaugment(x, L)
         return x, (retrieval if output_retrieval else None), retrieval_loss, copy
 
     def _batch_copy(self, x, emb, aug, flat_k, idx, w, B, C, L):

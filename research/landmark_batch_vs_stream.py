@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import sys
 
-import numpy as np
 import torch
 
 from drt_core.engine import Engine
