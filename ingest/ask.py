@@ -23,6 +23,7 @@ from typing import Any, Callable
 from store.library import Library
 
 from . import abstain as abstain_mod
+from .boilerplate import chunk_matter
 from .errors import Cancelled, IngestError
 from .pipeline import EngineLike, ready_state
 
@@ -42,29 +43,18 @@ def trace_json(trace: Any) -> dict:
 
 
 def evidence_rows(library: Library, doc_id: str, evidence: Any, limit: int = MAX_EVIDENCE) -> list[dict]:
-    """[(chunk_id, weight), ...] -> [{"chunk", "pages", "weight", "text"}], heaviest first.
+    """[(chunk_id, weight), ...] -> [{"chunk", "pages", "weight", "text", "matter"}], heaviest first.
 
-    Chunk ids past the document (the question's own chunks) are dropped.
+    `matter` is "licence", "contents" or "index" for a chunk on such a page (ingest.boilerplate),
+    else None. Chunk ids past the document (the question's own chunks) are dropped.
     """
     pairs = [(int(c), float(w)) for c, w in evidence]
     pairs.sort(key=lambda cw: (-cw[1], cw[0]))
     rows = {r["idx"]: r for r in library.chunks(doc_id, [c for c, _ in pairs])}
-    out: list[dict] = []
-    for c, w in pairs:
-        r = rows.get(c)
-        if r is None:
-            continue
-        out.append(
-            {
-                "chunk": c,
-                "pages": list(range(r["page_first"], r["page_last"] + 1)),
-                "weight": round(w, 6),
-                "text": r["text"],
-            }
-        )
-        if len(out) >= limit:
-            break
-    return out
+    kept = [(c, w) for c, w in pairs if c in rows][:limit]
+    matter = chunk_matter(library, doc_id, [rows[c] for c, _ in kept])
+    return [{"chunk": c, "pages": list(range(rows[c]["page_first"], rows[c]["page_last"] + 1)),
+             "weight": round(w, 6), "text": rows[c]["text"], "matter": matter.get(c)} for c, w in kept]
 
 
 NOT_FOUND = "Not found in this document."
@@ -280,6 +270,8 @@ def _make_answer(library: Library, engine: EngineLike, doc_id: str, question: st
     abstained = bool(missing) or (threshold is not None and z is not None and z < threshold)
     quote = (quote_from_evidence(library, doc_id, evidence[0]["chunk"], question, _doc_vocabulary(library, doc_id),
                                  weight=evidence[0]["weight"]) if evidence and not abstained else None)
+    if quote is not None:  # a quote drawn from a licence / contents / index page says so (the UI and CLI show it)
+        quote["matter"] = evidence[0].get("matter")
     if abstained:
         answer = NOT_FOUND
     elif quote is not None:

@@ -3,8 +3,10 @@
 `matter_of(text)` names a page's kind ("licence", "contents", "index" or None) from what it says,
 not from where it sits: a Project Gutenberg PDF carries the licence on its last pages and its header
 on the first, a book's contents list is a run of short numbered lines, an index a run of
-"term, 12, 45" lines. Ingest tags the chunks of such pages (`chunks.matter`), the UI shows the tag,
-and `python -m ingest.boilerplate PDF... --out passages.npy` writes their 63-token chunks for
+"term, 12, 45" lines. `chunk_matter` tags chunks by the pages they lie on, from the stored page
+text (so documents stored before the tag existed get it too): every evidence row and quote of `ask`
+carries its chunk's tag (`matter`), and the CLI and the UI show it beside the pages;
+`python -m ingest.boilerplate PDF... --out passages.npy` writes their 63-token chunks for
 training (`train --qa-boilerplate`), where they are written into the windows of reading
 questions, so the model learns that they answer nothing. The tag is for the reader; the fix is in
 what the model learns.
@@ -35,6 +37,26 @@ def matter_of(text: str) -> str | None:
         if len(_NUMBERED_LINE.findall(text)) >= 0.6 * len(lines):
             return "contents"
     return None
+
+
+MATTER_LABELS = {"licence": "licence page", "contents": "contents page", "index": "index page"}
+
+
+def chunk_matter(library, doc_id: str, chunks: list[dict]) -> dict[int, str]:
+    """{chunk idx: kind} for the chunks (library rows with idx, page_first, page_last) that lie on
+    a licence, contents or index page; a chunk over two pages takes the first tagged one's kind.
+    Reads only those chunks' pages."""
+    numbers = {n for c in chunks for n in range(c["page_first"], c["page_last"] + 1)}
+    if not numbers:
+        return {}
+    kinds = {p["number"]: k for p in library.pages(doc_id, with_text=True, numbers=numbers)
+             if (k := matter_of(p["text"]))}
+    out = {}
+    for c in chunks:
+        k = next((kinds[n] for n in range(c["page_first"], c["page_last"] + 1) if n in kinds), None)
+        if k is not None:
+            out[c["idx"]] = k
+    return out
 
 
 def boilerplate_passages(paths, chunk_tokens: int = 63):

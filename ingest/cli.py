@@ -269,12 +269,20 @@ def _effect(e: dict) -> str:
     return ", causal effect n/a" if v is None else f", causal effect {v:+.3f}"
 
 
+def _matter(e: dict) -> str:
+    """", licence page" (contents page, index page) for a passage on such a page, else ""."""
+    from .boilerplate import MATTER_LABELS
+
+    return f", {MATTER_LABELS[e['matter']]}" if e.get("matter") in MATTER_LABELS else ""
+
+
 def _evidence_text(evidence: list[dict]) -> str:
     lines = []
     for e in evidence:
         snippet = " ".join(e["text"].split())
         snippet = snippet if len(snippet) <= 160 else snippet[:157] + "..."
-        lines.append(f"  [chunk {e['chunk']}, {_pages(e['pages'])}, weight {e['weight']:.3f}{_effect(e)}] {snippet}")
+        lines.append(f"  [chunk {e['chunk']}, {_pages(e['pages'])}{_matter(e)}, weight {e['weight']:.3f}{_effect(e)}] "
+                     f"{snippet}")
     return "\n".join(lines)
 
 
@@ -287,7 +295,7 @@ def answer_text(out: dict) -> str:
 
         return f"{out['answer']} {abstain_reason(out)} The passages the model scored highest are below."
     if q:
-        lines = [f"\u201c{q['text']}\u201d ({_pages(q['pages'])}, chunk {q['chunk']})"]
+        lines = [f"\u201c{q['text']}\u201d ({_pages(q['pages'])}{_matter(q)}, chunk {q['chunk']})"]
         if out.get("short_answer"):
             lines.append(f"Short answer: {out['short_answer']}")
         return "\n".join(lines)

@@ -349,11 +349,10 @@ def run_qa(
 
 
 def boilerplate_chunks(library, doc_id: str, chunks: list[dict]) -> set[int]:
-    """Chunks lying on a licence, contents or index page (ingest.boilerplate.matter_of)."""
-    from .boilerplate import matter_of
+    """Chunks lying on a licence, contents or index page (ingest.boilerplate.chunk_matter)."""
+    from .boilerplate import chunk_matter
 
-    pages = {p["number"] for p in library.pages(doc_id, with_text=True) if matter_of(p["text"])}
-    return {c["idx"] for c in chunks if any(n in pages for n in range(c["page_first"], c["page_last"] + 1))}
+    return set(chunk_matter(library, doc_id, chunks))
 
 
 def calibrate(rows: list[dict], system: str, max_false: float = 0.10) -> dict:

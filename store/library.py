@@ -246,24 +246,29 @@ class Library:
 
     # -- pages, chunks, tokens ---------------------------------------------------------------
 
-    def pages(self, doc_id: str, with_text: bool = False) -> list[dict]:
+    def pages(self, doc_id: str, with_text: bool = False, numbers: Sequence[int] | None = None) -> list[dict]:
+        """Pages of a document (all, or those numbered in `numbers`), in page order."""
         cols = "number, label, char_start, char_end" + (", text" if with_text else "")
-        return self._rows(f"SELECT {cols} FROM pages WHERE doc_id = ? ORDER BY number", [doc_id])
+        if numbers is None:
+            return self._rows(f"SELECT {cols} FROM pages WHERE doc_id = ? ORDER BY number", [doc_id])
+        return self._rows_in(f"SELECT {cols} FROM pages WHERE doc_id = ? AND number IN", "number", doc_id, numbers)
 
     def chunks(self, doc_id: str, indices: Sequence[int] | None = None) -> list[dict]:
         """Chunks of a document (all, or those in `indices`, in index order)."""
         cols = "idx, tok_start, tok_end, char_start, char_end, page_first, page_last, text"
         if indices is None:
             return self._rows(f"SELECT {cols} FROM chunks WHERE doc_id = ? ORDER BY idx", [doc_id])
-        want = sorted({int(i) for i in indices})
+        return self._rows_in(f"SELECT {cols} FROM chunks WHERE doc_id = ? AND idx IN", "idx", doc_id, indices)
+
+    def _rows_in(self, select: str, key: str, doc_id: str, values: Sequence[int]) -> list[dict]:
+        """`select` ("... WHERE doc_id = ? AND key IN") for the distinct `values`, in `key` order,
+        500 at a time (SQLite's bound-parameter limit)."""
+        want = sorted({int(v) for v in values})
         out: list[dict] = []
         for k in range(0, len(want), 500):
             part = want[k : k + 500]
             marks = ",".join("?" * len(part))
-            out += self._rows(
-                f"SELECT {cols} FROM chunks WHERE doc_id = ? AND idx IN ({marks}) ORDER BY idx",
-                [doc_id, *part],
-            )
+            out += self._rows(f"{select} ({marks}) ORDER BY {key}", [doc_id, *part])
         return out
 
     def token_ids(self, doc_id: str) -> list[int]:

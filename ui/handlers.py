@@ -36,6 +36,7 @@ import gradio as gr
 
 from ingest import pipeline
 from ingest.ask import abstain_reason
+from ingest.boilerplate import MATTER_LABELS
 from ingest.errors import Cancelled, IngestError, NotPrefilled, TooLarge
 from ingest.tokenize import CHUNK_TOKENS
 from store.library import Library
@@ -327,6 +328,12 @@ def _quote_marked(text: str, sentence: str | None) -> str:
     return ("> " + md_escape(t[:i]) + "**" + md_escape(sentence) + "**" + md_escape(t[i + len(sentence):])).rstrip()
 
 
+def matter_text(e: dict) -> str:
+    """" · *licence page*" (contents page, index page) for a passage on such a page, else ""."""
+    label = MATTER_LABELS.get(e.get("matter") or "")
+    return f" · *{label}*" if label else ""
+
+
 def effect_text(e: dict) -> str:
     """" · causal effect +1.234" for an evidence row that has one (ask's rows), else ""."""
     if "causal_effect" not in e:
@@ -348,7 +355,7 @@ def evidence_md(evidence: list[dict], labels: dict[int, str] | None = None, *, t
     for e in evidence:
         pages = e.get("pages") or [0]
         out.append(
-            f"**{pages_text(pages[0], pages[-1], labels)}** · chunk {int(e['chunk'])} · "
+            f"**{pages_text(pages[0], pages[-1], labels)}**{matter_text(e)} · chunk {int(e['chunk'])} · "
             f"weight {float(e['weight']):.3f}{effect_text(e)}\n\n{_quote(e['text'], 600)}"
         )
     return "\n\n".join(out)
@@ -873,8 +880,8 @@ def answer_md(result: dict, labels: dict[int, str] | None = None) -> str:
     q = result.get("quote")
     if q:
         pages = q.get("pages") or [0]
-        out = (f"{_quote_marked(q['text'], q.get('sentence'))}\n\n— {pages_text(pages[0], pages[-1], labels)}, "
-               f"chunk {int(q['chunk'])} "
+        out = (f"{_quote_marked(q['text'], q.get('sentence'))}\n\n— {pages_text(pages[0], pages[-1], labels)}"
+               f"{matter_text(q).replace(' ·', ',')}, chunk {int(q['chunk'])} "
                f"(the passage is shown first under Evidence)")
         if result.get("short_answer"):
             out = f"**{md_escape(result['short_answer'])}**\n\n" + out
@@ -898,7 +905,8 @@ def answer_evidence_md(ctx: UIContext, record: dict, labels: dict[int, str] | No
     i = flat.find(quoted[:60])
     shown = (md_escape(flat[:i]) + "**" + md_escape(flat[i:i + len(quoted)]) + "**" + md_escape(flat[i + len(quoted):])
              if i >= 0 else md_escape(flat))
-    head = (f"**Quoted passage** · {pages_text(r['page_first'], r['page_last'], labels)} · chunk {int(q['chunk'])}"
+    head = (f"**Quoted passage** · {pages_text(r['page_first'], r['page_last'], labels)}{matter_text(q)} · "
+            f"chunk {int(q['chunk'])}"
             f"\n\n> {shown}")
     return head + "\n\n" + body
 

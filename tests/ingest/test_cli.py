@@ -31,7 +31,8 @@ def test_ingest_list_ask_summarize_trace_rm(cli, assets, drt_home):
     assert set(ans) == {"answer", "evidence", "trace"}
     assert ans["answer"] and ans["evidence"]
     for e in ans["evidence"]:
-        assert set(e) == {"chunk", "pages", "weight", "text", "causal_effect"}
+        assert set(e) == {"chunk", "pages", "weight", "text", "causal_effect", "matter"}
+        assert e["matter"] is None  # Emma's pages 2-21: text, no licence, contents or index page
         assert e["pages"] and all(1 <= p <= 20 for p in e["pages"]) and e["text"]
     assert ans["trace"]["chunks"][0]["topk"]
 
@@ -190,3 +191,32 @@ def test_parse_mask():
     from ingest.ask import parse_mask
 
     assert parse_mask(None) == [] and parse_mask("3") == [3] and parse_mask(" 3 ,17") == [3, 17]
+
+
+LICENCE = ("THE FULL PROJECT GUTENBERG LICENSE. To protect the Project Gutenberg mission of promoting the free "
+           "distribution of electronic works, by using or distributing this work you agree to comply with all "
+           "the terms of the Full Project Gutenberg License available with this file. Donations to the Project "
+           "Gutenberg Literary Archive Foundation are gratefully accepted. ")
+
+
+def test_evidence_and_quote_on_a_licence_page_are_tagged(cli, tmp_path):
+    """Issue 29 item 4: a passage from a licence page says so, in the JSON rows and in the text."""
+    from ingest.parse import TEXT_PAGE_CHARS
+
+    story = ("Mr. Bingley had a pleasant countenance and easy manners. His sisters were fine women. " * 40)
+    licence = (LICENCE * 12)[: TEXT_PAGE_CHARS - 10]
+    path = tmp_path / "book.txt"
+    path.write_text(story[: TEXT_PAGE_CHARS - 10] + "\n\n" + licence + "\n", encoding="utf-8")
+    doc = _ingest(cli, path)
+    rc, out, err = cli("ask", doc["doc_id"][:8], "What does the Project Gutenberg License say of donations?",
+                       "--json", "--max-new-tokens", "4")
+    assert rc == 0, err
+    rows = one_json(out)["evidence"]
+    tags = {e["chunk"]: e["matter"] for e in rows}
+    assert "licence" in tags.values(), tags
+    for e in rows:  # page 1 is the story, page 2 the licence: a chunk is tagged when it touches page 2
+        assert e["matter"] == ("licence" if 2 in e["pages"] else None), e
+    rc, out, err = cli("ask", doc["doc_id"][:8], "What does the Project Gutenberg License say of donations?",
+                       "--max-new-tokens", "4")
+    assert rc == 0, err
+    assert "licence page" in out

@@ -195,7 +195,7 @@ def test_ask_streams_then_gives_evidence_and_trace(lib):
     assert partial and all(len(a["answer"]) <= len(b["answer"]) for a, b in zip(partial, partial[1:]))
     assert final["trace"]["chunks"] and final["trace"]["n_doc_chunks"] >= 117
     ev = final["evidence"]
-    assert ev and all(set(e) == {"chunk", "pages", "weight", "text", "causal_effect"} for e in ev)
+    assert ev and all(set(e) == {"chunk", "pages", "weight", "text", "causal_effect", "matter"} for e in ev)
     assert all(1 <= p <= 10 for e in ev for p in e["pages"])
     with pytest.raises(h.UIError, match="type a question"):
         list(h.ask_stream(ctx, doc_id, "   "))
@@ -375,3 +375,18 @@ def test_answer_md_shows_a_quote_with_its_page_or_an_abstention():
                     "missing_words": ["raoul"]})
     assert "never mentions \u201craoul\u201d" in md
     assert "the model wrote nothing" in answer_md({"answer": "", "quote": None})
+
+
+def test_passages_from_licence_contents_or_index_pages_are_tagged():
+    """Issue 29 item 4: the tag ask puts on a passage (ingest.boilerplate.chunk_matter) is shown."""
+    from ui.handlers import answer_md, evidence_md
+
+    ev = [{"chunk": 7, "pages": [230], "weight": 0.6, "text": "Project Gutenberg...", "matter": "licence"},
+          {"chunk": 2, "pages": [3], "weight": 0.4, "text": "Emma Woodhouse...", "matter": None},
+          {"chunk": 1, "pages": [1], "weight": 0.1, "text": "CONTENTS...", "matter": "contents"}]
+    md = evidence_md(ev)
+    assert md.count("*licence page*") == 1 and md.count("*contents page*") == 1
+    assert "**p. 230** · *licence page* · chunk 7" in md and "**p. 3** · chunk 2" in md
+    q = {"text": "Project Gutenberg...", "chunk": 7, "pages": [230], "matter": "licence"}
+    assert "p. 230, *licence page*, chunk 7" in answer_md({"answer": q["text"], "quote": q})
+    assert "licence page" not in answer_md({"answer": "x", "quote": dict(q, matter=None)})
