@@ -245,6 +245,9 @@ class DocState:
         self.lock = threading.Lock()
         # document chunks barred from retrieval (Engine.generate's `mask`; set on generation forks only)
         self.mask: frozenset[int] = frozenset()
+        # a fork of Engine._fork_variants: one row per set of barred chunks, run side by side (batched)
+        # from the retrieval groups on; None for every other state
+        self.variants: list[frozenset[int]] | None = None
         # per retrieval group, the last K/V gathered from the chunk memory onto the engine's device,
         # reused while the selection stays (a whole chunk when decoding: G transfers every S tokens)
         self.gathered: dict[int, tuple] = {}
@@ -518,8 +521,8 @@ class Engine:
                 outs.append(lg)
             i += n
         state.carry.n_tokens += len(ids)
-        if want_logits:
-            return torch.cat(outs) if outs else torch.zeros(0, self.cfg.vocab_size)
+        if want_logits:  # [len(ids), V], or [Bv, len(ids), V] on a fork of _fork_variants
+            return torch.cat(outs, dim=-2) if outs else torch.zeros(0, self.cfg.vocab_size)
         return None
 
     def _run(self, state: DocState, aug: list[int], real: list[bool], want_logits: bool, record: list | None):
@@ -570,21 +573,31 @@ class Engine:
         first_chunk = pos0 // S
         n_seg = int(chunk_of[-1]) - first_chunk + 1
         all_keys = torch.from_numpy(mem.keys()).to(dev) if lmk_local else None
+        # the groups run once per variant (a fork of _fork_variants: one row per set of barred chunks,
+        # batched) or once (every other state); nothing before them depends on the selection
+        masks = state.variants or [state.mask]
+        Bv = len(masks)
+        sel_idx = car.sel_idx if state.variants else car.sel_idx[None]  # [Bv, G, k] (views: writes land in car)
+        sel_w = car.sel_w if state.variants else car.sel_w[None]
+        if Bv > 1:
+            x = x.expand(Bv, -1, -1)
         new_idx, new_w, reads = [], [], []
         wi = nl
         for g, group in enumerate(model.groups):
             # selections of the chunks touched by this run: the carried one, then the in-run ones
-            seg_idx, seg_w = [car.sel_idx[g]], [car.sel_w[g]]
+            seg_idx, seg_w = [sel_idx[:, g]], [sel_w[:, g]]  # each [Bv, k]
             if lmk_local:
-                # [m', D] group input at the landmarks; the landmarks of this run close the m chunks
+                # [Bv, m', D] group input at the landmarks; the landmarks of this run close the m chunks
                 # completed in it, whose own-chunk features (`own`) were just computed
-                q = model.landmark_query(g, x[0, lmk_local], own)
+                q = model.landmark_query(g, x[:, lmk_local], own)
                 q_chunk = torch.tensor([(pos0 + t) // S for t in lmk_local], device=dev)
                 k_chunk = torch.arange(all_keys.shape[0], device=dev)
+                barring = any(masks)
                 if c.arch == "fixed_retriever":  # the frozen MiniLM's cosines of the chunks' texts, / temperature
                     e = self._memory_embeddings(mem)  # [n, 384]: the landmarks' own chunks are stored by now
                     scores = torch.einsum("ce,fe->cf", e[q_chunk], e) / c.retriever_temperature  # as _fixed_scores
                     scores = scores.masked_fill(~(k_chunk[None, :] < q_chunk[:, None]), float("-inf"))
+                    scores = scores[None].expand(Bv, -1, -1)
                     q = None  # a faiss index holds landmark keys, which this model does not rank by
                 else:
                     # with use_faiss the dense scores are only computed when a trace records them
@@ -592,31 +605,35 @@ class Engine:
                     q_toks = torch.from_numpy(toks).to(dev)[None] if lex else None  # the chunks those landmarks close
                     k_toks = self._memory_tokens(mem)[None] if lex else None
                     stats = self._lexical_stats(mem) if lex else None  # running in-document counts
-                    scores = (model.chunk_scores(g, q[None], all_keys[None], q_chunk, k_chunk, q_toks, k_toks,
-                                                 stats=stats)[0]  # [m', n]
-                              if not self.use_faiss or record is not None or lex or state.mask else None)
-                if state.mask:  # counterfactual masking (generate's `mask`): barred chunks are never selected
-                    scores = self._apply_mask(scores, state.mask)
-                # a mask needs the exact scores: the faiss path would not see it
-                idx, w = self._topk(scores, mem, None if state.mask else q, q_chunk)
-                new_idx.append(idx), new_w.append(w)
-                if record is not None:
-                    for j, qc in enumerate(q_chunk.tolist()):
-                        sc = scores[j, :qc].tolist()
-                        if state.mask:  # a barred chunk has no score (None in JSON, not -inf)
-                            sc = [None if e in state.mask else v for e, v in enumerate(sc)]
-                        record.append({"group": g, "lmk_chunk": qc, "serves": qc + 1, "idx": idx[j].tolist(),
-                                       "weights": w[j].tolist(), "scores": sc})
-                seg_idx += list(idx[: n_seg - 1])
-                seg_w += list(w[: n_seg - 1])
-            gi, gw = torch.stack(seg_idx[:n_seg]), torch.stack(seg_w[:n_seg])  # [n_seg, k]
+                    scores = (model.chunk_scores(g, q, all_keys[None].expand(Bv, -1, -1), q_chunk, k_chunk, q_toks,
+                                                 k_toks, stats=stats)  # [Bv, m', n]
+                              if not self.use_faiss or record is not None or lex or barring else None)
+                idx, w = [], []
+                for b, barred in enumerate(masks):
+                    # counterfactual masking (generate's `mask`, a variant's): barred chunks are never selected
+                    sb = None if scores is None else self._apply_mask(scores[b], barred) if barred else scores[b]
+                    # a mask needs the exact scores: the faiss path would not see it
+                    ib, wb = self._topk(sb, mem, None if barred or q is None else q[b], q_chunk)
+                    idx.append(ib), w.append(wb)
+                    if record is not None and b == 0:
+                        for j, qc in enumerate(q_chunk.tolist()):
+                            sc = sb[j, :qc].tolist()
+                            if barred:  # a barred chunk has no score (None in JSON, not -inf)
+                                sc = [None if e in barred else v for e, v in enumerate(sc)]
+                            record.append({"group": g, "lmk_chunk": qc, "serves": qc + 1, "idx": ib[j].tolist(),
+                                           "weights": wb[j].tolist(), "scores": sc})
+                idx, w = torch.stack(idx), torch.stack(w)  # [Bv, m', k]
+                new_idx.append(idx[0]), new_w.append(w[0])  # the memory keeps the first variant's
+                seg_idx += list(idx[:, : n_seg - 1].unbind(1))
+                seg_w += list(w[:, : n_seg - 1].unbind(1))
+            gi, gw = torch.stack(seg_idx[:n_seg], 1), torch.stack(seg_w[:n_seg], 1)  # [Bv, n_seg, k]
             gca_fn = self._stream_gca_fn(mem, gi, gw, pos0, T, state, g)
             reads.append((gi, gw, gca_fn.mem_k))
             for layer in group:
                 x = layer(x, gca_fn, apos, car.windows[wi])
                 wi += 1
             if lmk_local:
-                car.sel_idx[g], car.sel_w[g] = new_idx[-1][-1], new_w[-1][-1]
+                sel_idx[:, g], sel_w[:, g] = idx[:, -1], w[:, -1]
         if m:
             rows = np.arange(c0, c0 + m)
             # rows are chunks whose landmark is in this run (the m completed chunks)
@@ -626,17 +643,21 @@ class Engine:
         car.pos += T
         if not want_logits:
             return None
-        copy = None
-        if model.copy_head is not None:  # the groups' selections it reads (copy_selection), with their keys
-            if c.copy_groups == "all" and len(reads) > 1:
-                N = S - 1
-                ks = [mk if mk is not None else torch.zeros(*si.shape, N, D, device=dev) for si, _, mk in reads]
-                mem_k = None if all(mk is None for *_, mk in reads) else torch.cat(ks, dim=1)
-            else:
-                mem_k = reads[-1][2]
-            gi, gw = copy_selection([(si, sw) for si, sw, _ in reads], c.copy_groups)
-            copy = self._stream_copy(mem, gi, gw, pos0, x, emb[0], before, mem_k, history, car.tok_buf)
-        return self._logits(x, real, copy)
+        out = []
+        for b in range(Bv):
+            copy = None
+            if model.copy_head is not None:  # the groups' selections it reads (copy_selection), with their keys
+                rb = [(si[b], sw[b], None if mk is None else mk.view(Bv, -1, *mk.shape[1:])[b]) for si, sw, mk in reads]
+                if c.copy_groups == "all" and len(rb) > 1:
+                    N = S - 1
+                    ks = [mk if mk is not None else torch.zeros(*si.shape, N, D, device=dev) for si, _, mk in rb]
+                    mem_k = None if all(mk is None for *_, mk in rb) else torch.cat(ks, dim=1)
+                else:
+                    mem_k = rb[-1][2]
+                gi, gw = copy_selection([(si, sw) for si, sw, _ in rb], c.copy_groups)
+                copy = self._stream_copy(mem, gi, gw, pos0, x[b:b + 1], emb[0], before, mem_k, history, car.tok_buf)
+            out.append(self._logits(x[b:b + 1], real, copy))
+        return torch.stack(out) if state.variants else out[0]
 
     def _memory_tokens(self, mem: ChunkMemory) -> torch.Tensor:
         """[n, N] token ids of every stored chunk (what a lexical model's scores read), cached per
@@ -766,7 +787,8 @@ class Engine:
 
     def _stream_gca_fn(self, mem: ChunkMemory, sel_idx: torch.Tensor, sel_w: torch.Tensor, pos0: int, T: int,
                        state: DocState | None = None, group: int = 0):
-        """GCA for a run of positions touching n_seg chunks; segment s uses selection s.
+        """GCA for a run of positions touching n_seg chunks; segment s uses selection s: sel_idx and
+        sel_w [n_seg, k], or [Bv, n_seg, k] for Bv variants of the run (its input then [Bv, T, D]).
 
         The selected chunks' K/V are gathered from the chunk memory (RAM or disk, on the CPU) and
         moved to the engine's device once per selection: the gather is kept on `state.gathered`
@@ -774,7 +796,9 @@ class Engine:
         chunk), so decoding moves G gathers every S tokens, as in the paper."""
         c = self.cfg
         S, D, H, d, N = c.chunk_size, c.hidden_size, c.num_heads, c.head_dim, c.chunk_size - 1
-        n_seg, k = sel_idx.shape
+        n_seg, k = sel_idx.shape[-2:]
+        sel_idx, sel_w = sel_idx.reshape(-1, k), sel_w.reshape(-1, k)  # [Bv * n_seg, k]
+        rows = sel_idx.shape[0]
         dev = self.device
         active = sel_w.sum(-1) > 0
         if not bool(active.any()):
@@ -791,23 +815,22 @@ class Engine:
             mem_k, gk, gv = hit[1]
             state.transfers.reused += 1
         else:
-            k_np, v_np = mem.gather(idx)  # [n_seg, k, N, D]
+            k_np, v_np = mem.gather(idx)  # [rows, k, N, D]
             mem_k = self._to_device(k_np)
-            gk = mem_k.view(n_seg, k, N, H, d).permute(0, 3, 1, 2, 4)
-            gv = self._to_device(v_np).view(n_seg, k, N, H, d).permute(0, 3, 1, 2, 4)
+            gk = mem_k.view(rows, k, N, H, d).permute(0, 3, 1, 2, 4)
+            gv = self._to_device(v_np).view(rows, k, N, H, d).permute(0, 3, 1, 2, 4)
             if state is not None:
                 state.gathered[group] = (key, (mem_k, gk, gv))
                 t = state.transfers
                 t.gathers, t.chunks, t.bytes = t.gathers + 1, t.chunks + idx.size, t.bytes + k_np.nbytes + v_np.nbytes
         off = pos0 % S
 
-        def fn(gca_mod, a):
-            rows = a[0]  # [T, D]
+        def fn(gca_mod, a):  # a [Bv, T, D]
             if n_seg == 1:
-                return gca_mod(rows[None], gk, gv, sel_w.to(a.dtype))
-            padded = F.pad(rows, (0, 0, off, n_seg * S - off - T))
-            out = gca_mod(padded.view(n_seg, S, D), gk, gv, sel_w.to(a.dtype)).reshape(n_seg * S, D)
-            return out[off: off + T][None]
+                return gca_mod(a, gk, gv, sel_w.to(a.dtype))
+            padded = F.pad(a, (0, 0, off, n_seg * S - off - T))
+            out = gca_mod(padded.reshape(rows, S, D), gk, gv, sel_w.to(a.dtype)).reshape(-1, n_seg * S, D)
+            return out[:, off: off + T]
 
         fn.mem_k = mem_k  # the copy head reads the same keys (copy_selection)
         return fn
@@ -1126,6 +1149,37 @@ class Engine:
         fork.mask = barred
         fork.carry.sel_w = self._drop_masked(fork.carry.sel_idx, fork.carry.sel_w, barred)
 
+    def _fork_variants(self, state: DocState, masks: Sequence[frozenset[int]]) -> DocState:
+        """A fork that runs len(masks) copies of the stream side by side, copy b with the chunks of
+        masks[b] barred (as `_bar` bars them): one batch through the retrieval groups, whose
+        windows and selections get a row per copy; the lower layers, the chunk encoder, the memory
+        and the retrieval scores, which no selection changes, are computed once."""
+        with state.lock:
+            fork = state.fork()
+        car, nl, Bv = fork.carry, len(self.model.lower), len(masks)
+        for i in range(nl, len(car.windows)):
+            w = car.windows[i]
+            car.windows[i] = KVWindow(w.k.expand(Bv, -1, -1, -1).clone(), w.v.expand(Bv, -1, -1, -1).clone(),
+                                      w.pos.clone(), w.next_pos)
+        car.sel_w = torch.stack([self._drop_masked(car.sel_idx, car.sel_w, frozenset(m)) for m in masks])
+        car.sel_idx = car.sel_idx[None].repeat(Bv, 1, 1)
+        fork.variants = [frozenset(m) for m in masks]
+        return fork
+
+    @torch.no_grad()
+    def _answer_logprobs(self, state: DocState, prompt_ids: Sequence[int], answer_ids: Sequence[int],
+                         masks: Sequence[frozenset[int]]) -> list[float]:
+        """answer_logprob for each set of barred chunks in `masks`, in one batched teacher-forced pass
+        (_fork_variants) over prompt + answer."""
+        if not answer_ids or not masks:
+            return [0.0] * len(masks)
+        fork = self._fork_variants(state, masks)
+        ids = [int(t) for t in prompt_ids] + [int(t) for t in answer_ids]
+        lg = self.feed(fork, ids, want_logits=True)  # [Bv, len(ids), V]
+        lp = torch.log_softmax(lg[:, len(prompt_ids) - 1: len(ids) - 1].float(), -1)
+        tgt = torch.tensor([int(t) for t in answer_ids], device=lp.device)
+        return lp.gather(2, tgt[None, :, None].expand(len(masks), -1, 1)).sum((1, 2)).tolist()
+
     @torch.no_grad()
     def _answer_logprob(self, state: DocState, prompt_ids: Sequence[int], answer_ids: Sequence[int],
                         barred: frozenset[int]) -> tuple[float, set[int]]:
@@ -1163,16 +1217,18 @@ class Engine:
         """The causal effect of each chunk on an answer: answer_logprob(nothing masked) minus
         answer_logprob(that chunk alone masked), in nats (> 0: the chunk made the answer likelier).
 
-        Cost: one forked teacher-forced pass over prompt + answer for the unmasked answer, then one
-        per chunk that some selection of that pass picked. The engine streams a single sequence
-        (batch 1 windows and carry), so the masked passes are not batched; a chunk no selection
-        picked changes nothing, bit for bit, and gets 0.0 without a pass."""
+        Cost: one forked teacher-forced pass over prompt + answer for the unmasked answer (it says
+        which chunks its selections picked), then one batched pass (_fork_variants) for every picked
+        chunk at once: its lower layers, chunk encoder and retrieval scores are computed once, its
+        retrieval groups run one row per masked chunk. A chunk no selection picked changes nothing,
+        bit for bit, and gets 0.0 without a pass."""
         chunks = sorted(self.check_mask(state, chunks))
         if prompt_ids is None:
             prompt_ids = self.prompt_ids(state, question)
         base, picked = self._answer_logprob(state, prompt_ids, answer_ids, frozenset())
-        return {c: (base - self._answer_logprob(state, prompt_ids, answer_ids, frozenset({c}))[0]
-                    if c in picked else 0.0) for c in chunks}
+        hit = [c for c in chunks if c in picked]
+        masked = dict(zip(hit, self._answer_logprobs(state, prompt_ids, answer_ids, [frozenset({c}) for c in hit])))
+        return {c: base - masked[c] if c in masked else 0.0 for c in chunks}
 
     def _current_selection(self, fork: DocState, record: list[dict], chunk: int) -> dict | None:
         """The selection serving `chunk` (made by landmark chunk-1), from the run records, or from

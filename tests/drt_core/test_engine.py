@@ -560,6 +560,40 @@ def test_masked_chunks_are_never_selected_and_effects_are_logprob_differences():
     assert eng.causal_effects(st, "tell me", [], ev) == {c: 0.0 for c in ev}
 
 
+@pytest.mark.parametrize("flavour,groups", [("paper", (2,)), ("shipped", (1, 1)), ("allgroups", (1, 1))])
+def test_masked_variants_in_one_batch_match_one_fork_each(flavour, groups):
+    """_fork_variants runs several masks side by side (causal_effects' batched pass): each row's
+    logits are those of a fork with that mask alone, over a run that closes chunks (landmarks,
+    new selections, GCA over several segments, the copy head), and the state is untouched."""
+    m = make_model(groups=groups, **copy_kw(flavour))
+    eng = Engine(m, tokenizer=_Tok(), memory_dtype=np.float32)
+    st = eng.new_state()
+    eng.feed(st, ids_of(63 * 9 + 20, seed=23)[0].tolist())
+    keys, sel = st.memory.keys().copy(), st.carry.sel_idx.clone()
+    prompt = eng.prompt_ids(st, "tell me")
+    ids = prompt + ids_of(150, seed=24)[0].tolist()  # past two chunk boundaries
+    _, picked = eng._answer_logprob(st, prompt, ids[len(prompt):], frozenset())
+    some = sorted(picked)
+    masks = [frozenset(), frozenset(some[:1]), frozenset(some[1:3]), frozenset({some[-1]})]
+    fork = eng._fork_variants(st, masks)
+    got = eng.feed(fork, ids[:70], want_logits=True)
+    got = torch.cat([got, eng.feed(fork, ids[70:], want_logits=True)], dim=1)  # two runs: the carry's rows move on
+    assert got.shape == (len(masks), len(ids), V)
+    for b, mask in enumerate(masks):
+        one = st.fork()
+        eng._bar(one, mask)
+        want = eng.feed(one, ids, want_logits=True)
+        torch.testing.assert_close(got[b], want, atol=2e-5, rtol=1e-5)
+        torch.testing.assert_close(fork.carry.sel_idx[b], one.carry.sel_idx)
+    assert not torch.allclose(got[0], got[1], atol=1e-3)  # the masks matter
+    lps = eng._answer_logprobs(st, prompt, ids[len(prompt):], masks)
+    for b, mask in enumerate(masks):
+        assert lps[b] == pytest.approx(eng.answer_logprob(st, None, ids[len(prompt):], mask, prompt_ids=prompt),
+                                       rel=1e-5)
+    np.testing.assert_array_equal(st.memory.keys(), keys)
+    assert torch.equal(st.carry.sel_idx, sel)
+
+
 def test_mask_is_checked():
     eng = Engine(make_model(), tokenizer=_Tok(), memory_dtype=np.float32)
     st = eng.new_state()
