@@ -307,7 +307,7 @@ def ask(
     `mask`: document chunk numbers barred from retrieval; the answer is then regenerated without
     them, and the unmasked one is kept in trace["answer"]["unmasked"] (answer, generated, quote,
     abstained, evidence chunks with weight and causal effect). `causal=False` skips the effects
-    (one forked pass per evidence chunk; `eval qa` does not report them): they are then null."""
+    (one batched forked pass, a row per evidence chunk; `eval qa` does not report them): they are then null."""
     question = " ".join(str(question).split())
     if not question:
         raise IngestError("the question is empty")
