@@ -536,7 +536,7 @@ class Engine:
             for layer, win in zip(model.layers, car.windows):
                 x = layer(x, apos, win)
             car.pos += T
-            return self._logits(x, real) if want_logits else None
+            return self._logits(x, real)[0] if want_logits else None
         S, D = c.chunk_size, c.hidden_size
         nl = len(model.lower)
         for layer, win in zip(model.lower, car.windows[:nl]):
@@ -643,21 +643,19 @@ class Engine:
         car.pos += T
         if not want_logits:
             return None
-        out = []
-        for b in range(Bv):
-            copy = None
-            if model.copy_head is not None:  # the groups' selections it reads (copy_selection), with their keys
-                rb = [(si[b], sw[b], None if mk is None else mk.view(Bv, -1, *mk.shape[1:])[b]) for si, sw, mk in reads]
-                if c.copy_groups == "all" and len(rb) > 1:
-                    N = S - 1
-                    ks = [mk if mk is not None else torch.zeros(*si.shape, N, D, device=dev) for si, _, mk in rb]
-                    mem_k = None if all(mk is None for *_, mk in rb) else torch.cat(ks, dim=1)
-                else:
-                    mem_k = rb[-1][2]
-                gi, gw = copy_selection([(si, sw) for si, sw, _ in rb], c.copy_groups)
-                copy = self._stream_copy(mem, gi, gw, pos0, x[b:b + 1], emb[0], before, mem_k, history, car.tok_buf)
-            out.append(self._logits(x[b:b + 1], real, copy))
-        return torch.stack(out) if state.variants else out[0]
+        copy = None
+        if model.copy_head is not None:  # the groups' selections it reads (copy_selection), with their keys
+            if c.copy_groups == "all" and len(reads) > 1:
+                N = S - 1
+                ks = [mk if mk is not None else torch.zeros(si.numel() // si.shape[-1], si.shape[-1], N, D,
+                                                            device=dev) for si, _, mk in reads]
+                mem_k = None if all(mk is None for *_, mk in reads) else torch.cat(ks, dim=1)
+            else:
+                mem_k = reads[-1][2]
+            gi, gw = copy_selection([(si, sw) for si, sw, _ in reads], c.copy_groups)
+            copy = self._stream_copy(mem, gi, gw, pos0, x, emb[0], before, mem_k, history, car.tok_buf)
+        logits = self._logits(x, real, copy)  # [Bv, T', V]
+        return logits if state.variants else logits[0]
 
     def _memory_tokens(self, mem: ChunkMemory) -> torch.Tensor:
         """[n, N] token ids of every stored chunk (what a lexical model's scores read), cached per
@@ -913,20 +911,24 @@ class Engine:
                      emb: torch.Tensor, before: list[int] | None, mem_k: torch.Tensor | None = None,
                      history: list[list[int]] | None = None, tok_buf: list[int] | None = None):
         """CopyHead for a run of positions touching n_seg chunks (segment s reads selection s, of
-        the last group): gate [T], pointer weights [T, k*R], their token ids [T, k*R]
-        (R = copy_lead + N + copy_span);
-        `before` the real token before each position (copy_bigram only, else None); `mem_k` [n_seg, k, N, D] the
+        the last group), for each of the Bv rows of x [Bv, T, D] (the variants of _fork_variants,
+        else one): gate [Bv, T], pointer weights [Bv, T, k*R], their token ids [Bv, T, k*R]
+        (R = copy_lead + N + copy_span); sel_idx, sel_w [Bv, n_seg, k];
+        `before` the real token before each position (copy_bigram only, else None); `mem_k` [Bv * n_seg, k, N, D] the
         selection's memory keys, as GCA read them (None when every weight is 0: GCA read nothing, and
         the pointer's weights are 0 whatever the keys); `history` the suffix-match queries
         (_token_history; copy_match only, else None); `tok_buf` the carry's tokens of the chunk
-        not yet complete after this run (copy_recall reads them)."""
+        not yet complete after this run (copy_recall reads them). Everything but x and the
+        selections is the same for every row."""
         c = self.cfg
         S, D, N = c.chunk_size, c.hidden_size, c.chunk_size - 1
-        n_seg, k = sel_idx.shape
+        Bv, n_seg, k = sel_idx.shape
+        rows = Bv * n_seg
         T, dev = x.shape[1], self.device
-        idx = sel_idx.cpu().numpy()
-        gk = mem_k if mem_k is not None else torch.zeros(n_seg, k, N, D, device=dev)
-        toks = torch.from_numpy(mem.tokens(idx).astype(np.int64) if mem.n else np.zeros((n_seg, k, N), np.int64))
+        idx = sel_idx.reshape(rows, k).cpu().numpy()
+        sel_w = sel_w.reshape(rows, k)
+        gk = mem_k if mem_k is not None else torch.zeros(rows, k, N, D, device=dev)
+        toks = torch.from_numpy(mem.tokens(idx).astype(np.int64) if mem.n else np.zeros((rows, k, N), np.int64))
         E, P = c.copy_span, c.copy_lead
         if E:  # copy_span: and the first E slots of the chunk after each (stored: a selection serving
             # chunk c reads chunks < c - 1; only unused picks, of weight 0, have none)
@@ -937,38 +939,46 @@ class Engine:
             toks, gk = torch.cat([lt, toks], dim=-1), torch.cat([lk, gk], dim=-2)
         R = P + N + E
         off = pos0 % S
-        padded = F.pad(x[0], (0, 0, off, n_seg * S - off - T)).view(n_seg, S, D)
-        emb = F.pad(emb, (0, 0, off, n_seg * S - off - T)).view(n_seg, S, D)  # the run's token embeddings
+
+        def segments(t: torch.Tensor) -> torch.Tensor:  # [T, ...] of the run -> [rows, S, ...], every row alike
+            t = F.pad(t, (0, 0) * (t.dim() - 1) + (off, n_seg * S - off - T))
+            return t.view(n_seg, S, *t.shape[1:]).repeat(Bv, *[1] * t.dim())
+
+        padded = F.pad(x, (0, 0, off, n_seg * S - off - T)).reshape(rows, S, D)
+        emb = segments(emb)  # the run's token embeddings
         toks = toks.to(dev)
-        prev_emb = self.model.embed(slot_predecessors(toks, c.pad_token_id))  # [n_seg, k, R, D]
+        prev_emb = self.model.embed(slot_predecessors(toks, c.pad_token_id))  # [rows, k, R, D]
         bigram = None
         if self.model.copy_head.bigram:
             q_prev = self.model.embed(torch.tensor(before, device=dev))
-            bigram = (F.pad(q_prev, (0, 0, off, n_seg * S - off - T)).view(n_seg, S, D),
-                      self.model.embed(slot_predecessors(toks, c.pad_token_id, 2)), self.model.embed(toks))
+            bigram = (segments(q_prev), self.model.embed(slot_predecessors(toks, c.pad_token_id, 2)),
+                      self.model.embed(toks))
         match = None
         if history is not None:
             n = self.model.copy_head.match
             q_ctx = torch.full((n_seg * S, n), c.pad_token_id, dtype=torch.long, device=dev)
             q_ctx[off: off + T] = torch.tensor(history, dtype=torch.long, device=dev)
-            match = suffix_match(q_ctx.view(n_seg, S, n), slot_contexts(toks, c.pad_token_id, n), c.pad_token_id)
+            match = suffix_match(q_ctx.view(n_seg, S, n).repeat(Bv, 1, 1), slot_contexts(toks, c.pad_token_id, n),
+                                 c.pad_token_id)
         recall = None
         if self.model.copy_head.recall:  # segment i's query side: its chunk before and its own chunk
             first = pos0 // S
             ctx = torch.from_numpy(np.stack([np.concatenate([self._chunk_tokens(mem, first + i - 1, tok_buf),
                                                              self._chunk_tokens(mem, first + i, tok_buf)])
                                              for i in range(n_seg)]).astype(np.int64)).to(dev)
-            recall = recall_lengths(toks, ctx, recall_limits(N, dev), c.pad_token_id, ages=c.copy_recall_age)
-        gate, p = self.model.copy_head(padded, emb, gk, prev_emb, sel_w.float(), bigram, match, recall)  # [n_seg, S], [n_seg, S, k, R]
-        toks = toks.view(n_seg, 1, k * R).expand(n_seg, S, k * R)
-        return (gate.reshape(-1)[off: off + T], p.reshape(n_seg * S, k * R)[off: off + T],
-                toks.reshape(n_seg * S, k * R)[off: off + T])
+            recall = recall_lengths(toks, ctx.repeat(Bv, 1), recall_limits(N, dev), c.pad_token_id,
+                                    ages=c.copy_recall_age)
+        gate, p = self.model.copy_head(padded, emb, gk, prev_emb, sel_w.float(), bigram, match, recall)  # [rows, S], [rows, S, k, R]
+        toks = toks.view(rows, 1, k * R).expand(rows, S, k * R)
+        return (gate.reshape(Bv, n_seg * S)[:, off: off + T], p.reshape(Bv, n_seg * S, k * R)[:, off: off + T],
+                toks.reshape(Bv, n_seg * S, k * R)[:, off: off + T])
 
     def _logits(self, x: torch.Tensor, real: list[bool], copy=None) -> torch.Tensor:
+        """Logits [B, T', V] of the real positions of x [B, T, D] (float32)."""
         keep = torch.tensor(real, device=x.device)
-        logits = self.model.lm_head(self.model.norm(x[0, keep])).float()
+        logits = self.model.lm_head(self.model.norm(x[:, keep])).float()
         if copy is not None:  # log-probabilities of the LM/pointer mixture, as in the batch forward
-            logits = mix_copy(logits, *(t[keep] for t in copy))
+            logits = mix_copy(logits, *(t[:, keep] for t in copy))
         return logits
 
     # -- prefill -----------------------------------------------------------------------------------
@@ -1166,6 +1176,21 @@ class Engine:
         fork.variants = [frozenset(m) for m in masks]
         return fork
 
+    def _answer_lp(self, fork: DocState, prompt_ids: Sequence[int], answer_ids: Sequence[int],
+                   record: list | None = None) -> torch.Tensor:
+        """Teacher-forced log p(answer_ids[i] | prompt, answer_ids[:i]) on `fork` ([len(answer)], or
+        [Bv, len(answer)] on a fork of _fork_variants). Logits are made only where they predict an
+        answer token: the prompt but its last token is fed without (as is the answer's last token,
+        for `record`)."""
+        p, a = [int(t) for t in prompt_ids], [int(t) for t in answer_ids]
+        self.feed(fork, p[:-1], record=record)
+        lg = self.feed(fork, p[-1:] + a[:-1], want_logits=True, record=record)
+        self.feed(fork, a[-1:], record=record)
+        # the feed's logits are log-probabilities with a copy head (mix_copy), logits without: log_softmax fits both
+        lp = torch.log_softmax(lg.float(), -1)
+        tgt = torch.tensor(a, device=lp.device).expand(lp.shape[:-1])
+        return lp.gather(-1, tgt[..., None])[..., 0]
+
     @torch.no_grad()
     def _answer_logprobs(self, state: DocState, prompt_ids: Sequence[int], answer_ids: Sequence[int],
                          masks: Sequence[frozenset[int]]) -> list[float]:
@@ -1174,11 +1199,7 @@ class Engine:
         if not answer_ids or not masks:
             return [0.0] * len(masks)
         fork = self._fork_variants(state, masks)
-        ids = [int(t) for t in prompt_ids] + [int(t) for t in answer_ids]
-        lg = self.feed(fork, ids, want_logits=True)  # [Bv, len(ids), V]
-        lp = torch.log_softmax(lg[:, len(prompt_ids) - 1: len(ids) - 1].float(), -1)
-        tgt = torch.tensor([int(t) for t in answer_ids], device=lp.device)
-        return lp.gather(2, tgt[None, :, None].expand(len(masks), -1, 1)).sum((1, 2)).tolist()
+        return self._answer_lp(fork, prompt_ids, answer_ids).sum(-1).tolist()
 
     @torch.no_grad()
     def _answer_logprob(self, state: DocState, prompt_ids: Sequence[int], answer_ids: Sequence[int],
@@ -1194,13 +1215,9 @@ class Engine:
         if not answer_ids:
             return 0.0, picked
         record: list[dict] = []
-        ids = [int(t) for t in prompt_ids] + [int(t) for t in answer_ids]
-        lg = self.feed(fork, ids, want_logits=True, record=record)
-        # the feed's logits are log-probabilities with a copy head (mix_copy), logits without: log_softmax fits both
-        lp = torch.log_softmax(lg[len(prompt_ids) - 1: len(ids) - 1].float(), -1)
-        tgt = torch.tensor([int(t) for t in answer_ids], device=lp.device)
+        lp = self._answer_lp(fork, prompt_ids, answer_ids, record)
         picked |= {int(i) for r in record for i, w in zip(r["idx"], r["weights"]) if w > 0}
-        return float(lp.gather(1, tgt[:, None]).sum()), {c for c in picked if c < n}
+        return float(lp.sum()), {c for c in picked if c < n}
 
     def answer_logprob(self, state: DocState, question: str | None, answer_ids: Sequence[int],
                        mask: Iterable[int] | None = None, *, prompt_ids: Sequence[int] | None = None) -> float:
