@@ -263,7 +263,7 @@ class DocState:
 
     def fork(self) -> "DocState":
         out = DocState(self.engine, OverlayMemory(self.memory), self.carry.clone(), None)
-        out.mask = self.mask
+        out.mask, out.variants = self.mask, self.variants
         return out
 
     def dependency_map(self) -> list[dict]:
