@@ -1180,12 +1180,13 @@ class Engine:
                    record: list | None = None) -> torch.Tensor:
         """Teacher-forced log p(answer_ids[i] | prompt, answer_ids[:i]) on `fork` ([len(answer)], or
         [Bv, len(answer)] on a fork of _fork_variants). Logits are made only where they predict an
-        answer token: the prompt but its last token is fed without (as is the answer's last token,
-        for `record`)."""
+        answer token: the prompt but its last token is fed without (and, when a `record` is kept,
+        the answer's last token, whose selections it then lists)."""
         p, a = [int(t) for t in prompt_ids], [int(t) for t in answer_ids]
         self.feed(fork, p[:-1], record=record)
         lg = self.feed(fork, p[-1:] + a[:-1], want_logits=True, record=record)
-        self.feed(fork, a[-1:], record=record)
+        if record is not None:
+            self.feed(fork, a[-1:], record=record)
         # the feed's logits are log-probabilities with a copy head (mix_copy), logits without: log_softmax fits both
         lp = torch.log_softmax(lg.float(), -1)
         tgt = torch.tensor(a, device=lp.device).expand(lp.shape[:-1])

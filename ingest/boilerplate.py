@@ -42,6 +42,11 @@ def matter_of(text: str) -> str | None:
 MATTER_LABELS = {"licence": "licence page", "contents": "contents page", "index": "index page"}
 
 
+def matter_label(row: dict) -> str | None:
+    """"licence page" (contents page, index page) for an evidence row or quote tagged `matter`, else None."""
+    return MATTER_LABELS.get(row.get("matter") or "")
+
+
 def chunk_matter(library, doc_id: str, chunks: list[dict]) -> dict[int, str]:
     """{chunk idx: kind} for the chunks (library rows with idx, page_first, page_last) that lie on
     a licence, contents or index page; a chunk over two pages takes the first tagged one's kind.

@@ -271,9 +271,10 @@ def _effect(e: dict) -> str:
 
 def _matter(e: dict) -> str:
     """", licence page" (contents page, index page) for a passage on such a page, else ""."""
-    from .boilerplate import MATTER_LABELS
+    from .boilerplate import matter_label
 
-    return f", {MATTER_LABELS[e['matter']]}" if e.get("matter") in MATTER_LABELS else ""
+    label = matter_label(e)
+    return f", {label}" if label else ""
 
 
 def _evidence_text(evidence: list[dict]) -> str:

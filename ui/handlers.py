@@ -36,7 +36,7 @@ import gradio as gr
 
 from ingest import pipeline
 from ingest.ask import abstain_reason
-from ingest.boilerplate import MATTER_LABELS
+from ingest.boilerplate import matter_label
 from ingest.errors import Cancelled, IngestError, NotPrefilled, TooLarge
 from ingest.tokenize import CHUNK_TOKENS
 from store.library import Library
@@ -328,10 +328,10 @@ def _quote_marked(text: str, sentence: str | None) -> str:
     return ("> " + md_escape(t[:i]) + "**" + md_escape(sentence) + "**" + md_escape(t[i + len(sentence):])).rstrip()
 
 
-def matter_text(e: dict) -> str:
-    """" · *licence page*" (contents page, index page) for a passage on such a page, else ""."""
-    label = MATTER_LABELS.get(e.get("matter") or "")
-    return f" · *{label}*" if label else ""
+def matter_text(e: dict, sep: str = " ·") -> str:
+    """" · *licence page*" (contents page, index page; after `sep`) for a passage on such a page, else ""."""
+    label = matter_label(e)
+    return f"{sep} *{label}*" if label else ""
 
 
 def effect_text(e: dict) -> str:
@@ -881,7 +881,7 @@ def answer_md(result: dict, labels: dict[int, str] | None = None) -> str:
     if q:
         pages = q.get("pages") or [0]
         out = (f"{_quote_marked(q['text'], q.get('sentence'))}\n\n— {pages_text(pages[0], pages[-1], labels)}"
-               f"{matter_text(q).replace(' ·', ',')}, chunk {int(q['chunk'])} "
+               f"{matter_text(q, ',')}, chunk {int(q['chunk'])} "
                f"(the passage is shown first under Evidence)")
         if result.get("short_answer"):
             out = f"**{md_escape(result['short_answer'])}**\n\n" + out
