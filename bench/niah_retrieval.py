@@ -44,20 +44,21 @@ def semantic_hit(prompt: list[int], row: int, target: int, cfg) -> bool:
     return target in sel[row].tolist()
 
 
-def landmark_scores(eng, prompt: list[int], row: int):
+def landmark_scores(eng, prompt: list[int], row: int, parts: bool = False):
     """Landmark `row`'s scores [row] of its eligible chunks (< row), from model.landmarks; the keys
-    are rounded to the engine's memory dtype first, so the ranking is the engine's."""
+    are rounded to the engine's memory dtype first, so the ranking is the engine's. `parts`: return
+    (total, dense) instead, the dense part being the landmark keys' alone (total - dense: lexical)."""
     import torch
 
     ids = torch.tensor(prompt[: (row + 1) * eng.cfg.chunk_tokens], device=eng.device)
     keys, queries = eng.model.landmarks(ids)
     keys = torch.from_numpy(keys[:row].float().cpu().numpy().astype(eng.memory_dtype)).float()  # as the store holds them
-    s = keys @ queries[row].float().cpu() / keys.shape[-1] ** 0.5  # retrieval_scores' scale
+    s = dense = keys @ queries[row].float().cpu() / keys.shape[-1] ** 0.5  # retrieval_scores' scale
     if eng.model.lexical is not None:  # config lexical: the scores add the tokens shared with each chunk
         toks = eng.model.chunk_token_ids(ids)[0].cpu()
         s = s + eng.model.lexical.scores(0, toks[row: row + 1][None], toks[:row][None], torch.tensor([row]),
                                          torch.arange(row))[0, 0].float()
-    return s
+    return (s, dense) if parts else s
 
 
 def score_rank(scores, chunk: int) -> int:

@@ -28,7 +28,7 @@ PAPER_FLAVOUR: dict = dict(
     copy_head=False, copy_bigram=False, copy_global=False, copy_match=0, copy_recall=0, copy_recall_age=0,
     copy_qk_cap=0.0, copy_span=0, copy_lead=0, copy_groups="last",
     key_encoder=0, key_context=0, query_key=False, query_encoder=0,
-    lexical=False, lexical_doc_df=0.0, lexical_words=0.0, abstain_z=None, stream_preamble=None,
+    lexical=False, lexical_doc_df=0.0, lexical_words=0.0, lexical_window=0.0, abstain_z=None, stream_preamble=None,
 )
 EXTENSIONS: tuple[str, ...] = tuple(PAPER_FLAVOUR)
 
@@ -175,6 +175,10 @@ class DRTConfig(PretrainedConfig):
         # validation questions this term added at 1.0 lifts hit@4 from 81.7% to 90.8%
         # (docs/history/2026-12-03-word-lexical.md). Default 0.0.
         lexical_words: float = 0.0,
+        # > 0 (needs lexical_words): a question word that a chunk lacks and the chunk before or after
+        # it holds also counts for that chunk, at this share of the word term's weight (a passage is
+        # wider than one 63-token chunk; modeling.word_overlap's neighbours). Not learned. Default 0.0.
+        lexical_window: float = 0.0,
         # ask: "Not found in this document" when the question's best chunk stands less than this
         # many standard deviations above the document's scores (calibrated by `drt-reader eval qa
         # --calibrate`; of six statistics, z was best on both sets: real-questions log). Not part of
@@ -290,6 +294,9 @@ class DRTConfig(PretrainedConfig):
         if float(lexical_words) < 0 or (lexical_words and not lexical):
             raise ValueError(f"lexical_words must be >= 0 and needs lexical, got {lexical_words!r}")
         self.lexical_words = float(lexical_words)
+        if float(lexical_window) < 0 or (lexical_window and not lexical_words):
+            raise ValueError(f"lexical_window must be >= 0 and needs lexical_words, got {lexical_window!r}")
+        self.lexical_window = float(lexical_window)
         self.abstain_z = None if abstain_z is None else float(abstain_z)
         pre = None if not stream_preamble else [int(t) for t in stream_preamble]
         if pre is not None and not all(0 <= t < vocab_size for t in pre):

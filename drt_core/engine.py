@@ -1319,6 +1319,8 @@ def _state_config(cfg: DRTConfig) -> dict:
     d["abstain_z"] = None
     if d.get("stream_preamble") is None:  # added later: off, it leaves the fingerprints as they were
         d.pop("stream_preamble", None)
+    if not d.get("lexical_window"):  # likewise
+        d.pop("lexical_window", None)
     return d
 
 

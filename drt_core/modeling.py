@@ -660,6 +660,9 @@ class LexicalScorer(nn.Module):
         # BPE cut it) also weighs words_g * relu(log((n + 1) / (1 + df_word))), its idf in the document
         self.words = (nn.Parameter(torch.full((cfg.num_groups,), cfg.lexical_words))
                       if cfg.lexical_words > 0 else None)
+        # config lexical_window: the share of that weight given to a query word found not in the key
+        # chunk but in the chunk before or after it (word_overlap's neighbours; a plain float, not learned)
+        self.window = float(cfg.lexical_window)
         self.pad_id = cfg.pad_token_id
         # a plain tuple, not a buffer: from_pretrained leaves non-persistent buffers uninitialised
         self.special = tuple(sorted({cfg.pad_token_id, cfg.eos_token_id, cfg.lmk_token_id}))
@@ -727,7 +730,8 @@ class LexicalScorer(nn.Module):
             qw = self.word_ids(q_toks)
             qw = qw.masked_fill(torch.isin(qw, template_word_ids().to(qw.device)), 0)  # not "question", "answer"
             s = s + self.words[g] * word_overlap(qw, q_chunk.to(s.device), kw.to(s.device), k_chunk.to(s.device),
-                                                 k_distinct=True, df_fn=None if stats is None else stats.word_df)
+                                                 k_distinct=True, df_fn=None if stats is None else stats.word_df,
+                                                 neighbours=self.window)
         return s
 
 
@@ -777,7 +781,7 @@ def past_counts(P: torch.Tensor, q_chunk: torch.Tensor, k_chunk: torch.Tensor) -
 
 
 def word_overlap(q_words: torch.Tensor, q_chunk: torch.Tensor, k_words: torch.Tensor, k_chunk: torch.Tensor,
-                 *, k_distinct: bool = False, df_fn=None) -> torch.Tensor:
+                 *, k_distinct: bool = False, df_fn=None, neighbours: float = 0.0) -> torch.Tensor:
     """[B, Cq, Ck]: for each query chunk and key chunk, the sum over the distinct words they share of
     relu(log((n + 1) / (1 + df))), where n is the number of key chunks before the query
     (k_chunk < q_chunk) and df how many of them hold the word. q_words [B, Cq, N], k_words
@@ -785,7 +789,13 @@ def word_overlap(q_words: torch.Tensor, q_chunk: torch.Tensor, k_words: torch.Te
     k_distinct. df_fn(U, q_chunk) -> [B, Cq, |U|]: the counts of the sorted query words U when the
     caller keeps them (the engine's running counts); else counted here over the keys. Pairs whose
     key is not before the query get a finite score too: retrieval_scores' -inf masks them. Cost
-    Ck x (distinct query words)."""
+    Ck x (distinct query words).
+
+    neighbours > 0 (config lexical_window): a key chunk also gets, at this share of their weight,
+    the query words that it lacks and that the chunk just before it or just after it holds: a
+    passage is wider than one 63-token chunk, and a question's words spread over two or three of
+    them. Causal: the chunk after key e counts only for queries after it (k_chunk[e] + 1 <
+    q_chunk); neighbours are key rows whose chunk indices follow on (k_chunk sorted)."""
     B, Cq, N = q_words.shape
     Ck = k_words.shape[1]
     qd = distinct_tokens(q_words, 0)
@@ -803,7 +813,19 @@ def word_overlap(q_words: torch.Tensor, q_chunk: torch.Tensor, k_words: torch.Te
     n = (k_chunk[None, :] < q_chunk[:, None]).sum(-1).to(Q.dtype)  # [Cq] past chunks
     idf = F.relu(torch.log((n[None, :, None] + 1.0) / (1.0 + df)))
     # item 0 is "no query word" (weight 0); a key chunk's distinct words each count once
-    return bag_sums(F.pad(Q * idf, (1, 0)), torch.where(hit, pos + 1, 0))
+    table, items = F.pad(Q * idf, (1, 0)), torch.where(hit, pos + 1, 0)  # items [B, Ck, N]: 0 = none
+    own = bag_sums(table, items)
+    if not neighbours or Ck == 0:
+        return own
+    # the rows next to each key row, when they hold the next chunk index (item lists, as bag_sums reads
+    # them: no [Ck, |U|] matrix, whose size at 16M tokens and a prefill batch's query words is GBs)
+    follows = (k_chunk[1:] == k_chunk[:-1] + 1)[None, :, None].to(items.device)
+    prev = torch.cat([torch.zeros_like(items[:, :1]), items[:, :-1] * follows], 1)
+    nxt = torch.cat([items[:, 1:] * follows, torch.zeros_like(items[:, :1])], 1)
+    only_prev = bag_sums(table, distinct_tokens(torch.cat([prev, items], -1), 0)) - own
+    both = bag_sums(table, distinct_tokens(torch.cat([prev, items, nxt], -1), 0)) - own
+    after_next = (k_chunk[None, :] + 1 < q_chunk[:, None])  # [Cq, Ck]: the chunk after the key is past too
+    return own + neighbours * torch.where(after_next[None], both, only_prev)
 
 
 def distinct_tokens(toks: torch.Tensor, pad_id: int) -> torch.Tensor:

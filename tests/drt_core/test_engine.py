@@ -191,7 +191,7 @@ def test_token_by_token_equals_batch(arch, groups, smear, one_thread):
 
 
 @pytest.mark.parametrize("query", [None, "key", "encoder", "key_encoder", "key_context", "lexical", "lexdf",
-                                   "lexwords"])
+                                   "lexwords", "lexwin"])
 def test_selections_equal_batch_retrieval(query):
     """The stored dependency map is the batch model's retrieval (row c serves chunk c+1), also with
     landmark queries that read their own chunk (query_key, query_encoder), keys of their own
@@ -199,8 +199,10 @@ def test_selections_equal_batch_retrieval(query):
     pieces that cut chunks, so the carried tail is what the batch model reads)."""
     m = make_model("drt", (1, 1), query_key=query in ("key", "key_encoder"), query_encoder=2 if query == "encoder" else 0,
                    key_encoder=1 if query in ("key_encoder", "key_context") else 0,
-                   key_context=7 if query == "key_context" else 0, lexical=query in ("lexical", "lexdf", "lexwords"),
-                   lexical_doc_df=0.8 if query == "lexdf" else 0.0, lexical_words=1.1 if query == "lexwords" else 0.0)
+                   key_context=7 if query == "key_context" else 0, lexical=query in ("lexical", "lexdf", "lexwords", "lexwin"),
+                   lexical_doc_df=0.8 if query == "lexdf" else 0.0,
+                   lexical_words=1.1 if query in ("lexwords", "lexwin") else 0.0,
+                   lexical_window=0.5 if query == "lexwin" else 0.0)
     ids = ids_of(63 * 12, seed=3)
     with torch.no_grad():
         ref = m(ids, output_retrieval=True).retrieval

@@ -345,17 +345,19 @@ def test_niah_prefix_share_is_the_right_part_before_the_first_mistake():
     assert prefix_share("", "84606") == 0.0
 
 
-@pytest.mark.parametrize("qenc", [0, 1, "context"])
+@pytest.mark.parametrize("qenc", [0, 1, "context", "lexical"])
 def test_niah_landmark_rank_is_the_engines_ranking(haystack, qenc):
     """bench.niah_retrieval --retrieval-only ranks the needle's chunk from model.landmarks; the
     engine's streamed scores (fp16 keys) give the same rank for every target, and rank <= k is
-    exactly 'in the engine's selection' (also with keys that read the chunk before, key_context)."""
+    exactly 'in the engine's selection' (also with keys that read the chunk before, key_context,
+    and with the lexical terms, whose part bench niah_miss reports: total = dense + lexical)."""
     from bench.niah_retrieval import landmark_scores, score_rank
 
-    ctx = qenc == "context"
-    m = tiny_model("drt", lower_layers=2, query_encoder=int(bool(qenc)), key_encoder=int(ctx),
-                   key_context=9 if ctx else 0)
-    if qenc:
+    ctx, lex = qenc == "context", qenc == "lexical"
+    kw = dict(lexical=True, lexical_doc_df=1.0, lexical_words=2.0, lexical_window=0.25) if lex else {}
+    m = tiny_model("drt", lower_layers=2, query_encoder=int(bool(qenc) and not lex), key_encoder=int(ctx),
+                   key_context=9 if ctx else 0, **kw)
+    if qenc and not lex:
         with torch.no_grad():
             m.query_projs[0].weight.normal_(0, 0.3)
             if ctx:
@@ -374,6 +376,9 @@ def test_niah_landmark_rank_is_the_engines_ranking(haystack, qenc):
         rank = score_rank(s, t)
         assert rank == int((scores > scores[t]).sum()) + 1
         assert (rank <= m.config.chunk_topk) == (t in sel)
+    total, dense = landmark_scores(eng, ids, row, parts=True)
+    assert torch.equal(total, s)
+    assert torch.equal(total, dense) != lex  # the lexical part is there exactly when configured
 
 
 def test_lemma_selection_from_landmarks_is_the_forwards(haystack):

@@ -963,16 +963,19 @@ def test_lexical_doc_df_adds_each_shared_tokens_idf_over_the_past_chunks():
         DRTConfig.from_preset("tiny", lexical_doc_df=0.5)
 
 
-@pytest.mark.parametrize("term", ["lexical_doc_df", "lexical_words"])
+@pytest.mark.parametrize("term", ["lexical_doc_df", "lexical_words", "lexical_window"])
 def test_lexical_doc_df_model_is_causal(term):
     """With lexical_doc_df (or lexical_words: the same counts over whole words; with this toy
-    vocabulary every token is a word) the counts read only past chunks: changing later chunks
-    changes no earlier row's scores; the weight starts at the configured value."""
+    vocabulary every token is a word; or lexical_window: the words of the chunks beside a key) the
+    counts read only past chunks: changing later chunks changes no earlier row's scores; the weight
+    starts at the configured value."""
     torch.manual_seed(0)
     kw = dict(vocab_size=60, hidden_size=32, num_heads=2, intermediate_size=64, upper_groups=[2], window=64)
-    m = DRTForCausalLM(DRTConfig.from_preset("tiny", lexical=True, **{term: 0.5}, **kw)).eval()
+    terms = {term: 0.5} | ({"lexical_words": 0.5} if term == "lexical_window" else {})
+    m = DRTForCausalLM(DRTConfig.from_preset("tiny", lexical=True, **terms, **kw)).eval()
     assert torch.allclose((m.lexical.doc if term == "lexical_doc_df" else m.lexical.words).detach(),
                           torch.full((1,), 0.5))
+    assert m.lexical.window == (0.5 if term == "lexical_window" else 0.0)
     with torch.no_grad():
         m.lexical.weight.uniform_(0.5, 2.0)
         ids = torch.randint(3, 60, (1, 63 * 6))
