@@ -50,14 +50,15 @@ def landmark_scores(eng, prompt: list[int], row: int, parts: bool = False):
     (total, dense) instead, the dense part being the landmark keys' alone (total - dense: lexical)."""
     import torch
 
-    ids = torch.tensor(prompt[: (row + 1) * eng.cfg.chunk_tokens], device=eng.device)
-    keys, queries = eng.model.landmarks(ids)
-    keys = torch.from_numpy(keys[:row].float().cpu().numpy().astype(eng.memory_dtype)).float()  # as the store holds them
-    s = dense = keys @ queries[row].float().cpu() / keys.shape[-1] ** 0.5  # retrieval_scores' scale
-    if eng.model.lexical is not None:  # config lexical: the scores add the tokens shared with each chunk
-        toks = eng.model.chunk_token_ids(ids)[0].cpu()
-        s = s + eng.model.lexical.scores(0, toks[row: row + 1][None], toks[:row][None], torch.tensor([row]),
-                                         torch.arange(row))[0, 0].float()
+    with torch.no_grad():  # the lexical weights are parameters: no graph for a measurement
+        ids = torch.tensor(prompt[: (row + 1) * eng.cfg.chunk_tokens], device=eng.device)
+        keys, queries = eng.model.landmarks(ids)
+        keys = torch.from_numpy(keys[:row].float().cpu().numpy().astype(eng.memory_dtype)).float()  # as the store holds them
+        s = dense = keys @ queries[row].float().cpu() / keys.shape[-1] ** 0.5  # retrieval_scores' scale
+        if eng.model.lexical is not None:  # config lexical: the scores add the tokens shared with each chunk
+            toks = eng.model.chunk_token_ids(ids)[0].cpu()
+            s = s + eng.model.lexical.scores(0, toks[row: row + 1][None], toks[:row][None], torch.tensor([row]),
+                                             torch.arange(row))[0, 0].float()
     return (s, dense) if parts else s
 
 

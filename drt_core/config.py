@@ -28,7 +28,7 @@ PAPER_FLAVOUR: dict = dict(
     copy_head=False, copy_bigram=False, copy_global=False, copy_match=0, copy_recall=0, copy_recall_age=0,
     copy_qk_cap=0.0, copy_span=0, copy_lead=0, copy_groups="last",
     key_encoder=0, key_context=0, query_key=False, query_encoder=0,
-    lexical=False, lexical_doc_df=0.0, lexical_words=0.0, lexical_window=0.0, abstain_z=None, stream_preamble=None,
+    lexical=False, lexical_doc_df=0.0, lexical_words=0.0, lexical_window=0.0, lexical_word_carry=False, abstain_z=None, stream_preamble=None,
 )
 EXTENSIONS: tuple[str, ...] = tuple(PAPER_FLAVOUR)
 
@@ -179,6 +179,10 @@ class DRTConfig(PretrainedConfig):
         # it holds also counts for that chunk, at this share of the word term's weight (a passage is
         # wider than one 63-token chunk; modeling.word_overlap's neighbours). Not learned. Default 0.0.
         lexical_window: float = 0.0,
+        # on (needs lexical_words): a word cut by a chunk boundary ("The pass|key is 84606") counts
+        # whole in the chunk where it ends (words.word_ids' carry), not as two fragments that match
+        # no question word. Default off (checkpoints before 2026-12-04).
+        lexical_word_carry: bool = False,
         # ask: "Not found in this document" when the question's best chunk stands less than this
         # many standard deviations above the document's scores (calibrated by `drt-reader eval qa
         # --calibrate`; of six statistics, z was best on both sets: real-questions log). Not part of
@@ -297,6 +301,9 @@ class DRTConfig(PretrainedConfig):
         if float(lexical_window) < 0 or (lexical_window and not lexical_words):
             raise ValueError(f"lexical_window must be >= 0 and needs lexical_words, got {lexical_window!r}")
         self.lexical_window = float(lexical_window)
+        if lexical_word_carry and not lexical_words:
+            raise ValueError("lexical_word_carry needs lexical_words")
+        self.lexical_word_carry = bool(lexical_word_carry)
         self.abstain_z = None if abstain_z is None else float(abstain_z)
         pre = None if not stream_preamble else [int(t) for t in stream_preamble]
         if pre is not None and not all(0 <= t < vocab_size for t in pre):

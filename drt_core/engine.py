@@ -698,8 +698,8 @@ class Engine:
         lex, pad = self.model.lexical, self.cfg.pad_token_id
         kt = self._per_chunk("_distinct_token_cache", mem, lambda t: distinct_tokens(t, pad),
                              lambda t: t[:0].long())[None]
-        kw = (self._per_chunk("_distinct_word_cache", mem, lambda t: distinct_tokens(lex.word_ids(t), 0),
-                              lambda t: t[:0].long())[None] if lex.words is not None else None)
+        kw = (self._per_chunk("_distinct_word_cache", mem, lambda t, c: distinct_tokens(lex.word_ids(t[None], c)[0], 0),
+                              lambda t: t[:0].long(), context=1)[None] if lex.words is not None else None)
         cache = self.__dict__.setdefault("_lexstats_cache", weakref.WeakKeyDictionary())
         st = cache.get(mem)
         if st is None and isinstance(mem, OverlayMemory):
@@ -712,9 +712,11 @@ class Engine:
         cache[mem] = st
         return st
 
-    def _per_chunk(self, name: str, mem: ChunkMemory, compute, empty) -> torch.Tensor:
+    def _per_chunk(self, name: str, mem: ChunkMemory, compute, empty, context: int = 0) -> torch.Tensor:
         """A per-chunk function of the stored token ids, for every stored chunk: cached per memory
-        (`name`), grown as the memory grows; a generation fork starts from its base memory's rows."""
+        (`name`), grown as the memory grows; a generation fork starts from its base memory's rows.
+        context > 0: compute(toks, chunks) also reads the `context` stored rows before the new ones
+        (chunks: the rows' chunk indices); their own results are dropped."""
         import weakref
 
         cache = self.__dict__.setdefault(name, weakref.WeakKeyDictionary())
@@ -726,7 +728,13 @@ class Engine:
         if have is None or len(have) > len(toks):
             have = empty(toks)
         if len(have) < len(toks):
-            have = torch.cat([have.to(toks.device), compute(toks[len(have):])])
+            a = len(have)
+            if context:
+                a0 = max(0, a - context)
+                new = compute(toks[a0:], torch.arange(a0, len(toks), device=toks.device))[a - a0:]
+            else:
+                new = compute(toks[a:])
+            have = torch.cat([have.to(toks.device), new])
         cache[mem] = have
         return have
 
@@ -1319,8 +1327,9 @@ def _state_config(cfg: DRTConfig) -> dict:
     d["abstain_z"] = None
     if d.get("stream_preamble") is None:  # added later: off, it leaves the fingerprints as they were
         d.pop("stream_preamble", None)
-    if not d.get("lexical_window"):  # likewise
-        d.pop("lexical_window", None)
+    for key in ("lexical_window", "lexical_word_carry"):  # likewise
+        if not d.get(key):
+            d.pop(key, None)
     return d
 
 

@@ -663,6 +663,8 @@ class LexicalScorer(nn.Module):
         # config lexical_window: the share of that weight given to a query word found not in the key
         # chunk but in the chunk before or after it (word_overlap's neighbours; a plain float, not learned)
         self.window = float(cfg.lexical_window)
+        # config lexical_word_carry: a word cut by a chunk boundary is whole in the chunk where it ends
+        self.carry = bool(cfg.lexical_word_carry)
         self.pad_id = cfg.pad_token_id
         # a plain tuple, not a buffer: from_pretrained leaves non-persistent buffers uninitialised
         self.special = tuple(sorted({cfg.pad_token_id, cfg.eos_token_id, cfg.lmk_token_id}))
@@ -673,13 +675,31 @@ class LexicalScorer(nn.Module):
         the shipped tokenizer, which every checkpoint of this repository uses."""
         self._word_tables = tables
 
-    def word_ids(self, toks: torch.Tensor) -> torch.Tensor:
-        """toks [..., N] -> [..., N] whole-word ids (drt_core.words.word_ids; 0 where no word ends)."""
-        from .words import default_word_tables, word_ids
+    def word_ids(self, toks: torch.Tensor, chunk: torch.Tensor | None = None, ctx_toks: torch.Tensor | None = None,
+                 ctx_chunk: torch.Tensor | None = None) -> torch.Tensor:
+        """toks [B, C, N] -> [B, C, N] whole-word ids (drt_core.words.word_ids; 0 where no word ends).
+
+        Config lexical_word_carry, with the rows' chunk indices `chunk` [C]: a word cut by a chunk
+        boundary is whole in the chunk where it ends; its first part is read from the row of chunk
+        c - 1 in (ctx_toks [B, Ck, N], ctx_chunk [Ck] sorted; default: toks and chunk themselves).
+        A row whose chunk before is not there gets no carry."""
+        from .words import default_word_tables, word_ids, word_tail
 
         if self._word_tables is None:
             self._word_tables = default_word_tables(self.weight.shape[0])
-        return word_ids(toks, *self._word_tables)
+        if not self.carry or chunk is None:
+            return word_ids(toks, *self._word_tables)
+        if ctx_toks is None:
+            ctx_toks, ctx_chunk = toks, chunk
+        chunk, ctx_chunk = chunk.to(toks.device), ctx_chunk.to(toks.device)
+        carry = torch.zeros(toks.shape[:-1], dtype=torch.int64, device=toks.device)
+        if ctx_chunk.numel():
+            j = torch.searchsorted(ctx_chunk, chunk - 1).clamp(max=ctx_chunk.numel() - 1)  # [C]
+            there = ctx_chunk[j] == chunk - 1
+            if there.any():
+                tails = word_tail(ctx_toks[:, j[there]], *self._word_tables)  # [B, C']
+                carry[:, there] = tails
+        return word_ids(toks, *self._word_tables, carry=carry)
 
     def token_weights(self) -> torch.Tensor:
         """w [V]: relu(weight), 0 for the pad, end-of-text and landmark ids."""
@@ -726,8 +746,8 @@ class LexicalScorer(nn.Module):
             if stats is not None:
                 kw = stats.key_words
             else:
-                kw = distinct_tokens(self.word_ids(k_toks), 0)
-            qw = self.word_ids(q_toks)
+                kw = distinct_tokens(self.word_ids(k_toks, k_chunk), 0)
+            qw = self.word_ids(q_toks, q_chunk, k_toks, k_chunk)  # a query chunk's chunk before is a key
             qw = qw.masked_fill(torch.isin(qw, template_word_ids().to(qw.device)), 0)  # not "question", "answer"
             s = s + self.words[g] * word_overlap(qw, q_chunk.to(s.device), kw.to(s.device), k_chunk.to(s.device),
                                                  k_distinct=True, df_fn=None if stats is None else stats.word_df,

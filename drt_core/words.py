@@ -11,6 +11,8 @@ the tokenizer cut them.
     tables = word_tables(tokenizer)          # per vocabulary entry: hash, B^len, starts-a-word
     ids = word_ids(toks, *tables)            # toks [..., N] -> [..., N]: a word's id at its last
                                              # token, 0 elsewhere (ids are in [1, MOD))
+    ids = word_ids(toks, *tables, carry=word_tail(prev, *tables))   # a word cut by the chunk
+                                             # boundary, whole in the chunk where it ends
 
 Everything is a function of the token ids alone: causal, and identical in the batch forward and in
 the engine, which stores the tokens of every chunk beside its memory.
@@ -81,22 +83,38 @@ def template_word_ids() -> torch.Tensor:
     return torch.tensor(sorted(word_hash(w) for w in words), dtype=torch.int64)
 
 
-def word_ids(toks: torch.Tensor, hash_: torch.Tensor, power: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
+def word_ids(toks: torch.Tensor, hash_: torch.Tensor, power: torch.Tensor, start: torch.Tensor,
+             carry: torch.Tensor | None = None) -> torch.Tensor:
     """toks [..., N] token ids -> [..., N] int64: at the last token of each word, the word's id
     (its hash + 1, so in [1, MOD)); 0 at every other position. A word ends where the next token
-    starts one, or at the end of the row (a word cut by the chunk boundary counts as it is)."""
+    starts one, or at the end of the row (a word cut by the chunk boundary counts as it is there).
+
+    carry [...] (word_tail of the chunk before each row; 0 = none): a row whose first token
+    continues a word (no space or punctuation before it) finishes that word, so the chunk where a
+    cut word ends holds the whole word ("pass|key" gives the chunk after the cut "passkey", not
+    "key"). One chunk back: a word running through a whole chunk is hashed from that chunk on."""
+    return _scan(toks, hash_, power, start, carry)[0]
+
+
+def word_tail(toks: torch.Tensor, hash_: torch.Tensor, power: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
+    """toks [..., N] -> [...]: the hash of the word left open at the row's end (its letters in this
+    row alone; 0 when the last token has no letters): the `carry` word_ids takes for the next row."""
+    return _scan(toks, hash_, power, start, None)[1]
+
+
+def _scan(toks, hash_, power, start, carry):
     t = toks.long()
     ht, pt = hash_.to(t.device)[t], power.to(t.device)[t]
     st = start.to(t.device)[t] | (ht == 0)  # a token without letters starts (and ends) a "word"
     N = t.shape[-1]
     H = torch.zeros_like(ht)
-    acc = torch.zeros_like(ht[..., 0])
+    acc = torch.zeros_like(ht[..., 0]) if carry is None else carry.to(t.device).long()
     for i in range(N):  # a scan over the row's positions, vectorised over rows
         acc = torch.where(st[..., i], ht[..., i], (acc * pt[..., i] + ht[..., i]) % MOD)
         H[..., i] = acc
     end = torch.ones_like(st)
     end[..., :-1] = st[..., 1:]
-    return torch.where(end & (ht != 0) & (H != 0), H + 1, torch.zeros_like(H))
+    return torch.where(end & (ht != 0) & (H != 0), H + 1, torch.zeros_like(H)), acc
 
 
 @lru_cache(maxsize=4)

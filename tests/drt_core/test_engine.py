@@ -191,7 +191,7 @@ def test_token_by_token_equals_batch(arch, groups, smear, one_thread):
 
 
 @pytest.mark.parametrize("query", [None, "key", "encoder", "key_encoder", "key_context", "lexical", "lexdf",
-                                   "lexwords", "lexwin"])
+                                   "lexwords", "lexwin", "lexcarry"])
 def test_selections_equal_batch_retrieval(query):
     """The stored dependency map is the batch model's retrieval (row c serves chunk c+1), also with
     landmark queries that read their own chunk (query_key, query_encoder), keys of their own
@@ -199,18 +199,32 @@ def test_selections_equal_batch_retrieval(query):
     pieces that cut chunks, so the carried tail is what the batch model reads)."""
     m = make_model("drt", (1, 1), query_key=query in ("key", "key_encoder"), query_encoder=2 if query == "encoder" else 0,
                    key_encoder=1 if query in ("key_encoder", "key_context") else 0,
-                   key_context=7 if query == "key_context" else 0, lexical=query in ("lexical", "lexdf", "lexwords", "lexwin"),
+                   key_context=7 if query == "key_context" else 0, lexical=query in ("lexical", "lexdf", "lexwords", "lexwin", "lexcarry"),
                    lexical_doc_df=0.8 if query == "lexdf" else 0.0,
-                   lexical_words=1.1 if query in ("lexwords", "lexwin") else 0.0,
-                   lexical_window=0.5 if query == "lexwin" else 0.0)
+                   lexical_words=1.1 if query in ("lexwords", "lexwin", "lexcarry") else 0.0,
+                   lexical_window=0.5 if query == "lexwin" else 0.0, lexical_word_carry=query == "lexcarry")
     ids = ids_of(63 * 12, seed=3)
+    if query == "lexcarry":  # toy words (every third id starts one): 6 7 8 cut as 6 | 7 8 by chunk 6's start, whole in chunk 10
+        ids[0, 63 * 6 - 1: 63 * 6 + 3] = torch.tensor([6, 7, 8, 9])
+        ids[0, 640:644] = torch.tensor([6, 7, 8, 9])
     with torch.no_grad():
         ref = m(ids, output_retrieval=True).retrieval
     eng = Engine(m, memory_dtype=np.float32)
     st = eng.new_state()
-    cuts = [0, 100, 101, 300, 63 * 12] if query == "key_context" else [0, 63 * 12]
+    # fed in pieces that cut chunks (the carried tail, and a cut word's first part in the store)
+    cuts = [0, 100, 101, 300, 63 * 12] if query in ("key_context", "lexcarry") else [0, 63 * 12]
+    rec = []
     for a, b in zip(cuts, cuts[1:]):
-        eng.feed(st, ids[0, a:b].tolist(), block_chunks=2)
+        eng.feed(st, ids[0, a:b].tolist(), block_chunks=2, record=rec)
+    if query == "lexcarry":  # the scores themselves (a cut word changes few selections), and the carry matters
+        for r in (r for r in rec if r["group"] == 0):
+            c = r["lmk_chunk"]
+            np.testing.assert_allclose(r["scores"], ref[0]["scores"][0, c, :c].numpy(), rtol=1e-4, atol=1e-4)
+        m.lexical.carry = False
+        with torch.no_grad():
+            plain = m(ids, output_retrieval=True).retrieval[0]["scores"]
+        m.lexical.carry = True
+        assert not torch.equal(plain, ref[0]["scores"])
     si, sw = st.memory.selections()
     for g in range(2):
         w_ref = ref[g]["weights"][0].numpy()

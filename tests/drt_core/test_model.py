@@ -963,7 +963,7 @@ def test_lexical_doc_df_adds_each_shared_tokens_idf_over_the_past_chunks():
         DRTConfig.from_preset("tiny", lexical_doc_df=0.5)
 
 
-@pytest.mark.parametrize("term", ["lexical_doc_df", "lexical_words", "lexical_window"])
+@pytest.mark.parametrize("term", ["lexical_doc_df", "lexical_words", "lexical_window", "lexical_word_carry"])
 def test_lexical_doc_df_model_is_causal(term):
     """With lexical_doc_df (or lexical_words: the same counts over whole words; with this toy
     vocabulary every token is a word; or lexical_window: the words of the chunks beside a key) the
@@ -971,8 +971,12 @@ def test_lexical_doc_df_model_is_causal(term):
     starts at the configured value."""
     torch.manual_seed(0)
     kw = dict(vocab_size=60, hidden_size=32, num_heads=2, intermediate_size=64, upper_groups=[2], window=64)
-    terms = {term: 0.5} | ({"lexical_words": 0.5} if term == "lexical_window" else {})
+    terms = {term: 0.5} | ({"lexical_words": 0.5} if term in ("lexical_window", "lexical_word_carry") else {})
     m = DRTForCausalLM(DRTConfig.from_preset("tiny", lexical=True, **terms, **kw)).eval()
+    if term == "lexical_word_carry":  # words of 1-3 tokens (every third token starts one), cut by chunk ends
+        ids60 = torch.arange(60)
+        m.lexical.set_word_tables(((ids60 % 53 + 1).long(), (ids60 % 5 + 2).long(), ids60 % 3 == 0))
+        assert m.lexical.carry
     assert torch.allclose((m.lexical.doc if term == "lexical_doc_df" else m.lexical.words).detach(),
                           torch.full((1,), 0.5))
     assert m.lexical.window == (0.5 if term == "lexical_window" else 0.0)

@@ -11,7 +11,7 @@ import torch
 from drt_core import DRTConfig
 from drt_core.modeling import LexicalScorer, word_overlap
 from drt_core.tokenizer import backend, encode
-from drt_core.words import BASE, MOD, default_word_tables, word_ids
+from drt_core.words import BASE, MOD, default_word_tables, word_ids, word_tail
 
 TEXT = ("“Who is Mr. Darcy?” asked D'Artagnan; TREVILLE, Treville's friend, lives at No. 12 in the\n"
         "Rue du Vieux-Colombier. $\\mathcal{O}_X$-modules, quasi-coherent sheaves (Lemma 3.4) and Telegonus.")
@@ -129,3 +129,48 @@ def test_word_overlap_neighbours_add_the_words_of_the_chunks_beside():
         assert (got >= base - 1e-6).all() and (got > base + 1e-3).any()
     with pytest.raises(ValueError, match="needs lexical_words"):
         DRTConfig.from_preset("tiny", lexical=True, lexical_window=0.5)
+
+
+def test_word_ids_carry_a_word_cut_by_the_chunk_boundary():
+    """word_ids(carry=word_tail(chunk before)): every word gets, in the chunk where it ends, the id
+    it has in the uncut text; the chunk where a cut word begins keeps its fragment (as without the
+    carry), and nothing else changes. Without the carry the cut words' ends get other ids."""
+    tables = default_word_tables(8192)
+    ids = torch.tensor(encode(TEXT * 3))
+    N = 11
+    C = len(ids) // N
+    whole = word_ids(ids[None, : C * N], *tables)[0].view(C, N)
+    rows = ids[: C * N].view(C, N)
+    carry = torch.cat([torch.zeros(1, dtype=torch.int64), word_tail(rows[:-1], *tables)])
+    got = word_ids(rows, *tables, carry=carry)
+    plain = word_ids(rows, *tables)
+    assert torch.equal(got[:, :-1], whole[:, :-1])  # every word, whole, where it ends
+    cut = whole[:, -1] == 0  # the row's last word runs on into the next row
+    assert cut.any() and torch.equal(got[:, -1][~cut], whole[:, -1][~cut])
+    assert torch.equal(got[:, -1], plain[:, -1])  # a cut word's fragment stays where it begins
+    assert not torch.equal(got, plain)
+
+
+def test_lexical_word_carry_finds_a_word_cut_by_the_chunk_boundary():
+    """Regression (1M needle, sample 1 of 4): "The pass|key is 84606" was cut inside "passkey", so
+    neither chunk held the question's rarest word and the needle ranked 19th. With config
+    lexical_word_carry the chunk where the word ends holds it whole, for the keys and for the query
+    row's own chunk before; the config needs lexical_words."""
+    kw = dict(vocab_size=8192, hidden_size=32, num_heads=2, intermediate_size=64, upper_groups=[2], window=64)
+    filler = encode("The river ran by the old mill and the meadow beyond it, green in the sun. " * 6)
+    needle = encode(" The passkey is 84606. It is a pond about one hundred feet square.")
+    pass_at = next(i for i in range(len(needle)) if backend().decode(needle[: i + 1]).endswith("pass"))
+    c0 = (filler[: 63 - pass_at - 1] + needle[: pass_at + 1])[-63:]  # ends with " pass"
+    c1 = (needle[pass_at + 1:] + filler)[:63]  # begins with "key"
+    q = (filler[:63] + encode(" Which passkey was given in the text?"))[-63:]
+    toks = torch.tensor([filler[:63], c0, c1, q])[None]
+    scores = {}
+    for carry in (False, True):
+        cfg = DRTConfig.from_preset("tiny", lexical=True, lexical_words=1.0, lexical_word_carry=carry, **kw)
+        lex = LexicalScorer(cfg)
+        scores[carry] = lex.scores(0, toks[:, 3:], toks[:, :3], torch.tensor([3]), torch.arange(3))[0, 0].detach()
+    passkey = math.log(4 / 2)  # in-document idf: 3 past chunks, 1 holds the word
+    assert float(scores[True][2] - scores[False][2]) == pytest.approx(passkey, abs=1e-5)
+    assert torch.equal(scores[True][:2], scores[False][:2])
+    with pytest.raises(ValueError, match="needs lexical_words"):
+        DRTConfig.from_preset("tiny", lexical=True, lexical_word_carry=True)
