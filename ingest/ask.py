@@ -58,7 +58,7 @@ def evidence_rows(library: Library, doc_id: str, evidence: Any, limit: int = MAX
 
 
 NOT_FOUND = "Not found in this document."
-QUOTE_MAX_CHARS = 400  # a quote: the best sentence of the first retrieved chunk and its neighbours, at most this long
+QUOTE_MAX_CHARS = 400  # a quote: the best sentence of the quoted chunk (quote_chunk) and its neighbours, at most this long
 _SENTENCE_END = re.compile(r"""[.!?;][\"'’”)\]]*\s+|\n\s*\n""")
 
 
@@ -131,6 +131,37 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
         start = m.end()
     spans.append((start, len(text)))
     return [(a, b) for a, b in spans if text[a:b].strip()]
+
+
+QUOTE_WINDOW = 0.5  # quote_chunk's weight of the words beside a chunk: validation's choice (history/2026-12-04-window.md)
+
+
+def quote_chunk(library: Library, doc_id: str, evidence: list[dict], question: str,
+                vocab: abstain_mod.DocVocabulary, scores: list | None, window: float = QUOTE_WINDOW) -> dict:
+    """Which retrieved chunk to quote: the evidence row maximising its retrieval score (the question
+    landmark's, `scores` over the document's chunks) + `window` x the in-document idf of the
+    question's words that the chunk lacks and the chunk before or after it holds: the model's
+    four chunks are kept, and the one whose passage (three chunks, as the quote is) covers the
+    question comes first. A chunk of a licence, contents or index page (its `matter`) gets no such
+    bonus: boilerplate never wins over content by it. Without scores (or window 0): the heaviest.
+    Chosen on validation questions (the 2026-12-04 log)."""
+    def score(row):
+        v = scores[row["chunk"]] if scores is not None and row["chunk"] < len(scores) else None
+        return float(v) if v is not None and math.isfinite(float(v)) else -math.inf
+
+    if not window or scores is None or len(evidence) < 2 or all(score(r) == -math.inf for r in evidence):
+        return evidence[0]
+    want = sorted({c for r in evidence for c in (r["chunk"] - 1, r["chunk"], r["chunk"] + 1)})
+    bag = {r["idx"]: set(abstain_mod.words(r["text"])) for r in library.chunks(doc_id, want)}
+    q = set(abstain_mod.words(question))
+
+    def beside(c):
+        own = bag.get(c, set())
+        near = (bag.get(c - 1, set()) | bag.get(c + 1, set())) - own
+        return sum(vocab.idf(w) for w in q & near)
+
+    return max(evidence, key=lambda r: (score(r) + (0.0 if r.get("matter") else window * beside(r["chunk"])),
+                                        r["weight"]))
 
 
 def quote_from_evidence(library: Library, doc_id: str, chunk: int, question: str,
@@ -268,10 +299,14 @@ def _make_answer(library: Library, engine: EngineLike, doc_id: str, question: st
     z = retrieval_z(tj, n_chunks)
     threshold = abstain_threshold(engine)
     abstained = bool(missing) or (threshold is not None and z is not None and z < threshold)
-    quote = (quote_from_evidence(library, doc_id, evidence[0]["chunk"], question, _doc_vocabulary(library, doc_id),
-                                 weight=evidence[0]["weight"]) if evidence and not abstained else None)
-    if quote is not None:  # a quote drawn from a licence / contents / index page says so (the UI and CLI show it)
-        quote["matter"] = evidence[0].get("matter")
+    quote = None
+    if evidence and not abstained:
+        vocab = _doc_vocabulary(library, doc_id)
+        rows = tj.get("chunks") or []
+        first = quote_chunk(library, doc_id, evidence, question, vocab, rows[0].get("scores") if rows else None)
+        quote = quote_from_evidence(library, doc_id, first["chunk"], question, vocab, weight=first["weight"])
+        if quote is not None:  # a quote drawn from a licence / contents / index page says so (the UI and CLI show it)
+            quote["matter"] = first.get("matter")
     if abstained:
         answer = NOT_FOUND
     elif quote is not None:

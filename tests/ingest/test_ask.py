@@ -84,6 +84,32 @@ def test_quote_from_evidence_quotes_the_sentence_sharing_the_rarest_question_wor
     assert quote_from_evidence(lib, "doc", len(rows) + 3, "Who is Emma?", vocab) is None  # no such chunk
 
 
+def test_quote_chunk_prefers_the_retrieved_chunk_whose_passage_covers_the_question():
+    """quote_chunk keeps the model's retrieved chunks and quotes the one maximising its retrieval
+    score + window x the idf of the question words its neighbours hold and it lacks: a close second
+    whose passage holds the question's other rare word wins; a far second does not; without scores
+    or at window 0, the heaviest."""
+    from ingest.abstain import DocVocabulary
+    from ingest.ask import quote_chunk
+
+    texts = ["Mrs. Weston came to tea.", "The old abbey of Donwell.", "Mr. Knightley owns it.",
+             "The rain fell on Highbury.", "Donwell is grand.", "The rain fell again."]
+    rows = [{"idx": i, "text": t} for i, t in enumerate(texts)]
+    lib = SimpleNamespace(chunks=lambda doc_id, idx=None: [r for r in rows if idx is None or r["idx"] in idx])
+    vocab = DocVocabulary(texts)
+    ev = [{"chunk": 4, "weight": 0.6, "matter": None}, {"chunk": 1, "weight": 0.4, "matter": None}]
+    q = "Who owns Donwell, Mr. Knightley?"  # chunk 1's neighbour (2) holds "knightley" and "owns"; chunk 4's do not
+    near = [0.0, 1.0, 0.0, 0.0, 1.2, 0.0]
+    assert quote_chunk(lib, "doc", ev, q, vocab, near, window=0.5)["chunk"] == 1
+    far = [0.0, 1.0, 0.0, 0.0, 9.0, 0.0]
+    assert quote_chunk(lib, "doc", ev, q, vocab, far, window=0.5)["chunk"] == 4
+    assert quote_chunk(lib, "doc", ev, q, vocab, near, window=0.0)["chunk"] == 4
+    assert quote_chunk(lib, "doc", ev, q, vocab, None, window=0.5)["chunk"] == 4
+    # regression (hand-written musk-03): a contents-page chunk won by its neighbours' words
+    tagged = [ev[0], ev[1] | {"matter": "contents"}]
+    assert quote_chunk(lib, "doc", tagged, q, vocab, near, window=0.5)["chunk"] == 4
+
+
 def test_missing_words_name_rare_words_the_document_never_uses():
     """Abstention's word test: a question word counts when it is not common (the model's list), not
     a number, and the document has neither it nor a word of the same stem."""
