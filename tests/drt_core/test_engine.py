@@ -599,7 +599,9 @@ def test_masked_variants_in_one_batch_match_one_fork_each(flavour, groups):
         one = st.fork()
         eng._bar(one, mask)
         want = eng.feed(one, ids, want_logits=True)
-        torch.testing.assert_close(got[b], want, atol=2e-5, rtol=1e-5)
+        # rtol 1e-4: a batch of four rows and a single row take other GEMM kernels on some CPUs (an AMX
+        # Xeon: logits of ~11 off by 1.7e-4); a wrong mask or selection moves them by far more
+        torch.testing.assert_close(got[b], want, atol=2e-5, rtol=1e-4)
         torch.testing.assert_close(fork.carry.sel_idx[b], one.carry.sel_idx)
     assert not torch.allclose(got[0], got[1], atol=1e-3)  # the masks matter
     lps = eng._answer_logprobs(st, prompt, ids[len(prompt):], masks)

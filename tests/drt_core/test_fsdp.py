@@ -73,8 +73,9 @@ def _weights(run: Path) -> dict:
 
 def _assert_same_weights(a: dict, b: dict) -> None:
     for name in b:
-        # Adam normalises tiny gradient differences (reduction order) into updates of ~1e-6
-        torch.testing.assert_close(a[name], b[name], rtol=1e-4, atol=1e-5, msg=name)
+        # Adam normalises tiny gradient differences (reduction order) into updates of ~1e-6, and on some
+        # CPUs (an AMX Xeon: one weight in 4,096 off by 1.2e-5) a little more; one Adam step is ~lr = 2e-3
+        torch.testing.assert_close(a[name], b[name], rtol=1e-4, atol=5e-5, msg=lambda m, name=name: f"{name}: {m}")
 
 
 def test_fsdp_two_processes_match_one_on_the_global_batch(tmp_path, data):
