@@ -66,9 +66,15 @@ def main(paths):
     for a in (0.5, 1.0, 2.0, 4.0, 8.0):
         variants[f"total + {a} word"] = lambda r, a=a: r["total"] + a * r["word"]
         variants[f"dense + {a} word"] = lambda r, a=a: r["dense"] + a * r["word"]
+    report(ds, variants)
+
+
+def report(ds, variants, evaluate_fn=None, width: int = 24) -> None:
+    """One line per ranking variant: hit@1 / hit@4 on each dump (research/qa_window.py shares it)."""
+    ev = evaluate_fn or evaluate
     for name, fn in variants.items():
-        print(f"{name:24s}", "  ".join(f"{p.split('/')[-1]}: hit@1 {h1:.3f} hit@4 {h4:.3f} (n={n})"
-                                       for p, d in ds.items() for h1, h4, n in [evaluate(d, fn)]))
+        print(f"{name:{width}s}", "  ".join(f"{p.split('/')[-1]}: hit@1 {h1:.3f} hit@4 {h4:.3f} (n={n})"
+                                           for p, d in ds.items() for h1, h4, n in [ev(d, fn)]))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from collections import Counter
 import numpy as np
 
 sys.path.insert(0, "research")
-from qa_offline import hits, load  # noqa: E402
+from qa_offline import hits, load, report  # noqa: E402
 
 _SUFFIX = re.compile(r"(ations|ation|ings|ing|edly|ed|ies|es|s|ly|ment|ments)$")
 
@@ -82,9 +82,7 @@ def main(paths):
     for b in (1.0, 2.0):
         variants[f"total - 2 word + {b} stem"] = lambda r, b=b: r["total"] - 2.0 * r["word"] + b * r["sword"]
         variants[f"total + {b} stem"] = lambda r, b=b: r["total"] + b * r["sword"]
-    for name, fn in variants.items():
-        print(f"{name:28s}", "  ".join(f"{p.split('/')[-1]}: {h1:.3f} / {h4:.3f} (n={n})"
-                                       for p, d in ds.items() for h1, h4, n in [evaluate(d, fn)]))
+    report(ds, variants, evaluate, width=28)
 
 
 if __name__ == "__main__":
