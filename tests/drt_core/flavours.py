@@ -1,12 +1,14 @@
 """The two flavours of the model that the causality, streaming and save/load tests run on: `paper`
 (the `paper` preset: every extension off, drt_spec.md) and `shipped` (the extensions that
 checkpoints/drt-tiny/config.json switches on, read from it, so the tests follow what ships). The
-tests give both their own small sizes."""
+tests give both their own small sizes. And the toy word tables their `lexical_words` models use."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+import torch
 
 from drt_core.config import EXTENSIONS
 
@@ -23,3 +25,10 @@ def flavour_kw(name: str) -> dict:
     if kw.get("stream_preamble"):  # token ids of the real vocabulary: the same length in a toy one's
         kw["stream_preamble"] = [3 + i for i in range(len(kw["stream_preamble"]))]
     return {"preset": "tiny", **kw}
+
+
+def toy_word_tables(vocab: int):
+    """Word tables (drt_core.words.word_tables) for a toy vocabulary: every third token starts a
+    word, and tokens share letters (hash id % 53), so random chunks share whole words of 1-3 tokens."""
+    ids = torch.arange(vocab)
+    return (ids % 53 + 1).long(), (ids % 5 + 2).long(), (ids % 3 == 0)

@@ -12,7 +12,7 @@ import torch
 from drt_core import DRTConfig, DRTForCausalLM
 from drt_core.engine import Engine, ban_repeats
 from drt_core.errors import CheckpointMismatch
-from tests.drt_core.flavours import FLAVOURS, flavour_kw
+from tests.drt_core.flavours import FLAVOURS, flavour_kw, toy_word_tables
 
 V = 300
 
@@ -63,13 +63,6 @@ def make_model(arch="drt", groups=(2,), seed=0, preset="tiny", **kw):
         if ctx is not None:  # key_context: zero at init, a no-op
             ctx.o.weight.normal_(0, 0.3)
     return m
-
-
-def toy_word_tables(vocab: int):
-    """Word tables (drt_core.words.word_tables) for a toy vocabulary: every third token starts a
-    word, and tokens share letters (hash id % 53), so random chunks share whole words of 1-3 tokens."""
-    ids = torch.arange(vocab)
-    return (ids % 53 + 1).long(), (ids % 5 + 2).long(), (ids % 3 == 0)
 
 
 def ids_of(L, seed=1):

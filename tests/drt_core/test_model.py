@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from drt_core import DRTConfig, DRTForCausalLM, modeling
 from drt_core.config import EXTENSIONS, PAPER_FLAVOUR
-from tests.drt_core.flavours import FLAVOURS, flavour_kw
+from tests.drt_core.flavours import FLAVOURS, flavour_kw, toy_word_tables
 
 V = 300
 TINY = dict(
@@ -974,8 +974,7 @@ def test_lexical_doc_df_model_is_causal(term):
     terms = {term: 0.5} | ({"lexical_words": 0.5} if term in ("lexical_window", "lexical_word_carry") else {})
     m = DRTForCausalLM(DRTConfig.from_preset("tiny", lexical=True, **terms, **kw)).eval()
     if term == "lexical_word_carry":  # words of 1-3 tokens (every third token starts one), cut by chunk ends
-        ids60 = torch.arange(60)
-        m.lexical.set_word_tables(((ids60 % 53 + 1).long(), (ids60 % 5 + 2).long(), ids60 % 3 == 0))
+        m.lexical.set_word_tables(toy_word_tables(60))
         assert m.lexical.carry
     assert torch.allclose((m.lexical.doc if term == "lexical_doc_df" else m.lexical.words).detach(),
                           torch.full((1,), 0.5))
