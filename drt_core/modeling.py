@@ -1337,8 +1337,10 @@ class DRTForCausalLM(DRTPreTrainedModel):
             x = x.view(b - a0, S, D)
             tail = self.preamble_tail(pre)
             k, _, _, own = self.encode_chunks(x, None if tail is None else tail[0])
-            keys.append(k[a - a0:])
-            queries.append(self.landmark_query(0, x[a - a0:, S - 1], own[a - a0:] if own is not None else None))
+            # copies: a key is a view of its encoder's [chunks, S, D] states, and a held view keeps the
+            # whole segment alive (16M tokens: ~17 GB of them by the end instead of two segments')
+            keys.append(k[a - a0:].clone())
+            queries.append(self.landmark_query(0, x[a - a0:, S - 1], own[a - a0:] if own is not None else None).clone())
         return torch.cat(keys), torch.cat(queries)
 
     def scorer_loss(self, input_ids: torch.Tensor, retrieval_targets: torch.Tensor,

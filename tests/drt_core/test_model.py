@@ -734,6 +734,28 @@ def test_copy_match_added_to_a_saved_model_starts_as_a_no_op(tmp_path):
         torch.testing.assert_close(grown(ids).logits, model(ids).logits, atol=1e-5, rtol=1e-5)
 
 
+def test_landmarks_hold_no_segment_states(monkeypatch):
+    """Regression (the 16M retrieval-only run peaked at ~17 GB): each segment's keys and queries
+    kept are their own tensors, not views that keep the segment's [chunks, S, D] states alive until
+    the end; memory is then the keys plus one segment's states, at any length."""
+    model = make(lower_layers=1, window=64, upper_groups=[1, 1], key_encoder=1, key_context=20)
+    held = []
+    real_cat = torch.cat
+
+    def cat(tensors, *args, **kw):
+        held.extend(tensors)
+        return real_cat(tensors, *args, **kw)
+
+    monkeypatch.setattr(modeling.torch, "cat", cat)
+    with torch.no_grad():
+        model.landmarks(rand_ids(1, 7 * S1, seed=1)[0], segment_chunks=2)
+    monkeypatch.undo()
+    kept = [t for t in held if t.dim() == 2 and t.shape[-1] == 64 and t.shape[0] <= 2]  # the per-segment pieces
+    assert len(kept) >= 8
+    for t in kept:
+        assert t.untyped_storage().nbytes() == t.numel() * t.element_size()
+
+
 @pytest.mark.parametrize("lower,window,seg,qenc,kctx", [(1, 128, 3, 0, 0), (2, 64, 2, 1, 0), (2, 128, 1, 0, 0),
                                                         (2, 128, 1, 1, 20), (1, 64, 2, 0, 63)])
 def test_landmarks_equal_the_forward_scores(lower, window, seg, qenc, kctx):
