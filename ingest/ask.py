@@ -59,6 +59,10 @@ def evidence_rows(library: Library, doc_id: str, evidence: Any, limit: int = MAX
 
 NOT_FOUND = "Not found in this document."
 QUOTE_MAX_CHARS = 400  # a quote: the best sentence of the quoted chunk (quote_chunk) and its neighbours, at most this long
+# the sentences that join the best one, in turn, while the quote stays within QUOTE_MAX_CHARS: the two
+# after it first (what a question's words lead up to, "she said:", "my name is", follows them),
+# then the one before; validation's choice (history/2026-12-04-quote-probes.md)
+QUOTE_GROW = (1, 2, -1)
 _SENTENCE_END = re.compile(r"""[.!?;][\"'’”)\]]*\s+|\n\s*\n""")
 
 
@@ -169,9 +173,10 @@ def quote_from_evidence(library: Library, doc_id: str, chunk: int, question: str
                         limit: int = QUOTE_MAX_CHARS) -> dict | None:
     """The extractive answer: in the chunk the model retrieved first, the sentence sharing the most
     in-document idf of the question's words (the model's word term, config lexical_words, at the
-    scale of a sentence; ties: the first), quoted with the sentences before and after it, cut to
-    `limit` characters around it; with its chunk, pages and character span. Chosen on validation
-    questions against the sentence the copy head points into (docs/history/2026-12-03-word-lexical.md)."""
+    scale of a sentence; ties: the first), quoted with the sentences QUOTE_GROW names (the two after
+    it, then the one before) while the quote stays within `limit` characters; with its chunk, pages
+    and character span. Chosen on validation questions against the sentence the copy head points
+    into (docs/history/2026-12-03-word-lexical.md) and against other cuts (2026-12-04-quote-probes.md)."""
     by_idx = {r["idx"]: r for r in library.chunks(doc_id, [chunk - 1, chunk, chunk + 1])}
     if chunk not in by_idx:
         return None
@@ -189,7 +194,7 @@ def quote_from_evidence(library: Library, doc_id: str, chunk: int, question: str
     a, b = spans[i]
     if b - a > limit:
         b = a + limit
-    for j in (i - 1, i + 1):  # the sentences around it, while the quote stays within the limit
+    for j in (i + step for step in QUOTE_GROW):  # the sentences around it, while within the limit
         if 0 <= j < len(spans) and max(b, spans[j][1]) - min(a, spans[j][0]) <= limit:
             a, b = min(a, spans[j][0]), max(b, spans[j][1])
     qa, qb = base + a, base + b

@@ -1,5 +1,5 @@
 """Offline: the model's retrieval scores + a x MiniLM cosine over every chunk (research, not product;
-docs/history/2026-12-05-minilm-quote.md).
+docs/history/2026-12-04-quote-probes.md).
 
     python research/qa_hybrid.py tmp/scores_val.pkl tmp/scores_hw.pkl
 

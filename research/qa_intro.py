@@ -1,5 +1,5 @@
 """Offline: does the chunk where a question's word first occurs answer it? (research, not product;
-docs/history/2026-12-05-intro.md)
+docs/history/2026-12-04-quote-probes.md)
 
     python research/qa_intro.py tmp/scores_val.pkl tmp/scores_hw.pkl
 

@@ -1,5 +1,5 @@
 """Offline: which of the four retrieved chunks to quote, with MiniLM's reading of the question
-(research, not product; docs/history/2026-12-05-minilm-quote.md).
+(research, not product; docs/history/2026-12-04-quote-probes.md).
 
     python research/qa_minilm.py tmp/scores_val.pkl tmp/scores_hw.pkl
 

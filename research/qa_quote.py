@@ -1,5 +1,5 @@
 """Offline: how the quote is cut from the quoted chunk (research, not product;
-docs/history/2026-12-05-minilm-quote.md).
+docs/history/2026-12-04-quote-probes.md).
 
     python research/qa_quote.py tmp/valcarry.json:tmp/valcarry tmp/hwcarry.json:tmp/hwcarry
 

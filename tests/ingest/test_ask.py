@@ -75,10 +75,15 @@ def test_quote_from_evidence_quotes_the_sentence_sharing_the_rarest_question_wor
     q = quote_from_evidence(lib, "doc", target, "Who is the father of Emma Woodhouse, and was the house cold?", vocab,
                             weight=0.75)
     assert q["sentence"] == "The house of Emma Woodhouse was handsome and her father was rich."
-    assert q["text"].startswith("It was a dark night") and q["text"].endswith("the two daughters.")
+    # the two sentences after it join first (QUOTE_GROW), then the one before
+    assert q["text"].startswith("It was a dark night") and q["text"].endswith("the two daughters. The rain fell on the roofs of the house.")
     assert text[q["char_start"]:q["char_end"]] == " ".join(q["text"].split()) and q["weight"] == 0.75
     assert q["pages"] == sorted({r["idx"] + 1 for r in rows if r["char_end"] > q["char_start"]
                                  and r["char_start"] < q["char_end"]})
+    after = ("The house of Emma Woodhouse was handsome and her father was rich. She was the youngest of the two "
+             "daughters. The rain fell on the roofs of the house.")
+    q = quote_from_evidence(lib, "doc", target, "Who is Emma Woodhouse?", vocab, limit=len(after) + 10)
+    assert q["text"] == after  # room for two more sentences: the two after it, not the one before
     short = quote_from_evidence(lib, "doc", target, "Who is Emma Woodhouse?", vocab, limit=80)
     assert short["sentence"] in short["text"] and len(short["text"]) <= 80
     assert quote_from_evidence(lib, "doc", len(rows) + 3, "Who is Emma?", vocab) is None  # no such chunk
