@@ -62,6 +62,13 @@ def landmark_scores(eng, prompt: list[int], row: int, parts: bool = False):
     return (s, dense) if parts else s
 
 
+def peak_rss_gb() -> float:
+    """This process's peak resident memory so far, in GB (Linux reports ru_maxrss in KiB)."""
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2)
+
+
 def score_rank(scores, chunk: int) -> int:
     """1 + the number of chunks scored above `chunk` (1 = the best)."""
     return int((scores > scores[chunk]).sum()) + 1
@@ -207,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
             "straddle": sum(r["straddle"] for r in rows),
             "straddle_answered": sum(r["straddle"] and r["answer_ok"] for r in rows) if answered else None,
             "seconds": round(time.time() - t0, 1),
+            "peak_rss_gb": peak_rss_gb(),  # the process's peak so far (this length and those before it)
             "rows": rows,
         }
     if a.json:
@@ -225,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
             across = "-" if r["straddle_answered"] is None else f"{r['straddle_answered']}/{r['straddle']}"
             print(f"{L:>8} {r['samples']:>4} {r['hit@k']:>7.2f} {r['readable@k']:>7.2f} {f(r['semantic_hit@k']):>8} {r['chance@k']:>7.2f}"
                   f" {f(r['first_token_acc']):>8} {f(r['answer_acc']):>7} {f(r['prefix_share']):>7}"
-                  f" {across:>7} {r['seconds']:>7}")
+                  f" {across:>7} {r['seconds']:>7}  peak {r['peak_rss_gb']} GB")
             if r["median_rank"] is not None:
                 print(f"{'':>8} ranks of the needle's chunk: {[r_['rank'] for r_ in r['rows']]}")
         print("across: answered / samples whose value is written across a chunk boundary")

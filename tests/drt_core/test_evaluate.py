@@ -456,3 +456,13 @@ def test_niah_score_trace_reads_only_the_serving_landmark(haystack):
         assert set(tr["top_chunks"]) == sel and len(tr["top_scores"]) == k
         assert tr["top_scores"] == sorted(tr["top_scores"], reverse=True)
     assert score_trace(rec, 12, 0, k) == {}  # a landmark that was not recorded: no trace
+
+
+def test_niah_peak_rss_is_at_least_the_current_rss():
+    """bench.niah_retrieval records the process's peak memory (the 16M run's figure): in GB, never
+    below what the process holds now (/proc's VmRSS, in kB)."""
+    from bench.niah_retrieval import peak_rss_gb
+
+    held = np.ones(64 * 2**20 // 8)  # 64 MB, touched
+    now_kb = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmRSS:"))
+    assert peak_rss_gb() >= now_kb / 2**20 - 0.01 > 0.05 and held.sum() > 0
