@@ -170,11 +170,12 @@ def quote_chunk(library: Library, doc_id: str, evidence: list[dict], question: s
 
 def quote_from_evidence(library: Library, doc_id: str, chunk: int, question: str,
                         vocab: abstain_mod.DocVocabulary, weight: float = 0.0,
-                        limit: int = QUOTE_MAX_CHARS) -> dict | None:
+                        limit: int = QUOTE_MAX_CHARS, grow: tuple[int, ...] = QUOTE_GROW) -> dict | None:
     """The extractive answer: in the chunk the model retrieved first, the sentence sharing the most
     in-document idf of the question's words (the model's word term, config lexical_words, at the
-    scale of a sentence; ties: the first), quoted with the sentences QUOTE_GROW names (the two after
-    it, then the one before) while the quote stays within `limit` characters; with its chunk, pages
+    scale of a sentence; ties: the first), quoted with the sentences `grow` names, in turn (offsets
+    from it; QUOTE_GROW: the two after it, then the one before) while the quote stays within `limit`
+    characters; with its chunk, pages
     and character span. Chosen on validation questions against the sentence the copy head points
     into (docs/history/2026-12-03-word-lexical.md) and against other cuts (2026-12-04-quote-probes.md)."""
     by_idx = {r["idx"]: r for r in library.chunks(doc_id, [chunk - 1, chunk, chunk + 1])}
@@ -194,7 +195,7 @@ def quote_from_evidence(library: Library, doc_id: str, chunk: int, question: str
     a, b = spans[i]
     if b - a > limit:
         b = a + limit
-    for j in (i + step for step in QUOTE_GROW):  # the sentences around it, while within the limit
+    for j in (i + step for step in grow):  # the sentences around it, while within the limit
         if 0 <= j < len(spans) and max(b, spans[j][1]) - min(a, spans[j][0]) <= limit:
             a, b = min(a, spans[j][0]), max(b, spans[j][1])
     qa, qb = base + a, base + b

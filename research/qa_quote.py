@@ -5,7 +5,7 @@ docs/history/2026-12-04-quote-probes.md).
 
 On `eval qa --json` runs and their libraries: DRT's quoted chunk of each answered question is kept
 and the quote is cut again by variants of ingest.ask.quote_from_evidence (the sentence chosen the
-same way; which neighbours join it, and the length limit). Prints contains per file.
+same way; which neighbours join it, `grow`, and the length limit). Prints contains per file.
 """
 
 from __future__ import annotations
@@ -17,35 +17,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ingest import abstain as abstain_mod  # noqa: E402
-from ingest.ask import sentence_spans  # noqa: E402
+from ingest.ask import quote_from_evidence  # noqa: E402
 from ingest.qa_eval import contains  # noqa: E402
 from store.library import Library  # noqa: E402
 
 
 def cut(lib, doc_id, chunk, question, vocab, limit=400, order=(-1, 1)):
-    by_idx = {r["idx"]: r for r in lib.chunks(doc_id, [chunk - 1, chunk, chunk + 1])}
-    near = [by_idx[c] for c in (chunk - 1, chunk, chunk + 1) if c in by_idx]
-    base, me = near[0]["char_start"], by_idx[chunk]
-    text = "".join(r["text"] for r in near)
-    lo, hi = me["char_start"] - base, me["char_end"] - base
-    spans = sentence_spans(text)
-    q = set(abstain_mod.words(question))
-    scored = [(sum(vocab.idf(w) for w in q & set(abstain_mod.words(text[a:b]))), -i)
-              for i, (a, b) in enumerate(spans) if b > lo and a < hi]
-    i = -max(scored)[1]
-    a, b = spans[i]
-    b = min(b, a + limit)
-    for step in order:
-        j = i + step
-        if 0 <= j < len(spans) and max(b, spans[j][1]) - min(a, spans[j][0]) <= limit:
-            a, b = min(a, spans[j][0]), max(b, spans[j][1])
-    return " ".join(text[a:b].split())
+    return quote_from_evidence(lib, doc_id, chunk, question, vocab, limit=limit, grow=order)["text"]
 
 
 VARIANTS = {
-    "shipped (400, before then after)": dict(limit=400, order=(-1, 1)),
+    "round 20 (400, before then after)": dict(limit=400, order=(-1, 1)),
     "400, after then before": dict(limit=400, order=(1, -1)),
-    "400, after, after, before": dict(limit=400, order=(1, 2, -1)),
+    "400, after, after, before (round 21)": dict(limit=400, order=(1, 2, -1)),
     "300, before then after": dict(limit=300, order=(-1, 1)),
     "500, before then after": dict(limit=500, order=(-1, 1)),
     "500, after then before": dict(limit=500, order=(1, -1)),
