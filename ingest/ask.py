@@ -175,8 +175,7 @@ def quote_from_evidence(library: Library, doc_id: str, chunk: int, question: str
     in-document idf of the question's words (the model's word term, config lexical_words, at the
     scale of a sentence; ties: the first), quoted with the sentences `grow` names, in turn (offsets
     from it; QUOTE_GROW: the two after it, then the one before) while the quote stays within `limit`
-    characters; with its chunk, pages
-    and character span. Chosen on validation questions against the sentence the copy head points
+    characters; with its chunk, pages and character span. Chosen on validation questions against the sentence the copy head points
     into (docs/history/2026-12-03-word-lexical.md) and against other cuts (2026-12-04-quote-probes.md)."""
     by_idx = {r["idx"]: r for r in library.chunks(doc_id, [chunk - 1, chunk, chunk + 1])}
     if chunk not in by_idx:

@@ -4,7 +4,7 @@ docs/history/2026-12-04-quote-probes.md).
     python research/qa_hybrid.py tmp/scores_val.pkl tmp/scores_hw.pkl
 
 On research/qa_scores.py dumps. Embeds every chunk of each dump's documents once (cached beside the
-dump as *.mini.npy) and the questions; prints hit@1 / hit@4 of total + a x cos(question, chunk) for a
+dump as *.mini.npz) and the questions; prints hit@1 / hit@4 of total + a x cos(question, chunk) for a
 grid of a, per file and per question type. What a semantic term inside the retrieval scores could
 give, before building it.
 """
@@ -19,7 +19,8 @@ import torch
 
 sys.path.insert(0, "research")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from qa_offline import hits, load  # noqa: E402
+from qa_intro import evaluate  # noqa: E402
+from qa_offline import load  # noqa: E402
 
 from drt_core.fixed_retriever import embed_texts  # noqa: E402
 
@@ -44,16 +45,8 @@ def main(paths):
         ds[p] = load(p)
         cosines(p, ds[p])
     for a in (0, 2, 5, 10, 20, 40, 80, 1e6):
-        cells = []
-        for p, d in ds.items():
-            rows = [r for r in d["rows"] if r["answerable"] and r["gold_chunks"]]
-            h = np.array([hits(r["total"] + a * r["cos"] if a < 1e6 else r["cos"], r["gold_chunks"]) for r in rows])
-            types = {}
-            for r, x in zip(rows, h):
-                types.setdefault(r["type"], []).append(x)
-            per = " ".join(f"{t[:4]} {100 * np.mean(v, 0)[0]:.0f}/{100 * np.mean(v, 0)[1]:.0f}"
-                           for t, v in sorted(types.items()))
-            cells.append(f"{Path(p).stem}: {100 * h[:, 0].mean():.1f} / {100 * h[:, 1].mean():.1f} ({per})")
+        fn = (lambda r, a=a: r["total"] + a * r["cos"]) if a < 1e6 else (lambda r: r["cos"])
+        cells = [f"{Path(p).stem}: {evaluate(d, fn)}" for p, d in ds.items()]
         print(f"a={a:<8g} " + "   ".join(cells), flush=True)
 
 
