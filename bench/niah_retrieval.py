@@ -121,6 +121,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="score retrieval alone (hit@k and the needle chunk's rank) from the landmarks "
                         "(model.landmarks: lower layers and chunk encoder, no upper layers, no answer): "
                         "the same selection as the engine's, several times faster at 1M-16M tokens")
+    p.add_argument("--full-groups", action="store_true",
+                   help="run the retrieval groups at every haystack position instead of deferring them to "
+                        "the last positions (Engine.feed upper=False: the same answer, ~2x slower prefill)")
     p.add_argument("--only", default=None,
                    help="comma-separated sample indices to run (of --samples: same depths and seeds), e.g. 0,2,3")
     p.add_argument("--split", action="store_true",
@@ -173,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
             # ends with the landmark that serves the answer chunk; its scores are recorded (the trace of
             # a miss: the needle's rank and its score against the winners'), no other landmark's
             cut = max(0, len(prompt) - 1 - S1)
-            eng.feed(st, prompt[:cut])
+            eng.feed(st, prompt[:cut], upper=a.full_groups)  # deferred groups: caught up by the next feed, exactly
             rec: list[dict] = []
             eng.feed(st, prompt[cut:-1], record=rec)
             trace = score_trace(rec, chunk - 1, value_chunk, eng.cfg.chunk_topk)

@@ -10,6 +10,9 @@ memory it needs, for
     full_attention_kv  the same weights with a growing KV cache that only attends to the positions
                      filled so far (the best case for full attention on CPU; bench-local loop,
                      checked against the batch model's logits in tests/drt_core/test_evaluate.py),
+    drt_eager        on request (--archs): the DRT with its retrieval groups run at every position, as
+                     before they were deferred (Engine.prefill defer_upper=False; `drt` defers them to
+                     the last positions and runs them there, once, inside its timing);
     landmark         Landmark Attention (drt_core/landmark.py), on request (--archs): every position's
                      K/V kept in RAM, each token's landmark query scored against every earlier block;
                      up to --landmark-max (default 256K: its memory grows with the stream),
@@ -51,7 +54,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TOKENS = ROOT / "data" / "books" / "train.bin"
 ARCHS = ("drt", "sliding_window", "full_attention", "full_attention_kv")
-OPTIONAL_ARCHS = ("landmark",)  # measured when --archs names them
+OPTIONAL_ARCHS = ("landmark", "drt_eager")  # measured when --archs names them
 
 
 from drt_core.evaluate import parse_length  # noqa: E402  (one length syntax: 4k, 1m)
@@ -171,7 +174,7 @@ def worker(arch: str, length: int, preset: str, tokens: Path, tmp_dir: str | Non
     from kernels.gca import resolve_backend
 
     torch.manual_seed(0)
-    model_arch = "full_attention" if arch == "full_attention_kv" else arch
+    model_arch = {"full_attention_kv": "full_attention", "drt_eager": "drt"}.get(arch, arch)
     if model_dir:  # a checkpoint with its own config (the shipped model: lexical scores, preamble)
         model = DRTForCausalLM.from_pretrained(model_dir).eval().to(device)
         cfg = model.config
@@ -209,10 +212,13 @@ def worker(arch: str, length: int, preset: str, tokens: Path, tmp_dir: str | Non
                 tier = {"sliding_window": "sliding-window KV ring",
                         "landmark": "every position's K/V (RAM, growing)"}.get(
                     arch, f"KV ring of {Engine.full_attention_capacity} positions")
-            for p in eng.prefill(state, ids, block_chunks=block_chunks):  # numpy ids: no 1M-int list
-                if device != "cpu":
+            for p in eng.prefill(state, ids, block_chunks=block_chunks, defer_upper=arch != "drt_eager"):
+                if device != "cpu":  # (numpy ids: no 1M-int list)
                     torch.cuda.synchronize()
                 mark(p.done_tokens)
+            if state.carry.upper_stale:  # the deferred groups, as the first question runs them: timed too
+                eng._catch_up(state)
+                mark(len(ids))
             if cfg.uses_chunks:
                 out["gca_backend"] = resolve_backend(cfg.gca_backend, torch.device(device))
                 t = state.transfers
@@ -291,6 +297,8 @@ def ratios(rows: list[dict]) -> dict:
     out["drt_over_sliding_window_cpu"] = {
         fmt_length(n): ratio(get("drt", n, "tokens_per_cpu_s"), get("sliding_window", n, "tokens_per_cpu_s"))
         for n in lengths}
+    out["drt_over_drt_eager"] = {fmt_length(n): ratio(get("drt", n, "tokens_per_s"), get("drt_eager", n, "tokens_per_s"))
+                                 for n in lengths if get("drt_eager", n, "tokens_per_s")}
     for fa in ("full_attention", "full_attention_kv"):
         out[f"drt_over_{fa}_64k"] = ratio(get("drt", 64 * K, "tokens_per_s"), get(fa, 64 * K, "tokens_per_s"))
         out[f"drt_over_{fa}_64k_cpu"] = ratio(get("drt", 64 * K, "tokens_per_cpu_s"),

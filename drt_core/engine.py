@@ -13,7 +13,12 @@ A document is a token stream processed left to right in memory that does not gro
       attention positions 0..P-1 (computed once per engine, `_preamble_windows`): stream position p
       attends at p + P, chunks and token counts are unchanged;
     - the fixed_retriever baseline streams too: its chunk scores are the frozen MiniLM's cosines of
-      the stored chunks' texts (`_memory_embeddings`), not landmark scores.
+      the stored chunks' texts (`_memory_embeddings`), not landmark scores;
+    - with one retrieval group, `prefill` defers the group's layers (feed upper=False): what a chunk
+      stores and what its landmark selects come from the lower layers alone, and the group's outputs
+      reach later positions only through its sliding windows, so they are run once, over the last
+      n_upper x window positions, when the state is next forked or fed (`_catch_up`): about half the
+      prefill's work, with the same numbers (tests/drt_core/test_engine.py).
 
 The stream is processed in runs of positions (`_run`): a run may start and end anywhere in a chunk
 (a prefill block of many chunks, a prompt, one decoded token). Inside a run the computation is
@@ -81,6 +86,15 @@ class Carry:
     # config key_context = m: lower-layer states of the last m real slots of the last completed
     # chunk ([m, D]; zeros before the first), what the key encoder reads of the chunk before
     key_tail: torch.Tensor | None = None
+    # deferred retrieval groups (Engine.feed upper=False): the groups' windows are exact for the
+    # positions before `upper_pos`; `mid` holds the lower layers' outputs [r, D] of the last r
+    # positions (r <= Engine._catch_up_span), from which Engine._catch_up rebuilds them exactly
+    upper_pos: int = 0
+    mid: torch.Tensor | None = None
+
+    @property
+    def upper_stale(self) -> bool:
+        return self.upper_pos < self.pos
 
     def clone(self) -> "Carry":
         return Carry(
@@ -88,6 +102,7 @@ class Carry:
             [KVWindow(w.k.clone(), w.v.clone(), w.pos.clone(), w.next_pos) for w in self.windows],
             self.sel_idx.clone(), self.sel_w.clone(), self.h_buf.clone(), list(self.tok_buf),
             None if self.key_tail is None else self.key_tail.clone(),
+            self.upper_pos, None if self.mid is None else self.mid.clone(),
         )
 
     def tensors(self) -> dict[str, torch.Tensor]:
@@ -95,6 +110,8 @@ class Carry:
              "tok_buf": torch.tensor(self.tok_buf, dtype=torch.long)}
         if self.key_tail is not None:
             t["key_tail"] = self.key_tail
+        if self.upper_stale and self.mid is not None:
+            t["mid"] = self.mid
         for i, w in enumerate(self.windows):
             t[f"w{i}.k"], t[f"w{i}.v"], t[f"w{i}.pos"] = w.k, w.v, w.pos
         return {k: v.contiguous() for k, v in t.items()}
@@ -262,6 +279,9 @@ class DocState:
         return self.memory.n
 
     def fork(self) -> "DocState":
+        """A copy to write on (an overlay of the memory, a clone of the carry). Deferred retrieval
+        groups are caught up first, on this state, so every fork starts exact (Engine._catch_up)."""
+        self.engine._catch_up(self)
         out = DocState(self.engine, OverlayMemory(self.memory), self.carry.clone(), None)
         out.mask, out.variants = self.mask, self.variants
         return out
@@ -466,6 +486,12 @@ class Engine:
                 carry.key_tail = t["key_tail"]
             for i, w in enumerate(carry.windows):
                 w.k, w.v, w.pos, w.next_pos = t[f"w{i}.k"], t[f"w{i}.v"], t[f"w{i}.pos"], carry.pos + self.cfg.preamble_len
+            # a state committed with its retrieval groups deferred (Engine.prefill): caught up on demand
+            carry.upper_pos = int(meta.get("upper_pos", carry.pos))
+            carry.mid = t.get("mid")
+            nl = len(self.model.lower) if self.cfg.uses_chunks else len(carry.windows)
+            for w in carry.windows[nl:]:  # the ring's positions as of upper_pos (stale ones are never read)
+                w.next_pos = carry.upper_pos + self.cfg.preamble_len
         elif mem.n:
             mem.truncate(0)
         return DocState(self, mem, carry, d)
@@ -478,7 +504,7 @@ class Engine:
         atomic_write_bytes(d / name, save({k: v.cpu() for k, v in car.tensors().items()}))
         old = state.memory.meta.get("carry")
         state.memory.commit({"carry": name, "pos": car.pos, "n_tokens": car.n_tokens, "model_fp": self.fingerprint,
-                             "arch": self.cfg.arch})
+                             "arch": self.cfg.arch, "upper_pos": car.upper_pos})
         if old and old != name:
             try:
                 (d / old).unlink()
@@ -505,9 +531,15 @@ class Engine:
 
     @torch.no_grad()
     def feed(self, state: DocState, ids: Sequence[int], want_logits: bool = False, record: list | None = None,
-             block_chunks: int = 16) -> torch.Tensor | None:
-        """Append real tokens to the stream. Returns logits [len(ids), V] when asked (float32)."""
+             block_chunks: int = 16, upper: bool = True) -> torch.Tensor | None:
+        """Append real tokens to the stream. Returns logits [len(ids), V] when asked (float32).
+
+        upper=False defers the retrieval groups where that is exact (`can_defer`; never with
+        logits): only the lower layers, the chunk encoder, the memory and the selections are
+        computed, and the groups' windows are rebuilt from the last positions' lower-layer
+        outputs when next needed (`_catch_up`), with the same numbers as if they had run."""
         aug, real = self._augment(state.carry, ids)
+        defer = not upper and not want_logits and self.can_defer and state.variants is None
         S = self.cfg.chunk_size if self.cfg.uses_chunks else 64
         step = block_chunks * S
         outs = []
@@ -516,7 +548,7 @@ class Engine:
             # runs end on chunk boundaries so long prefills work on whole chunks
             pos = state.carry.pos
             n = min(len(aug) - i, step - (pos % S) if pos % S else step)
-            lg = self._run(state, aug[i:i + n], real[i:i + n], want_logits, record)
+            lg = self._run(state, aug[i:i + n], real[i:i + n], want_logits, record, defer)
             if want_logits:
                 outs.append(lg)
             i += n
@@ -525,8 +557,62 @@ class Engine:
             return torch.cat(outs, dim=-2) if outs else torch.zeros(0, self.cfg.vocab_size)
         return None
 
-    def _run(self, state: DocState, aug: list[int], real: list[bool], want_logits: bool, record: list | None):
+    @property
+    def can_defer(self) -> bool:
+        """Can the retrieval groups be deferred (feed upper=False)? With one group its selections
+        depend on the lower layers alone, and its outputs at a position reach later positions only
+        through its sliding windows: n_upper x window positions back at most (`_catch_up_span`)."""
+        return self.cfg.uses_chunks and self.cfg.num_groups == 1
+
+    @property
+    def _catch_up_span(self) -> int:
+        """Positions of lower-layer outputs kept while the groups are deferred: each upper layer's
+        window reaches `window` positions back (one more with smeared keys), so the last layer's
+        keys are exact after n_upper x window positions from anywhere; +1 each for safety."""
+        n_up = sum(len(g) for g in self.model.groups)
+        return n_up * (self.cfg.window + int(self.cfg.smear_keys) + 1)
+
+    def _catch_up(self, state: DocState) -> None:
+        """Run the deferred retrieval groups over the positions kept in carry.mid, rebuilding their
+        windows exactly (see `can_defer`); the windows' older positions, beyond what reaches the
+        future, are emptied. Each chunk's GCA reads what its predecessor's landmark selected, as
+        stored in the memory (the carried selection is the last of those)."""
+        car = state.carry
+        if not car.upper_stale:
+            return
+        c, mem, dev = self.cfg, state.memory, self.device
+        S, nl = c.chunk_size, len(self.model.lower)
+        r = 0 if car.mid is None else car.mid.shape[0]
+        start = max(car.upper_pos, car.pos - r)
+        if start > car.upper_pos:  # positions before `start` no longer reach the future
+            for w in car.windows[nl:]:
+                w.pos.fill_(-1)
+                w.next_pos = start + c.preamble_len
+        T = car.pos - start
+        if T == 0:  # nothing kept (a state committed without its mid): the windows start empty
+            car.upper_pos = car.pos
+            return
+        x = car.mid[r - T:][None]  # [1, T, D]
+        ch0, ch1 = start // S, (car.pos - 1) // S
+        si, sw = mem.selections()
+        k = c.chunk_topk
+        gi = torch.zeros(ch1 - ch0 + 1, k, dtype=torch.long)
+        gw = torch.zeros(ch1 - ch0 + 1, k)
+        for j, ch in enumerate(range(ch0, ch1 + 1)):
+            if ch >= 1:
+                gi[j], gw[j] = torch.from_numpy(np.asarray(si[ch - 1, 0], np.int64)), torch.from_numpy(
+                    np.asarray(sw[ch - 1, 0], np.float32))
+        gca_fn = self._stream_gca_fn(mem, gi[None].to(dev), gw[None].to(dev), start, T, state, 0)
+        apos = start + c.preamble_len
+        for layer, win in zip(self.model.groups[0], car.windows[nl:]):
+            x = layer(x, gca_fn, apos, win)
+        car.upper_pos, car.mid = car.pos, None
+
+    def _run(self, state: DocState, aug: list[int], real: list[bool], want_logits: bool, record: list | None,
+             defer: bool = False):
         model, c, car, mem = self.model, self.cfg, state.carry, state.memory
+        if not defer:
+            self._catch_up(state)
         dev = self.device
         pos0 = car.pos
         apos = pos0 + c.preamble_len  # attention positions: the stream preamble holds 0..P-1
@@ -536,6 +622,7 @@ class Engine:
             for layer, win in zip(model.layers, car.windows):
                 x = layer(x, apos, win)
             car.pos += T
+            car.upper_pos = car.pos
             return self._logits(x, real)[0] if want_logits else None
         S, D = c.chunk_size, c.hidden_size
         nl = len(model.lower)
@@ -627,6 +714,10 @@ class Engine:
                 seg_idx += list(idx[:, : n_seg - 1].unbind(1))
                 seg_w += list(w[:, : n_seg - 1].unbind(1))
             gi, gw = torch.stack(seg_idx[:n_seg], 1), torch.stack(seg_w[:n_seg], 1)  # [Bv, n_seg, k]
+            if defer:  # the group's windows wait for _catch_up; its selections are made above
+                if lmk_local:
+                    sel_idx[:, g], sel_w[:, g] = idx[:, -1], w[:, -1]
+                continue
             gca_fn = self._stream_gca_fn(mem, gi, gw, pos0, T, state, g)
             reads.append((gi, gw, gca_fn.mem_k))
             for layer in group:
@@ -641,6 +732,11 @@ class Engine:
             sw = torch.stack([nw for nw in new_w], dim=1).float().cpu().numpy()
             mem.set_selection(rows, si, sw)
         car.pos += T
+        if defer:  # the lower layers' outputs that the deferred groups will need
+            keep = self._catch_up_span
+            car.mid = x[0, -keep:].clone() if car.mid is None else torch.cat([car.mid, x[0]])[-keep:].clone()
+        else:
+            car.upper_pos, car.mid = car.pos, None
         if not want_logits:
             return None
         copy = None
@@ -992,10 +1088,14 @@ class Engine:
     # -- prefill -----------------------------------------------------------------------------------
 
     def prefill(self, state: DocState, ids: Sequence[int], *, cancel: threading.Event | None = None,
-                block_chunks: int = 16, checkpoint_every: int = 8) -> Iterator[PrefillProgress]:
+                block_chunks: int = 16, checkpoint_every: int = 8, defer_upper: bool = True) -> Iterator[PrefillProgress]:
         """Feed `ids` (the WHOLE document's ids) from state.n_tokens on, in blocks of chunks;
         yields progress after each block and commits every `checkpoint_every` blocks and at the end.
-        Cancelling stops after the current block and commits what was done."""
+        Cancelling stops after the current block and commits what was done.
+
+        defer_upper: the retrieval groups' outputs are needed only through their sliding windows at
+        the end of the document, so they are deferred (feed upper=False) and run once over the last
+        positions when the state is forked or fed again, with the same numbers (`_catch_up`)."""
         total = len(ids)
         start = state.n_tokens
         if start > total:
@@ -1009,8 +1109,8 @@ class Engine:
                 break
             # align blocks to chunk boundaries in real-token space
             j = min(total, (i // blk + 1) * blk)
-            with state.lock:
-                self.feed(state, ids[i:j], block_chunks=block_chunks)
+            with state.lock:  # the retrieval groups deferred: run once, on the last positions, when needed
+                self.feed(state, ids[i:j], block_chunks=block_chunks, upper=not defer_upper)
             i = j
             nb += 1
             if state.directory is not None and nb % checkpoint_every == 0:

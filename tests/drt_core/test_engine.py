@@ -722,3 +722,68 @@ def test_lexical_counts_of_a_fork_and_a_reopened_state_equal_a_fresh_stream(tmp_
     torch.testing.assert_close(Engine(m, memory_dtype=np.float32, fingerprint=eng.fingerprint)
                                .feed(again, ids[600:], want_logits=True), want, atol=2e-5, rtol=1e-4)
     torch.testing.assert_close(eng.feed(base, ids[600:], want_logits=True), want, atol=2e-5, rtol=1e-4)
+
+
+# -- deferred retrieval groups (Engine.prefill defer_upper, feed upper=False) ----------------------
+
+
+def _prefilled(eng, ids, defer, directory=None):
+    st = eng.new_state(directory)
+    list(eng.prefill(st, ids, block_chunks=2, checkpoint_every=1, defer_upper=defer))
+    return st
+
+
+@pytest.mark.parametrize("arch,smear", [("drt", False), ("drt", "shipped"), ("drt", "preamble_smear"),
+                                        ("fixed_retriever", "preamble")])
+def test_deferred_groups_give_the_numbers_of_running_them(arch, smear, one_thread, tmp_path):
+    """A prefill that defers the retrieval groups, caught up when forked (generate) or fed again,
+    reopened from disk or not: the same memory (bit for bit), the same logits after it (float noise:
+    the catch-up runs the last positions in one run, not block by block) and the same answer."""
+    m = make_model(arch, (2,), **copy_kw(smear))
+    eng = Engine(m, memory_dtype=np.float32)
+    assert eng.can_defer
+    ids = (repeating_ids(1000) if smear == "shipped" else ids_of(1000, seed=3))[0].tolist()
+    doc, q = ids[:900], ids[900:]
+    full = _prefilled(eng, doc, defer=False)
+    lazy = _prefilled(eng, doc, defer=True)
+    assert lazy.carry.upper_stale and not full.carry.upper_stale
+    assert lazy.carry.mid.shape[0] == eng._catch_up_span
+    np.testing.assert_array_equal(full.memory.keys(), lazy.memory.keys())
+    for a, b in zip(full.memory.selections(), lazy.memory.selections()):
+        np.testing.assert_array_equal(a, b)
+    ref = eng.feed(full.fork(), q, want_logits=True)
+    torch.testing.assert_close(eng.feed(lazy.fork(), q, want_logits=True), ref, atol=2e-5, rtol=1e-4)
+    assert not lazy.carry.upper_stale  # forking caught the state up, once
+    # committed while deferred, reopened by another engine, fed directly (no fork)
+    _prefilled(eng, doc, defer=True, directory=tmp_path / "s")
+    st = Engine(m, memory_dtype=np.float32, fingerprint=eng.fingerprint).open_state(tmp_path / "s")
+    assert st.carry.upper_stale and st.carry.mid is not None
+    torch.testing.assert_close(eng.feed(st, q, want_logits=True), ref, atol=2e-5, rtol=1e-4)
+    gen = [e.token_id for e in eng.generate(_prefilled(eng, doc, defer=True), prompt_ids=q, max_new_tokens=12)]
+    assert gen == [e.token_id for e in eng.generate(full, prompt_ids=q, max_new_tokens=12)]
+
+
+def test_a_catch_up_that_reaches_too_little_back_is_caught(monkeypatch, one_thread):
+    """The control of the test above: rebuilding the windows from half a window of positions does not
+    give the numbers of running the groups, so that test can fail."""
+    m = make_model()
+    eng = Engine(m, memory_dtype=np.float32)
+    ids = ids_of(1000, seed=3)[0].tolist()
+    ref = eng.feed(_prefilled(eng, ids[:900], defer=False).fork(), ids[900:], want_logits=True)
+    monkeypatch.setattr(Engine, "_catch_up_span", property(lambda self: self.cfg.window // 2))
+    out = eng.feed(_prefilled(eng, ids[:900], defer=True).fork(), ids[900:], want_logits=True)
+    assert (out - ref).abs().max() > 1e-3
+
+
+def test_two_groups_are_never_deferred():
+    """With G = 2 the second group's landmark queries read the first group's outputs: nothing is
+    deferred, and a prefill asked to defer runs every layer."""
+    m = make_model(groups=(1, 1))
+    eng = Engine(m, memory_dtype=np.float32)
+    assert not eng.can_defer
+    ids = ids_of(700, seed=4)[0].tolist()
+    st = _prefilled(eng, ids, defer=True)
+    assert not st.carry.upper_stale and st.carry.mid is None
+    ref = _prefilled(eng, ids, defer=False)
+    for a, b in zip(st.carry.windows, ref.carry.windows):
+        assert torch.equal(a.k, b.k) and torch.equal(a.pos, b.pos)
