@@ -8,8 +8,11 @@ blocks to multiples of block_chunks * 63 real tokens from token 0), and the carr
 windows, selection, partial-chunk buffers) is restored exactly from safetensors. Both runs use the
 same DRT_PREFILL_BLOCK_CHUNKS, so every block is computed on the same inputs with the same shapes.
 
-Cost: three child processes on the 10.9k-token Frankenstein excerpt (one killed halfway), about
-2.5 prefills; ~30 s of CPU with OMP_NUM_THREADS=1.
+Cost: three child processes on the Frankenstein excerpt written three times (32.6k tokens; one
+killed early), about 2.5 prefills; ~30 s of CPU with OMP_NUM_THREADS=1. The document is long
+enough that the kill lands mid-prefill however fast the prefill gets (the 10.9k-token excerpt alone
+took 1.7 s once the prefill deferred the upper layers, and a kill 0.3 s after the first commit
+found the ingest done: CI, 2026-12-05).
 """
 
 from __future__ import annotations
@@ -106,7 +109,8 @@ def _state(sdir: Path) -> tuple[dict, dict[str, np.ndarray], dict]:
 
 def test_killed_ingest_resumes_and_matches_an_uninterrupted_run(tmp_path, assets):
     _needs_real_engine()
-    doc = assets / "frankenstein_excerpt.txt"
+    doc = tmp_path / "frankenstein_x3.txt"
+    doc.write_text((assets / "frankenstein_excerpt.txt").read_text(encoding="utf-8") * 3, encoding="utf-8")
     home_a, home_b = tmp_path / "interrupted", tmp_path / "reference"
 
     # 1. start an ingest and SIGKILL it once the library shows a committed checkpoint, a little
@@ -117,7 +121,7 @@ def test_killed_ingest_resumes_and_matches_an_uninterrupted_run(tmp_path, assets
     while time.monotonic() < deadline and proc.poll() is None:
         row = _row(home_a)
         if row and 0 < row[1] < row[2]:
-            time.sleep(0.3)
+            time.sleep(0.1)
             os.kill(proc.pid, signal.SIGKILL)
             killed_at = row[1]
             break
