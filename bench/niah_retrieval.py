@@ -124,6 +124,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--full-groups", action="store_true",
                    help="run the retrieval groups at every haystack position instead of deferring them to "
                         "the last positions (Engine.feed upper=False: the same answer, ~2x slower prefill)")
+    p.add_argument("--select-all", action="store_true",
+                   help="select at every haystack landmark; by default (deferred groups only) the haystack "
+                        "before its last chunks is fed with Engine.feed select=False: nothing reads those "
+                        "selections, and at 16M scoring every past chunk at every landmark is most of the time")
     p.add_argument("--only", default=None,
                    help="comma-separated sample indices to run (of --samples: same depths and seeds), e.g. 0,2,3")
     p.add_argument("--split", action="store_true",
@@ -176,7 +180,13 @@ def main(argv: list[str] | None = None) -> int:
             # ends with the landmark that serves the answer chunk; its scores are recorded (the trace of
             # a miss: the needle's rank and its score against the winners'), no other landmark's
             cut = max(0, len(prompt) - 1 - S1)
-            eng.feed(st, prompt[:cut], upper=a.full_groups)  # deferred groups: caught up by the next feed, exactly
+            # deferred groups: caught up by the next feed, exactly; the haystack before the catch-up span
+            # (and a margin) selects nothing, which nothing reads (feed select=False)
+            lazy = 0 if a.full_groups or a.select_all or not eng.can_defer else \
+                max(0, cut - eng._catch_up_span - 4 * S1)
+            if lazy:
+                eng.feed(st, prompt[:lazy], upper=False, select=False)
+            eng.feed(st, prompt[lazy:cut], upper=a.full_groups)
             rec: list[dict] = []
             eng.feed(st, prompt[cut:-1], record=rec)
             trace = score_trace(rec, chunk - 1, value_chunk, eng.cfg.chunk_topk)

@@ -531,15 +531,24 @@ class Engine:
 
     @torch.no_grad()
     def feed(self, state: DocState, ids: Sequence[int], want_logits: bool = False, record: list | None = None,
-             block_chunks: int = 16, upper: bool = True) -> torch.Tensor | None:
+             block_chunks: int = 16, upper: bool = True, select: bool = True) -> torch.Tensor | None:
         """Append real tokens to the stream. Returns logits [len(ids), V] when asked (float32).
 
         upper=False defers the retrieval groups where that is exact (`can_defer`; never with
         logits): only the lower layers, the chunk encoder, the memory and the selections are
         computed, and the groups' windows are rebuilt from the last positions' lower-layer
-        outputs when next needed (`_catch_up`), with the same numbers as if they had run."""
+        outputs when next needed (`_catch_up`), with the same numbers as if they had run.
+
+        select=False (deferred feeds only) skips the landmarks' selections too: at millions of
+        tokens scoring every past chunk at every landmark is most of a prefill, and with the groups
+        deferred only the selections of the last `_catch_up_span` positions are ever read. The
+        skipped rows hold NaN weights; a catch-up or a run that would read one raises. For streams
+        whose per-chunk selections nobody reads (the NIAH bench's haystack: its last chunks are fed
+        with select=True before the question), never for a library's documents (their trace)."""
         aug, real = self._augment(state.carry, ids)
         defer = not upper and not want_logits and self.can_defer and state.variants is None
+        if not select and not defer:
+            raise ValueError("select=False needs a deferred feed (upper=False on an engine that can_defer)")
         S = self.cfg.chunk_size if self.cfg.uses_chunks else 64
         step = block_chunks * S
         outs = []
@@ -548,7 +557,7 @@ class Engine:
             # runs end on chunk boundaries so long prefills work on whole chunks
             pos = state.carry.pos
             n = min(len(aug) - i, step - (pos % S) if pos % S else step)
-            lg = self._run(state, aug[i:i + n], real[i:i + n], want_logits, record, defer)
+            lg = self._run(state, aug[i:i + n], real[i:i + n], want_logits, record, defer, select)
             if want_logits:
                 outs.append(lg)
             i += n
@@ -602,6 +611,9 @@ class Engine:
             if ch >= 1:
                 gi[j], gw[j] = torch.from_numpy(np.asarray(si[ch - 1, 0], np.int64)), torch.from_numpy(
                     np.asarray(sw[ch - 1, 0], np.float32))
+        if torch.isnan(gw).any():
+            raise RuntimeError("the catch-up reaches chunks fed with select=False: feed the last "
+                               f"{self._catch_up_span} positions before it with select=True")
         gca_fn = self._stream_gca_fn(mem, gi[None].to(dev), gw[None].to(dev), start, T, state, 0)
         apos = start + c.preamble_len
         for layer, win in zip(self.model.groups[0], car.windows[nl:]):
@@ -609,7 +621,7 @@ class Engine:
         car.upper_pos, car.mid = car.pos, None
 
     def _run(self, state: DocState, aug: list[int], real: list[bool], want_logits: bool, record: list | None,
-             defer: bool = False):
+             defer: bool = False, select: bool = True):
         model, c, car, mem = self.model, self.cfg, state.carry, state.memory
         if not defer:
             self._catch_up(state)
@@ -673,7 +685,11 @@ class Engine:
         for g, group in enumerate(model.groups):
             # selections of the chunks touched by this run: the carried one, then the in-run ones
             seg_idx, seg_w = [sel_idx[:, g]], [sel_w[:, g]]  # each [Bv, k]
-            if lmk_local:
+            if lmk_local and not select:  # feed(select=False): rows marked unselected (NaN weights)
+                idx = torch.zeros(Bv, len(lmk_local), c.chunk_topk, dtype=torch.long, device=dev)
+                w = torch.full((Bv, len(lmk_local), c.chunk_topk), float("nan"), device=dev)
+                new_idx.append(idx[0]), new_w.append(w[0])
+            elif lmk_local:
                 # [Bv, m', D] group input at the landmarks; the landmarks of this run close the m chunks
                 # completed in it, whose own-chunk features (`own`) were just computed
                 q = model.landmark_query(g, x[:, lmk_local], own)
@@ -718,6 +734,8 @@ class Engine:
                 if lmk_local:
                     sel_idx[:, g], sel_w[:, g] = idx[:, -1], w[:, -1]
                 continue
+            if torch.isnan(gw).any():
+                raise RuntimeError("this run reads a selection that feed(select=False) skipped")
             gca_fn = self._stream_gca_fn(mem, gi, gw, pos0, T, state, g)
             reads.append((gi, gw, gca_fn.mem_k))
             for layer in group:

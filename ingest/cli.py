@@ -18,6 +18,9 @@ from contextlib import contextmanager
 from typing import Iterator
 
 
+DOC_HELP = "document id (a unique prefix is enough), or its title or file name, or a part of one"
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("ingest", help="add a document (PDF, EPUB, text, Markdown, TeX) and prefill it")
     p.add_argument("path", help="the file; its content decides the type")
@@ -33,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("ask", help="ask a question about a document")
-    p.add_argument("doc_id", metavar="DOC_ID", help="document id (a unique prefix is enough)")
+    p.add_argument("doc_id", metavar="DOC_ID", help=DOC_HELP)
     p.add_argument("question", metavar="QUESTION", help="the question")
     p.add_argument("--max-new-tokens", type=int, default=64, help="longest answer in tokens (default 64)")
     p.add_argument(
@@ -45,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_ask)
 
     p = sub.add_parser("summarize", help="summarize a document (extractive by default)")
-    p.add_argument("doc_id", metavar="DOC_ID", help="document id (a unique prefix is enough)")
+    p.add_argument("doc_id", metavar="DOC_ID", help=DOC_HELP)
     p.add_argument(
         "--mode",
         choices=("extractive", "abstractive"),
@@ -60,12 +63,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_summarize)
 
     p = sub.add_parser("trace", help="the document's dependency map (what each chunk retrieved)")
-    p.add_argument("doc_id", metavar="DOC_ID", help="document id (a unique prefix is enough)")
+    p.add_argument("doc_id", metavar="DOC_ID", help=DOC_HELP)
     _json(p)
     p.set_defaults(func=cmd_trace)
 
     p = sub.add_parser("rm", help="remove a document and its prefilled states")
-    p.add_argument("doc_id", metavar="DOC_ID", help="document id (a unique prefix is enough)")
+    p.add_argument("doc_id", metavar="DOC_ID",
+                   help="document id (a unique prefix is enough), or its whole title or file name")
     _json(p)
     p.set_defaults(func=cmd_rm)
 

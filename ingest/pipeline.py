@@ -137,8 +137,8 @@ def state_dir(home: str | Path, doc_id: str, model_fp: str) -> Path:
 
 def remove_document(library: Library, doc_id: str) -> tuple[str, str]:
     """Delete a document (rows first: the commit point), then its prefilled states of every model.
-    `doc_id` may be a unique prefix. Returns (doc_id, title)."""
-    doc_id = library.resolve(doc_id)
+    `doc_id` may be a unique prefix, or the whole title or file name. Returns (doc_id, title)."""
+    doc_id = library.resolve(doc_id, partial=False)
     title = library.document(doc_id)["title"]
     library.delete_document(doc_id)  # the states below are unreachable from now on
     shutil.rmtree(Path(library.home) / "states" / doc_id, ignore_errors=True)

@@ -210,19 +210,41 @@ class Library:
             raise UnknownDocument(f"no document {doc_id} in the library")
         return _doc(rows[0])
 
-    def resolve(self, prefix: str) -> str:
-        """The full id of the one document whose id starts with `prefix` (case-insensitive)."""
-        p = (prefix or "").strip().lower()
-        if not p or any(c not in "0123456789abcdef" for c in p):
-            raise UnknownDocument(f"no document {prefix!r}: ids are hexadecimal (see `drt-reader list`)")
-        rows = self._rows(
-            "SELECT id FROM documents WHERE id >= ? AND id < ? ORDER BY id LIMIT 3", [p, p + "g"]
+    def resolve(self, ref: str, *, partial: bool = True) -> str:
+        """The full id of the one document that `ref` names: the start of its id (hexadecimal,
+        case-insensitive), else its title or file name (with or without the extension), else (with
+        `partial`) a part of one of them. Several documents matching raises AmbiguousDocument
+        naming them. Deleting passes partial=False: a part of a name never removes a document."""
+        p = " ".join((ref or "").split())
+        low = p.lower()
+        if not p:
+            raise UnknownDocument("no document given: give its id or its title (see `drt-reader list`)")
+        if all(c in "0123456789abcdef" for c in low):
+            rows = self._rows(
+                "SELECT id FROM documents WHERE id >= ? AND id < ? ORDER BY id LIMIT 3", [low, low + "g"]
+            )
+            if len(rows) > 1:
+                raise AmbiguousDocument(f"{p} matches more than one document; give more of its id")
+            if rows:
+                return rows[0]["id"]
+        docs = self._rows("SELECT id, title, source_name FROM documents ORDER BY created_at DESC, id")
+
+        def names(d: dict) -> list[str]:
+            src = d["source_name"] or ""
+            return [" ".join(n.split()).lower() for n in (d["title"] or "", src, Path(src).stem) if n]
+
+        rules = (lambda n: n == low, lambda n: low in n)  # the whole name first, then a part
+        for match in rules if partial else rules[:1]:
+            hits = [d for d in docs if any(match(n) for n in names(d))]
+            if len(hits) == 1:
+                return hits[0]["id"]
+            if hits:
+                some = ", ".join(f"{d['id'][:12]} ({d['title']})" for d in hits[:4])
+                raise AmbiguousDocument(f"{p!r} names {len(hits)} documents: {some}; give its id")
+        raise UnknownDocument(
+            f"no document {p!r} in the library: give the start of its id (hexadecimal) or its "
+            f"{'title' if partial else 'whole title or file name'} (see `drt-reader list`)"
         )
-        if not rows:
-            raise UnknownDocument(f"no document {prefix} in the library (see `drt-reader list`)")
-        if len(rows) > 1:
-            raise AmbiguousDocument(f"{prefix} matches more than one document; give more of its id")
-        return rows[0]["id"]
 
     def documents(self) -> list[dict]:
         """Every document (newest first), each with its prefill states by model fingerprint."""

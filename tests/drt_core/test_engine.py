@@ -787,3 +787,41 @@ def test_two_groups_are_never_deferred():
     ref = _prefilled(eng, ids, defer=False)
     for a, b in zip(st.carry.windows, ref.carry.windows):
         assert torch.equal(a.k, b.k) and torch.equal(a.pos, b.pos)
+
+
+@pytest.mark.parametrize("smear", [False, "shipped"])
+def test_a_haystack_fed_without_selections_gives_the_same_answer(smear, one_thread):
+    """feed(select=False), the NIAH bench's haystack at 16M: a deferred prefix whose landmarks select
+    nothing, then a tail fed with selections that covers the catch-up span: the same memory keys,
+    the same selections in the tail, the same logits and answer as selecting everywhere. A catch-up
+    that reaches an unselected chunk raises instead of reading it, and select=False needs a deferral."""
+    m = make_model("drt", (2,), **copy_kw(smear))
+    eng = Engine(m, memory_dtype=np.float32)
+    S = eng.cfg.chunk_size
+    ids = (repeating_ids(1700) if smear == "shipped" else ids_of(1700, seed=5))[0].tolist()
+    doc, q = ids[:1600], ids[1600:]
+    cut = 16 * (S - 1)  # a block boundary of feed's default blocks: both streams run the same blocks
+    assert cut <= len(doc) - eng._catch_up_span - S
+    full = eng.new_state()
+    eng.feed(full, doc, upper=False)
+    lazy = eng.new_state()
+    eng.feed(lazy, doc[:cut], upper=False, select=False)
+    eng.feed(lazy, doc[cut:], upper=False)
+    np.testing.assert_array_equal(full.memory.keys(), lazy.memory.keys())
+    (fi, fw), (li, lw) = full.memory.selections(), lazy.memory.selections()
+    first = -(-cut // (S - 1))  # the first chunk whose landmark was fed with select=True (real tokens: S - 1 a chunk)
+    assert np.isnan(np.asarray(lw[: first - 1])).all() and not np.isnan(np.asarray(lw[first:])).any()
+    np.testing.assert_array_equal(np.asarray(fi[first:]), np.asarray(li[first:]))
+    np.testing.assert_array_equal(np.asarray(fw[first:]), np.asarray(lw[first:]))
+    ref = eng.feed(full.fork(), q, want_logits=True)
+    torch.testing.assert_close(eng.feed(lazy.fork(), q, want_logits=True), ref, atol=1e-6, rtol=1e-6)
+    gen = [e.token_id for e in eng.generate(lazy, prompt_ids=q, max_new_tokens=8)]
+    assert gen == [e.token_id for e in eng.generate(full, prompt_ids=q, max_new_tokens=8)]
+
+    short = eng.new_state()  # the tail is one chunk: the catch-up reaches unselected rows
+    eng.feed(short, doc[:-S], upper=False, select=False)
+    eng.feed(short, doc[-S:], upper=False)
+    with pytest.raises(RuntimeError, match="select=False"):
+        eng.feed(short.fork(), q, want_logits=True)
+    with pytest.raises(ValueError, match="select=False"):
+        eng.feed(eng.new_state(), doc[:S], select=False)

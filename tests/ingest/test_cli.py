@@ -54,7 +54,14 @@ def test_ingest_list_ask_summarize_trace_rm(cli, assets, drt_home):
     rc, out, _ = cli("ask", prefix, "What happened?")  # text mode streams, then lists evidence
     assert rc == 0 and "Evidence" in out
 
-    rc, out, _ = cli("rm", prefix, "--json")
+    rc, out, _ = cli("trace", "emma", "--json")  # by title, any case
+    assert rc == 0 and one_json(out)["doc_id"] == res["doc_id"]
+
+    before = snapshot(drt_home)
+    rc, out, err = cli("rm", "emm", "--json")  # a part of a name never removes a document
+    assert rc == 2 and out == "" and "no document 'emm'" in err and snapshot(drt_home) == before
+
+    rc, out, _ = cli("rm", "Emma", "--json")
     assert rc == 0 and one_json(out) == {"doc_id": res["doc_id"], "removed": True}
     assert not (drt_home / "states" / res["doc_id"]).exists()
     rc, out, _ = cli("list", "--json")

@@ -97,6 +97,27 @@ def test_resolve_prefixes(library):
         library.resolve("")
 
 
+def test_resolve_by_title_or_file_name(library):
+    """`drt-reader ask emma "..."`: a document is named by its title or file name as well as its id;
+    the whole name wins over a part of another, and a name that fits several is refused, naming them."""
+    emma, emma2, prose = "e" * 64, "d" * 64, "0" * 64
+    for i, t, src in ((emma, "Emma", "158-pdf.pdf"), (emma2, "Emma and Her Friends", "emma-friends.txt"),
+                      (prose, "Pride and  Prejudice", "1342.txt")):
+        d = _doc(i, title=t)
+        d[0]["source_name"] = src
+        library.add_document(*d)
+    assert library.resolve("EMMA") == emma  # whole title, though "Emma and Her Friends" holds it too
+    assert library.resolve("158-pdf") == emma  # file name without its extension
+    assert library.resolve("158-pdf.pdf") == emma
+    assert library.resolve("friends") == emma2  # a part of one name
+    assert library.resolve("pride and prejudice") == prose  # spaces normalised
+    assert library.resolve("eee") == emma  # hexadecimal: the id first
+    with pytest.raises(AmbiguousDocument, match="2 documents"):
+        library.resolve("and")
+    with pytest.raises(UnknownDocument, match="no document 'Middlemarch'"):
+        library.resolve("Middlemarch")
+
+
 def test_delete_cascades(library):
     d = _id("c")
     library.add_document(*_doc(d))
