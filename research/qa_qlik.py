@@ -82,14 +82,14 @@ def main(specs, model_path="checkpoints/drt-tiny"):
 
                 s3 = {c: qlik(model, tok, passage(c), r["question"]) for c in rank}
                 s1 = {c: qlik(model, tok, passage(c, 0), r["question"]) for c in rank}
+                best = max(rank, key=lambda c: s3[c])
                 choice = {
                     "shipped (quote_chunk)": shipped,
                     "ranking[0]": rank[0],
-                    "qlik c-1..c+1": max(rank, key=lambda c: s3[c]),
+                    "qlik c-1..c+1": best,
                     "qlik c": max(rank, key=lambda c: s1[c]),
                 }
                 for m in (0.1, 0.25, 0.5):  # leave the shipped chunk unless another is clearly likelier
-                    best = max(rank, key=lambda c: s3[c])
                     choice[f"shipped unless qlik3 +{m}"] = best if s3[best] > s3[shipped] + m else shipped
                 for k, c in choice.items():
                     t = quote_from_evidence(lib, doc_id, c, r["question"], vocabs[doc_id])

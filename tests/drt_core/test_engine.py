@@ -810,7 +810,7 @@ def test_a_haystack_fed_without_selections_gives_the_same_answer(smear, one_thre
     np.testing.assert_array_equal(full.memory.keys(), lazy.memory.keys())
     (fi, fw), (li, lw) = full.memory.selections(), lazy.memory.selections()
     first = -(-cut // (S - 1))  # the first chunk whose landmark was fed with select=True (real tokens: S - 1 a chunk)
-    assert np.isnan(np.asarray(lw[: first - 1])).all() and not np.isnan(np.asarray(lw[first:])).any()
+    assert np.isnan(np.asarray(lw[:first])).all() and not np.isnan(np.asarray(lw[first:])).any()
     np.testing.assert_array_equal(np.asarray(fi[first:]), np.asarray(li[first:]))
     np.testing.assert_array_equal(np.asarray(fw[first:]), np.asarray(lw[first:]))
     ref = eng.feed(full.fork(), q, want_logits=True)
