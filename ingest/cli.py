@@ -291,6 +291,12 @@ def _evidence_text(evidence: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def quoted(text: str) -> str:
+    """The quote between curly quotation marks, unless the passage itself opens with one (dialogue:
+    "“Who is Planchet?” said ..." would otherwise print with a doubled mark)."""
+    return text if text.startswith(("\u201c", "\"")) else f"\u201c{text}\u201d"
+
+
 def answer_text(out: dict) -> str:
     """The text-mode answer: the quote with its pages, or the abstention, then the model's short
     answer when it copied one from the quote."""
@@ -300,7 +306,7 @@ def answer_text(out: dict) -> str:
 
         return f"{out['answer']} {abstain_reason(out)} The passages the model scored highest are below."
     if q:
-        lines = [f"\u201c{q['text']}\u201d ({_pages(q['pages'])}{_matter(q)}, chunk {q['chunk']})"]
+        lines = [f"{quoted(q['text'])} ({_pages(q['pages'])}{_matter(q)}, chunk {q['chunk']})"]
         if out.get("short_answer"):
             lines.append(f"Short answer: {out['short_answer']}")
         return "\n".join(lines)

@@ -227,3 +227,15 @@ def test_evidence_and_quote_on_a_licence_page_are_tagged(cli, tmp_path):
                        "--max-new-tokens", "4")
     assert rc == 0, err
     assert "licence page" in out
+
+
+def test_a_quote_that_opens_with_dialogue_gets_no_second_mark():
+    """Regression: `ask` printed ““Who is Planchet?” said ...” for a passage that opens with a
+    quotation mark."""
+    from ingest.cli import answer_text, quoted
+
+    assert quoted("Planchet was his lackey.") == "\u201cPlanchet was his lackey.\u201d"
+    assert quoted("\u201cWho is Planchet?\u201d said he.") == "\u201cWho is Planchet?\u201d said he."
+    assert quoted('"Who?" said he.') == '"Who?" said he.'
+    out = {"quote": {"text": "\u201cWho is Planchet?\u201d said he.", "pages": [3], "chunk": 7}}
+    assert answer_text(out).startswith("\u201cWho is Planchet?\u201d said he. (")
