@@ -154,6 +154,17 @@ class LandmarkAttention(SelfAttention):
             i = j
         return out
 
+    def _block_scores(self, q: torch.Tensor, blocks_k: torch.Tensor, kk: int, qpos: torch.Tensor) -> torch.Tensor:
+        """The landmark scores [H, m, b] of queries q [H, m, d] (layout positions qpos [m]) against
+        the b earlier blocks' landmark keys (blocks_k [H, b, S, d]): the kk most recent landmarks at
+        their layout positions, older ones at block 0's. What top-k ranks (research/landmark_recall.py
+        reads them)."""
+        b, S = blocks_k.shape[1], self.S
+        lay = torch.zeros(b, dtype=torch.long, device=q.device)
+        lay[b - kk:] = torch.arange(kk, device=q.device)
+        lk = blocks_k[:, :, S - 1].to(q.dtype)  # [H, b, d]
+        return (q @ lk.transpose(-1, -2)) * (1.0 / math.sqrt(self.d)) + self.alibi(qpos, lay * S + S - 1).to(q.dtype)
+
     def _attend_block(self, q: torch.Tensor, cache: KVWindow, b: int, i0: int) -> torch.Tensor:
         """Queries q [H, m, d] at positions i0.. of block b -> outputs [H, m, d]."""
         S, H, d = self.S, self.H, self.d
@@ -174,11 +185,7 @@ class LandmarkAttention(SelfAttention):
             return s_own.softmax(-1) @ own_v
         blocks_k = cache.k[0, :, : b * S].view(H, b, S, d)
         blocks_v = cache.v[0, :, : b * S].view(H, b, S, d)
-        # scoring: the k most recent landmarks at their layout positions, older ones at block 0's
-        lay = torch.zeros(b, dtype=torch.long, device=dev)
-        lay[b - kk:] = torch.arange(kk, device=dev)
-        lk = blocks_k[:, :, S - 1].to(dt)  # [H, b, d]
-        raw = (q @ lk.transpose(-1, -2)) * scale + self.alibi(qpos, lay * S + S - 1).to(dt)  # [H, m, b]
+        raw = self._block_scores(q, blocks_k, kk, qpos)  # [H, m, b]
         # top-k, ties to the more recent block. At layer 0 every landmark key is the same vector
         # (the landmark token's embedding), so the older blocks' scores tie up to the last bits
         # that a matmul's blocking changes: scores are compared in steps of 2^-10, so the
