@@ -165,6 +165,16 @@ class LandmarkAttention(SelfAttention):
         lk = blocks_k[:, :, S - 1].to(q.dtype)  # [H, b, d]
         return (q @ lk.transpose(-1, -2)) * (1.0 / math.sqrt(self.d)) + self.alibi(qpos, lay * S + S - 1).to(q.dtype)
 
+    @staticmethod
+    def top_blocks(raw: torch.Tensor, kk: int) -> torch.Tensor:
+        """The kk best blocks of scores raw [..., b] (block indices, best first), ties to the more
+        recent block. At layer 0 every landmark key is the same vector (the landmark token's
+        embedding), so the older blocks' scores tie up to the last bits that a matmul's blocking
+        changes: scores are compared in steps of 2^-10, so the selection does not depend on how the
+        stream was cut into runs. The engine's choice; research/landmark_recall.py ranks with it."""
+        order = raw.mul(1024.0).round().flip(-1).sort(dim=-1, descending=True, stable=True).indices[..., :kk]
+        return raw.shape[-1] - 1 - order
+
     def _attend_block(self, q: torch.Tensor, cache: KVWindow, b: int, i0: int) -> torch.Tensor:
         """Queries q [H, m, d] at positions i0.. of block b -> outputs [H, m, d]."""
         S, H, d = self.S, self.H, self.d
@@ -186,12 +196,7 @@ class LandmarkAttention(SelfAttention):
         blocks_k = cache.k[0, :, : b * S].view(H, b, S, d)
         blocks_v = cache.v[0, :, : b * S].view(H, b, S, d)
         raw = self._block_scores(q, blocks_k, kk, qpos)  # [H, m, b]
-        # top-k, ties to the more recent block. At layer 0 every landmark key is the same vector
-        # (the landmark token's embedding), so the older blocks' scores tie up to the last bits
-        # that a matmul's blocking changes: scores are compared in steps of 2^-10, so the
-        # selection does not depend on how the stream was cut into runs.
-        order = raw.mul(1024.0).round().flip(-1).sort(dim=-1, descending=True, stable=True).indices[..., :kk]
-        idx = (b - 1 - order).sort(-1).values  # [H, m, kk], document order = layout order
+        idx = self.top_blocks(raw, kk).sort(-1).values  # [H, m, kk], document order = layout order
         # the union of the blocks this block's queries chose, per head (padded to the largest),
         # read once; each query then masks the blocks it did not choose. Its chosen blocks sit in
         # the layout at their rank in its own selection.

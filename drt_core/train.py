@@ -625,9 +625,15 @@ def activation_bytes(mc, batch_size: int, seq_len: int, bf16: bool = False) -> i
     computed or allocated, well under a second for the paper preset) with saved_tensors_hooks
     counting each distinct storage once. bf16: the parameters in bf16, as FSDP2's mixed precision
     gathers them. On this CPU the fp32 count matches a real forward's (paper preset, 504 tokens:
-    1.725 against 1.728 GiB). None where the forward cannot run on meta (fixed_retriever's MiniLM)."""
+    1.725 against 1.728 GiB). The lexical term counts tokens with torch.unique, which has no meta
+    kernel: it is left out of the count (its tensors are chunks x chunks, a few KiB a sample). None
+    where the forward cannot run on meta otherwise (fixed_retriever's MiniLM)."""
+    from .config import DRTConfig
     from .modeling import DRTForCausalLM
 
+    if getattr(mc, "lexical", False):
+        mc = DRTConfig(**{**mc.to_dict(), "lexical": False, "lexical_doc_df": 0.0, "lexical_words": 0.0,
+                          "lexical_window": 0.0, "lexical_word_carry": False})
     try:
         with torch.device("meta"):
             m = DRTForCausalLM(mc)
@@ -677,7 +683,7 @@ def estimate_memory(mc, batch_size: int, seq_len: int, world: int = 1, fsdp: boo
         est["gathered"] = (4 * P if world > 1 else 0) / gib + (2 * P if bf16 else 0) / gib
     act = activation_bytes(mc, batch_size, seq_len, bf16)
     est["activations"] = float("nan") if act is None else act / gib
-    est["total"] = sum(v for k, v in est.items() if k != "params")
+    est["total"] = sum(v for k, v in est.items() if k != "params" and v == v)  # a nan (not estimated) left out
     return est
 
 
@@ -713,8 +719,9 @@ def plan_text(cfg: TrainConfig) -> str:
             f"tokens per process x {world} = {tok:,} tokens per step, {cfg.steps} steps ({tok * cfg.steps:,} tokens); "
             f"device {device.type}, {'bf16 autocast' if bf16 else 'fp32'}, {par}; estimated memory per device "
             f"{est['total']:.2f} GiB (weights {est['weights']:.2f}, gradients {est['grads']:.2f}, AdamW "
-            f"{est['adamw']:.2f}, gathered / buffers {est['gathered']:.2f}, activations {est['activations']:.2f}; "
-            f"docs/training.md)")
+            f"{est['adamw']:.2f}, gathered / buffers {est['gathered']:.2f}, "
+            + (f"activations {est['activations']:.2f}" if est["activations"] == est["activations"]
+               else "activations not estimated: the total leaves them out") + "; docs/training.md)")
 
 
 def train(cfg: TrainConfig) -> dict:

@@ -9,7 +9,7 @@ breaks beyond the training length, the paper's claim. This probe asks the retrie
 streams `eval niah`'s examples (same builder, seed and depths) through the engine, teacher-forcing
 the answer, and records, in every layer and head, the landmark scores of the queries that predict
 the answer tokens (the prompt's last token and the answer's tokens but the last) against every
-earlier block (`LandmarkAttention._block_scores`, what top-k ranks). The needle's blocks are those
+earlier block (`LandmarkAttention._block_scores`, ranked by `LandmarkAttention.top_blocks` as the engine ranks them). The needle's blocks are those
 holding any token of the needle sentence. Per length it reports, over samples x answer positions:
 
 - hit: the share of query positions (those whose next token is an answer token) at which some head of a layer puts a needle block in its
@@ -95,7 +95,7 @@ def main() -> None:
                         continue
                     sc = raw[:, r]  # [H, b]
                     kk = min(b, K)
-                    top = sc.topk(kk, dim=-1).indices  # ties aside, the engine's choice
+                    top = LandmarkAttention.top_blocks(sc, kk)  # the engine's choice, its tie rule included
                     hit = any(int(x) in needle_blocks for x in top.flatten())
                     order = sc.argsort(dim=-1, descending=True)
                     best = min(int((order[h] == nb).nonzero()[0, 0]) + 1 for h in range(H) for nb in needle_blocks)

@@ -181,3 +181,14 @@ def test_starts_from_a_sliding_window_checkpoint(tmp_path):
     m, info = DRTForCausalLM.from_pretrained(tmp_path, arch="landmark", output_loading_info=True)
     assert m.config.arch == "landmark" and isinstance(m.layers[0].attn, LandmarkAttention)
     assert not info["missing_keys"] and not info["unexpected_keys"]
+
+
+def test_top_blocks_prefers_the_best_then_the_most_recent():
+    # blocks 0..5; block 4 best; blocks 1, 3 and 5 tie within 2^-10 (the engine's rounding step)
+    raw = torch.tensor([[0.0, 2.0, 1.0, 2.0 + 2e-4, 3.0, 2.0 - 2e-4]])
+    assert LandmarkAttention.top_blocks(raw, 1).tolist() == [[4]]
+    assert LandmarkAttention.top_blocks(raw, 3).tolist() == [[4, 5, 3]]
+    assert LandmarkAttention.top_blocks(raw, 6).tolist() == [[4, 5, 3, 1, 2, 0]]
+    # a gap of one rounding step or more is not a tie
+    raw = torch.tensor([[2.0 + 2.0 ** -9, 2.0]])
+    assert LandmarkAttention.top_blocks(raw, 1).tolist() == [[0]]

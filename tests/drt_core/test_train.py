@@ -180,6 +180,20 @@ def test_activation_estimate_equals_what_a_real_forward_saves():
     assert activation_bytes(mc, 2, 504) == pytest.approx(sum(seen.values()), rel=0.02)
 
 
+def test_activation_estimate_of_a_lexical_model_and_a_plan_without_nan(monkeypatch):
+    """Regression: the lexical term (torch.unique, no meta kernel) made the estimate nan, printed as
+    'estimated memory per device nan GiB'. It is now counted without that term, and the plan of a
+    model that cannot be estimated says so instead of printing nan."""
+    from drt_core import train as tr
+
+    lex = DRTConfig.from_preset("tiny", lexical=True, lexical_doc_df=1.0, lexical_words=2.0, lexical_word_carry=True)
+    plain = DRTConfig.from_preset("tiny")
+    assert tr.activation_bytes(lex, 1, 504) == tr.activation_bytes(plain, 1, 504) > 0
+    monkeypatch.setattr(tr, "activation_bytes", lambda *a, **k: None)
+    text = tr.plan_text(tr.TrainConfig(preset="tiny", batch_size=1, seq_len=504))
+    assert "nan" not in text and "activations not estimated" in text
+
+
 def test_plan_names_what_the_paper_preset_will_use(monkeypatch):
     from drt_core.train import TrainConfig, plan_text
 
