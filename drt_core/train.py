@@ -628,12 +628,11 @@ def activation_bytes(mc, batch_size: int, seq_len: int, bf16: bool = False) -> i
     1.725 against 1.728 GiB). The lexical term counts tokens with torch.unique, which has no meta
     kernel: it is left out of the count (its tensors are chunks x chunks, a few KiB a sample). None
     where the forward cannot run on meta otherwise (fixed_retriever's MiniLM)."""
-    from .config import DRTConfig
+    from .config import PAPER_FLAVOUR, DRTConfig
     from .modeling import DRTForCausalLM
 
-    if getattr(mc, "lexical", False):
-        mc = DRTConfig(**{**mc.to_dict(), "lexical": False, "lexical_doc_df": 0.0, "lexical_words": 0.0,
-                          "lexical_window": 0.0, "lexical_word_carry": False})
+    if mc.lexical:  # the lexical fields at their "off" values
+        mc = DRTConfig(**{**mc.to_dict(), **{k: v for k, v in PAPER_FLAVOUR.items() if k.startswith("lexical")}})
     try:
         with torch.device("meta"):
             m = DRTForCausalLM(mc)
@@ -683,7 +682,7 @@ def estimate_memory(mc, batch_size: int, seq_len: int, world: int = 1, fsdp: boo
         est["gathered"] = (4 * P if world > 1 else 0) / gib + (2 * P if bf16 else 0) / gib
     act = activation_bytes(mc, batch_size, seq_len, bf16)
     est["activations"] = float("nan") if act is None else act / gib
-    est["total"] = sum(v for k, v in est.items() if k != "params" and v == v)  # a nan (not estimated) left out
+    est["total"] = sum(v for k, v in est.items() if k != "params" and not math.isnan(v))  # nan: not estimated
     return est
 
 
@@ -720,8 +719,8 @@ def plan_text(cfg: TrainConfig) -> str:
             f"device {device.type}, {'bf16 autocast' if bf16 else 'fp32'}, {par}; estimated memory per device "
             f"{est['total']:.2f} GiB (weights {est['weights']:.2f}, gradients {est['grads']:.2f}, AdamW "
             f"{est['adamw']:.2f}, gathered / buffers {est['gathered']:.2f}, "
-            + (f"activations {est['activations']:.2f}" if est["activations"] == est["activations"]
-               else "activations not estimated: the total leaves them out") + "; docs/training.md)")
+            + ("activations not estimated: the total leaves them out" if math.isnan(est["activations"])
+               else f"activations {est['activations']:.2f}") + "; docs/training.md)")
 
 
 def train(cfg: TrainConfig) -> dict:

@@ -14,8 +14,8 @@ holding any token of the needle sentence. Per length it reports, over samples x 
 
 - hit: the share of query positions (those whose next token is an answer token) at which some head of a layer puts a needle block in its
   top-k (k = chunk_topk), per layer, and for any layer;
-- rank: the needle's best rank (1 = first) among all earlier blocks, the best head per layer,
-  median over positions;
+- rank: the needle's best rank (1 = first) among all earlier blocks in the engine's order, the
+  best head per layer, median over positions;
 - chance: the median best rank of H heads ranking at random, b (1 - 0.5^(1/H)); and the hit rate of k blocks drawn at random by each head, 1 - (1 - n_needle/b)^(H k') with
   k' = k (approximately), for the same positions.
 
@@ -93,13 +93,11 @@ def main() -> None:
                 for r, slot in enumerate(slots):
                     if (b, slot) not in want:
                         continue
-                    sc = raw[:, r]  # [H, b]
-                    kk = min(b, K)
-                    top = LandmarkAttention.top_blocks(sc, kk)  # the engine's choice, its tie rule included
-                    hit = any(int(x) in needle_blocks for x in top.flatten())
-                    order = sc.argsort(dim=-1, descending=True)
+                    # every block in the engine's order (its tie rule included): the engine reads
+                    # the first min(b, K) of each head, so a hit is a needle block ranked within them
+                    order = LandmarkAttention.top_blocks(raw[:, r], b)  # [H, b]
                     best = min(int((order[h] == nb).nonzero()[0, 0]) + 1 for h in range(H) for nb in needle_blocks)
-                    hits.setdefault((b, slot), {})[j] = (hit, best)
+                    hits.setdefault((b, slot), {})[j] = (best <= min(b, K), best)
             for (b, slot), lay in hits.items():
                 assert len(lay) == len(layers), "a query position was not seen in every layer"
                 n_pos += 1
