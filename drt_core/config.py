@@ -29,6 +29,7 @@ PAPER_FLAVOUR: dict = dict(
     copy_qk_cap=0.0, copy_span=0, copy_lead=0, copy_groups="last",
     key_encoder=0, key_context=0, query_key=False, query_encoder=0,
     lexical=False, lexical_doc_df=0.0, lexical_words=0.0, lexical_window=0.0, lexical_word_carry=False, abstain_z=None, stream_preamble=None,
+    bm25_weight=0.0, bm25_window=0,
 )
 EXTENSIONS: tuple[str, ...] = tuple(PAPER_FLAVOUR)
 
@@ -188,6 +189,16 @@ class DRTConfig(PretrainedConfig):
         # --calibrate`; of six statistics, z was best on both sets: real-questions log). Not part of
         # the model's numbers (the engine fingerprint ignores it). Default None (never abstain).
         abstain_z: float | None = None,
+        # > 0: at question time, every selection a question's generation makes (each landmark of its
+        # fork, in every group) adds bm25_weight x the question's BM25 score of each document chunk
+        # (drt_core/bm25.py: stop-words, stemming, saturation, length normalisation), over units of
+        # the chunk and bm25_window chunks each side: the model's retrieval becomes BM25 plus the
+        # learned scores, and what the trace, heatmap and evidence show is that selection. Prefill
+        # is untouched, so stored states do not depend on it (the engine fingerprint ignores it).
+        # Why: on books no choice was made on, BM25 found the passage as often as the learned scores
+        # (issue 50; docs/qa.md). Default 0.0 (off).
+        bm25_weight: float = 0.0,
+        bm25_window: int = 0,
         # Token ids that every stream begins with, before its first real token: the self-attention
         # windows of every layer hold them at positions 0..P-1 (the batch forward prepends them to
         # each row, the engine to each new state, so training, the store and every measurement see
@@ -305,6 +316,11 @@ class DRTConfig(PretrainedConfig):
             raise ValueError("lexical_word_carry needs lexical_words")
         self.lexical_word_carry = bool(lexical_word_carry)
         self.abstain_z = None if abstain_z is None else float(abstain_z)
+        if float(bm25_weight) < 0 or (bm25_weight and arch != "drt"):
+            raise ValueError(f"bm25_weight must be >= 0 and needs arch 'drt', got {bm25_weight!r}")
+        if int(bm25_window) < 0:
+            raise ValueError(f"bm25_window must be >= 0, got {bm25_window!r}")
+        self.bm25_weight, self.bm25_window = float(bm25_weight), int(bm25_window)
         pre = None if not stream_preamble else [int(t) for t in stream_preamble]
         if pre is not None and not all(0 <= t < vocab_size for t in pre):
             raise ValueError(f"stream_preamble holds token ids in [0, {vocab_size}), got {stream_preamble!r}")

@@ -265,6 +265,9 @@ class DocState:
         # a fork of Engine._fork_variants: one row per set of barred chunks, run side by side (batched)
         # from the retrieval groups on; None for every other state
         self.variants: list[frozenset[int]] | None = None
+        # [n_doc_chunks] added to every selection's scores of the document's chunks (a question's
+        # BM25 term, Engine.question_bias; set on generation forks only)
+        self.bias: torch.Tensor | None = None
         # per retrieval group, the last K/V gathered from the chunk memory onto the engine's device,
         # reused while the selection stays (a whole chunk when decoding: G transfers every S tokens)
         self.gathered: dict[int, tuple] = {}
@@ -283,7 +286,7 @@ class DocState:
         groups are caught up first, on this state, so every fork starts exact (Engine._catch_up)."""
         self.engine._catch_up(self)
         out = DocState(self.engine, OverlayMemory(self.memory), self.carry.clone(), None)
-        out.mask, out.variants = self.mask, self.variants
+        out.mask, out.variants, out.bias = self.mask, self.variants, self.bias
         return out
 
     def dependency_map(self) -> list[dict]:
@@ -710,7 +713,11 @@ class Engine:
                     stats = self._lexical_stats(mem) if lex else None  # running in-document counts
                     scores = (model.chunk_scores(g, q, all_keys[None].expand(Bv, -1, -1), q_chunk, k_chunk, q_toks,
                                                  k_toks, stats=stats)  # [Bv, m', n]
-                              if not self.use_faiss or record is not None or lex or barring else None)
+                              if not self.use_faiss or record is not None or lex or barring
+                              or state.bias is not None else None)
+                    if scores is not None and state.bias is not None:  # the question's BM25 term (question_bias)
+                        nb = min(state.bias.shape[0], scores.shape[-1])
+                        scores = torch.cat([scores[..., :nb] + state.bias[:nb].to(scores), scores[..., nb:]], -1)
                 idx, w = [], []
                 for b, barred in enumerate(masks):
                     # counterfactual masking (generate's `mask`, a variant's): barred chunks are never selected
@@ -1191,6 +1198,7 @@ class Engine:
         with state.lock:
             fork = state.fork()
         self._bar(fork, barred)
+        fork.bias = self.question_bias(state, question)
         if prompt_ids is None:
             prompt_ids = self.prompt_ids(fork, question)
         record: list[dict] = []
@@ -1237,6 +1245,40 @@ class Engine:
         answer = clean_answer(text)
         yield GenEvent(None, "", done=True, answer=answer, trace=trace, stop_reason=reason,
                        ids=list(out_ids))
+
+    # -- the question's BM25 term ---------------------------------------------------------------------
+
+    def bm25_index(self, state: DocState):
+        """The BM25 index (drt_core.bm25) of the document's chunks, their texts decoded from the stored
+        token ids; cached per memory (a fork's is its base's), rebuilt when the memory has grown."""
+        import weakref
+
+        from .bm25 import BM25
+
+        mem = state.memory
+        while isinstance(mem, OverlayMemory):
+            mem = mem.base
+        cache = self.__dict__.setdefault("_bm25_cache", weakref.WeakKeyDictionary())
+        have = cache.get(mem)
+        if have is None or have.n != mem.n:
+            toks = self._memory_tokens(mem).cpu().tolist()
+            dec = getattr(self.tokenizer, "batch_decode", None)
+            texts = (dec(toks, skip_special_tokens=True) if dec is not None
+                     else [self.tokenizer.decode(t) for t in toks])
+            have = cache[mem] = BM25(texts, window=self.cfg.bm25_window)
+        return have
+
+    def question_bias(self, state: DocState, question: str | None) -> torch.Tensor | None:
+        """[n_doc_chunks]: bm25_weight x the BM25 score of `question` for each document chunk (config
+        bm25_weight; DocState.bias adds it to every selection of a question's fork), or None (no question,
+        the term off, or no question word in the document)."""
+        w = float(getattr(self.cfg, "bm25_weight", 0.0) or 0.0)
+        if question is None or w <= 0 or not self.cfg.uses_chunks or self.tokenizer is None:
+            return None
+        s = self.bm25_index(state).scores(question)
+        if not s.any():
+            return None
+        return torch.from_numpy(w * s).float().to(self.device)
 
     # -- counterfactual masking ----------------------------------------------------------------------
 
@@ -1320,22 +1362,24 @@ class Engine:
 
     @torch.no_grad()
     def _answer_logprobs(self, state: DocState, prompt_ids: Sequence[int], answer_ids: Sequence[int],
-                         masks: Sequence[frozenset[int]]) -> list[float]:
+                         masks: Sequence[frozenset[int]], bias: torch.Tensor | None = None) -> list[float]:
         """answer_logprob for each set of barred chunks in `masks`, in one batched teacher-forced pass
-        (_fork_variants) over prompt + answer."""
+        (_fork_variants) over prompt + answer; `bias`: the question's selection term (question_bias)."""
         if not answer_ids or not masks:
             return [0.0] * len(masks)
         fork = self._fork_variants(state, masks)
+        fork.bias = bias
         return self._answer_lp(fork, prompt_ids, answer_ids).sum(-1).tolist()
 
     @torch.no_grad()
     def _answer_logprob(self, state: DocState, prompt_ids: Sequence[int], answer_ids: Sequence[int],
-                        barred: frozenset[int]) -> tuple[float, set[int]]:
+                        barred: frozenset[int], bias: torch.Tensor | None = None) -> tuple[float, set[int]]:
         """(sum of log p(answer_ids) after prompt_ids on a fork with `barred` masked, the document
         chunks any selection serving those positions picked with weight > 0)."""
         with state.lock:
             fork = state.fork()
         self._bar(fork, barred)
+        fork.bias = bias
         n = fork.memory.n
         car = fork.carry
         picked = {int(i) for i, w in zip(car.sel_idx.reshape(-1).tolist(), car.sel_w.reshape(-1).tolist()) if w > 0}
@@ -1354,7 +1398,7 @@ class Engine:
         barred = self.check_mask(state, mask)
         if prompt_ids is None:
             prompt_ids = self.prompt_ids(state, question)
-        return self._answer_logprob(state, prompt_ids, answer_ids, barred)[0]
+        return self._answer_logprob(state, prompt_ids, answer_ids, barred, self.question_bias(state, question))[0]
 
     def causal_effects(self, state: DocState, question: str | None, answer_ids: Sequence[int],
                        chunks: Iterable[int], *, prompt_ids: Sequence[int] | None = None) -> dict[int, float]:
@@ -1369,9 +1413,11 @@ class Engine:
         chunks = sorted(self.check_mask(state, chunks))
         if prompt_ids is None:
             prompt_ids = self.prompt_ids(state, question)
-        base, picked = self._answer_logprob(state, prompt_ids, answer_ids, frozenset())
+        bias = self.question_bias(state, question)
+        base, picked = self._answer_logprob(state, prompt_ids, answer_ids, frozenset(), bias)
         hit = [c for c in chunks if c in picked]
-        masked = dict(zip(hit, self._answer_logprobs(state, prompt_ids, answer_ids, [frozenset({c}) for c in hit])))
+        masked = dict(zip(hit, self._answer_logprobs(state, prompt_ids, answer_ids, [frozenset({c}) for c in hit],
+                                                      bias)))
         return {c: base - masked[c] if c in masked else 0.0 for c in chunks}
 
     def _current_selection(self, fork: DocState, record: list[dict], chunk: int) -> dict | None:
@@ -1443,6 +1489,8 @@ def _state_config(cfg: DRTConfig) -> dict:
     # the abstention threshold is read by `ask` only: calibrating it (eval qa --write-threshold) must
     # not orphan every stored document. Kept as null, so fingerprints of uncalibrated models stay as they were
     d["abstain_z"] = None
+    for key in ("bm25_weight", "bm25_window"):  # question time only: prefilled states do not depend on them
+        d.pop(key, None)
     if d.get("stream_preamble") is None:  # added later: off, it leaves the fingerprints as they were
         d.pop("stream_preamble", None)
     for key in ("lexical_window", "lexical_word_carry"):  # likewise

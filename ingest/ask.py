@@ -20,6 +20,8 @@ import threading
 import time
 from typing import Any, Callable
 
+import numpy as np
+
 from store.library import Library
 
 from . import abstain as abstain_mod
@@ -116,6 +118,10 @@ def abstain_reason(out: dict) -> str:
     if missing:
         named = ", ".join(f"\u201c{w}\u201d" for w in missing[:5])
         return f"The document never mentions {named}."
+    conf = out.get("confidence") or {}
+    if conf.get("abstain"):
+        return ("Its words are in the document, but no passage answers it with confidence "
+                f"(score {conf['score']:+.2f}, calibrated threshold {conf['threshold']:+.2f}).")
     return "No passage stood out for this question."
 
 
@@ -166,6 +172,109 @@ def quote_chunk(library: Library, doc_id: str, evidence: list[dict], question: s
 
     return max(evidence, key=lambda r: (score(r) + (0.0 if r.get("matter") else window * beside(r["chunk"])),
                                         r["weight"]))
+
+
+@functools.lru_cache(maxsize=8)
+def _load_reader(model_dir: str):
+    from .reader import Reader
+
+    return Reader.load(model_dir)
+
+
+def _reader(engine: EngineLike):
+    """The checkpoint's trained answer reader (ingest.reader), or None when it ships none."""
+    model_dir = getattr(engine, "model_dir", None)
+    return _load_reader(str(model_dir)) if model_dir is not None else None
+
+
+_STATS: dict[tuple[str, str], Any] = {}  # a document's term statistics for the reader (its id is its content hash)
+
+
+def _doc_stats(library: Library, doc_id: str):
+    from .reader import DocStats
+
+    key = (str(library.home), doc_id)
+    if key not in _STATS:
+        while len(_STATS) >= 4:
+            _STATS.pop(next(iter(_STATS)))
+        _STATS[key] = DocStats([r["text"] for r in library.chunks(doc_id)])
+    return _STATS[key]
+
+
+READ_PASSAGES = 8  # the reader reads the evidence, then the question's next best-scored chunks, up to this many
+
+
+def reading_order(evidence: list[dict], scores: list | None, k: int = READ_PASSAGES) -> list[int]:
+    """The chunks the reader reads: the evidence's (heaviest first), then the rest of the question
+    selection's best-scored chunks (`scores`, the trace's first row: what the model scored highest)."""
+    order = [int(e["chunk"]) for e in evidence][:k]
+    if scores:
+        rest = sorted((i for i, v in enumerate(scores) if v is not None and math.isfinite(float(v)) and i not in order),
+                      key=lambda i: (-float(scores[i]), i))
+        order += rest[: max(0, k - len(order))]
+    return order
+
+
+def confidence(reader, library: Library, doc_id: str, question: str, reading: Any, bm) -> dict | None:
+    """The calibrated abstention test (ingest.abstain_model, the reader's "abstain"): {"score",
+    "threshold", "abstain"}, or None when the checkpoint ships no test or the engine has no BM25 term.
+    A test shipped without a threshold scores every answer and never abstains."""
+    from . import abstain_model
+
+    model = reader.meta.get("abstain")
+    if model is None or bm is None:
+        return None
+    x = abstain_model.features(question, reading, _doc_stats(library, doc_id), np.asarray(bm, dtype=np.float64))
+    s = abstain_model.score(model, x)
+    t = model.get("threshold")  # None: measured, not calibrated to abstain (docs/qa.md): the score is shown only
+    return {"score": round(s, 4), "threshold": None if t is None else round(float(t), 4),
+            "abstain": t is not None and s < float(t)}
+
+
+def read_answer(library: Library, engine: EngineLike, state: Any, doc_id: str, question: str,
+                evidence: list[dict], reader, scores: list | None = None) -> tuple[dict | None, Any, np.ndarray | None]:
+    """The trained reader's answer (ingest.reader) from `reading_order`'s chunks, each read with the
+    chunk before and after it: (quote, reading, the question's BM25 scores of the document's chunks).
+    The quote is the answer sentence grown by its neighbours to at most QUOTE_MAX_CHARS, with its
+    chunk, pages, character span and `short`, the short answer span inside it."""
+    from .reader import Passage, quote_bounds
+
+    order = reading_order(evidence, scores)
+    want = sorted({c for c0 in order for c in (c0 - 1, c0, c0 + 1)})
+    by_idx = {r["idx"]: r for r in library.chunks(doc_id, [c for c in want if c >= 0])}
+    matter = chunk_matter(library, doc_id, [by_idx[c] for c in order if c in by_idx])
+    bm = engine.bm25_index(state).scores(question) if hasattr(engine, "bm25_index") else None
+    top = max((float(bm[c]) for c in order if bm is not None and c < len(bm)), default=0.0) or 1.0
+    weights = {int(e["chunk"]): float(e["weight"]) for e in evidence}
+    passages = []
+    for r, c in enumerate(order):
+        near = [by_idx[x] for x in (c - 1, c, c + 1) if x in by_idx]
+        if c not in by_idx:
+            continue
+        base = near[0]["char_start"]
+        text = "".join(x["text"] for x in near)
+        s = float(bm[c]) / top if bm is not None and c < len(bm) else 0.0
+        passages.append(Passage(c, r, max(s, 0.0), text, base, by_idx[c]["char_start"] - base,
+                                by_idx[c]["char_end"] - base, bool(matter.get(c))))
+    reading = reader.read(question, passages, _doc_stats(library, doc_id))
+    if reading is None:
+        return None, None, bm
+    cand = reading.sentence
+    p = cand.passage
+    a, b = quote_bounds(p.text, cand.a, cand.b)
+    qa, qb = p.base + a, p.base + b
+    pages = sorted({pg for x in by_idx.values() if x["char_end"] > qa and x["char_start"] < qb and abs(x["idx"] - p.chunk) <= 1
+                    for pg in range(x["page_first"], x["page_last"] + 1)})
+    short = " ".join(p.text[reading.span[0]:reading.span[1]].split()) if reading.span else None
+    quote = {"text": " ".join(p.text[a:b].split()), "sentence": " ".join(p.text[cand.a:cand.b].split()),
+             "short": short, "chunk": p.chunk, "pages": pages, "char_start": qa, "char_end": qb,
+             "weight": round(weights.get(p.chunk, 0.0), 6), "matter": matter.get(p.chunk),
+             # whether the model retrieved the quoted chunk (it is in the evidence), and its place in the
+             # reading order (1-based: the evidence first, then the question selection's next best-scored)
+             "retrieved": p.chunk in weights, "rank": p.rank + 1,
+             "reader": {"score": round(reading.score, 4), "margin": round(reading.margin, 4),
+                        "prob": round(reading.prob, 4)}}
+    return quote, reading, bm
 
 
 def quote_from_evidence(library: Library, doc_id: str, chunk: int, question: str,
@@ -304,10 +413,17 @@ def _make_answer(library: Library, engine: EngineLike, doc_id: str, question: st
     z = retrieval_z(tj, n_chunks)
     threshold = abstain_threshold(engine)
     abstained = bool(missing) or (threshold is not None and z is not None and z < threshold)
-    quote = None
-    if evidence and not abstained:
+    quote, reading, unsure = None, None, None
+    reader = _reader(engine)
+    rows = tj.get("chunks") or []
+    if evidence and not abstained and reader is not None:
+        scores = rows[0].get("scores") if rows else None
+        quote, reading, bm = read_answer(library, engine, state, doc_id, question, evidence, reader, scores)
+        unsure = confidence(reader, library, doc_id, question, reading, bm)
+        if unsure is not None and unsure["abstain"]:  # calibrated: the reader and the retriever are not sure
+            abstained, quote = True, None
+    elif evidence and not abstained:
         vocab = _doc_vocabulary(library, doc_id)
-        rows = tj.get("chunks") or []
         first = quote_chunk(library, doc_id, evidence, question, vocab, rows[0].get("scores") if rows else None)
         quote = quote_from_evidence(library, doc_id, first["chunk"], question, vocab, weight=first["weight"])
         if quote is not None:  # a quote drawn from a licence / contents / index page says so (the UI and CLI show it)
@@ -318,11 +434,13 @@ def _make_answer(library: Library, engine: EngineLike, doc_id: str, question: st
         answer = quote["text"]
     else:  # nothing retrieved (a model without retrieval): its generated text
         answer = generated
-    # the model's own short answer, shown only when it is copied verbatim from the quoted passage
-    short = generated if quote is not None and generated and generated in quote["text"] else None
+    if reading is not None:  # the trained reader's short answer, a span of the quote
+        short = quote.get("short")
+    else:  # the model's own short answer, shown only when it is copied verbatim from the quoted passage
+        short = generated if quote is not None and generated and generated in quote["text"] else None
     made = {"quote": quote, "abstained": abstained, "short_answer": short, "generated": generated,
             "retrieval_z": None if z is None else round(z, 4), "abstain_threshold": threshold,
-            "missing_words": missing}
+            "missing_words": missing, "confidence": unsure}
     return {"answer": answer, "evidence": evidence, "trace": tj, "made": made}
 
 

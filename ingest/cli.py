@@ -306,7 +306,8 @@ def answer_text(out: dict) -> str:
 
         return f"{out['answer']} {abstain_reason(out)} The passages the model scored highest are below."
     if q:
-        lines = [f"{quoted(q['text'])} ({_pages(q['pages'])}{_matter(q)}, chunk {q['chunk']})"]
+        after = "" if q.get("retrieved", True) else f"; scored #{q.get('rank')} by the model, after the chunks it retrieved"
+        lines = [f"{quoted(q['text'])} ({_pages(q['pages'])}{_matter(q)}, chunk {q['chunk']}{after})"]
         if out.get("short_answer"):
             lines.append(f"Short answer: {out['short_answer']}")
         return "\n".join(lines)

@@ -45,7 +45,7 @@ logger = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DOCS_ROOT = ROOT.parent / "shared" / "corpora"  # ../shared/corpora from the repository
-BASELINES = ("bm25", "minilm")
+BASELINES = ("bm25", "bm25s", "minilm")  # bm25s: drt_core.bm25 (question stop-words, stemming; chunk units)
 K = (1, 4)  # hit@k reported
 DRT = "drt"
 
@@ -241,7 +241,30 @@ def _engines(engine_or_models) -> dict[str, Any]:
 def _baseline_index(name: str, texts: list[str], device: str):
     from .baselines import BM25Index, MiniLMIndex
 
-    return {"bm25": BM25Index, "minilm": lambda t: MiniLMIndex(t, device=device)}[name](texts)
+    from drt_core.bm25 import BM25
+
+    return {"bm25": BM25Index, "bm25s": BM25, "minilm": lambda t: MiniLMIndex(t, device=device)}[name](texts)
+
+
+def reader_quote(library, doc_id: str, chunks: list[dict], ranking: list[int], question: str, reader, stats,
+                 boiler: set[int]) -> dict | None:
+    """A baseline's answer when the model ships a reader: the reader (ingest.reader) on the baseline's
+    top 8 chunks, each read with its neighbours, as `ask` reads DRT's; the quote grown as ask grows it."""
+    from .reader import Passage, quote_bounds
+
+    ps = []
+    for r, c in enumerate(ranking[:8]):
+        near = [chunks[x] for x in (c - 1, c, c + 1) if 0 <= x < len(chunks)]
+        base = near[0]["char_start"]
+        ps.append(Passage(c, r, 1.0 / (1 + r), "".join(x["text"] for x in near), base,
+                          chunks[c]["char_start"] - base, chunks[c]["char_end"] - base, c in boiler))
+    rd = reader.read(question, ps, stats)
+    if rd is None:
+        return None
+    p = rd.sentence.passage
+    a, b = quote_bounds(p.text, rd.sentence.a, rd.sentence.b)
+    return {"text": " ".join(p.text[a:b].split()), "chunk": p.chunk,
+            "short": " ".join(p.text[rd.span[0]:rd.span[1]].split()) if rd.span else None}
 
 
 def _hits(ranking: list[int], gold: list[int]) -> dict:
@@ -303,6 +326,8 @@ def run_qa(
             finder = TextFinder(document_text(lib, res.doc_id))
             indexes = {b: _baseline_index(b, texts, device) for b in baselines}
             vocab = DocVocabulary(texts)  # the baselines quote their top chunk as ask quotes DRT's
+            reader = ask_mod._reader(next(iter(engines.values())))  # or, with a reader, read their top 8 as DRT's
+            stats = ask_mod._doc_stats(lib, res.doc_id) if reader is not None else None
             docs.append({"doc": doc, "doc_id": res.doc_id, "title": res.title, "tokens": res.tokens,
                          "chunks": res.chunks})
             for q in [q for q in questions if q["doc"] == doc]:
@@ -317,18 +342,27 @@ def run_qa(
                     ranking = [int(e["chunk"]) for e in out.get("evidence") or []]
                     quote = out.get("quote")
                     drawn = [int(quote["chunk"])] if quote else ranking[:1]
-                    row[name] = {"answer": answer, "abstained": abstained, "quote": quote,
+                    short = ("" if abstained or not quote else quote.get("short") or "") if reader is not None else None
+                    row[name] = {"answer": answer, "abstained": abstained, "quote": quote, "short": short,
+                                 "confidence": out.get("confidence"),
                                  "z": out.get("retrieval_z"), "ranking": ranking, **_hits(ranking, gold),
                                  "boilerplate": None if abstained else float(any(c in boiler for c in drawn))}
                 for b, index in indexes.items():
-                    ranking = [i for i, _ in index.search(q["question"], max(K))]
-                    quote = (ask_mod.quote_from_evidence(lib, res.doc_id, chunks[ranking[0]]["idx"], q["question"],
-                                                         vocab) if ranking else None)
+                    ranking = [i for i, _ in index.search(q["question"], 8 if reader is not None else max(K))]
+                    if reader is not None:
+                        quote = reader_quote(lib, res.doc_id, chunks, ranking, q["question"], reader, stats, boiler)
+                    else:
+                        quote = (ask_mod.quote_from_evidence(lib, res.doc_id, chunks[ranking[0]]["idx"], q["question"],
+                                                             vocab) if ranking else None)
                     answer = quote["text"] if quote else ""
-                    row[b] = {"answer": answer, "ranking": ranking, **_hits(ranking, gold),
-                              "boilerplate": float(bool(ranking) and ranking[0] in boiler)}
+                    row[b] = {"answer": answer, "ranking": ranking[: max(K)], **_hits(ranking, gold),
+                              "short": ((quote or {}).get("short") or "") if reader is not None else None,
+                              "boilerplate": float(bool(quote) and quote["chunk"] in boiler) if reader is not None
+                              else float(bool(ranking) and ranking[0] in boiler)}
                 for s in systems:
                     row[s] |= answer_scores(row[s]["answer"], q["answer"]) if q["answerable"] else {}
+                    if q["answerable"] and row[s].get("short") is not None:  # the reader's short answer
+                        row[s]["short_f1"] = token_f1(row[s]["short"], q["answer"]) if row[s]["short"] else 0.0
                 rows.append(row)
                 logger.info("eval qa: %d of %d questions", len(rows), len(questions))
     by_type = {t: summarize(rows, systems, type=t) for t in sorted({r["type"] for r in rows})}
@@ -368,6 +402,23 @@ def calibrate(rows: list[dict], system: str, max_false: float = 0.10) -> dict:
     return {"abstain_z": round(float(t), 4), "calibrated_on": len(found),
             "abstain_answerable": _mean(z < t for z in ans), "abstain_unanswerable": _mean(z < t for z in una),
             "unanswerable": len(una)}
+
+
+def calibrate_confidence(rows: list[dict], system: str, max_false: float = 0.10) -> dict:
+    """The threshold of the reader's abstention test (ingest.abstain_model; ask's `confidence`) from
+    evaluated rows: the largest score such that at most `max_false` of the answerable questions it
+    scored fall below it; with the share of unanswerable questions it then abstains on."""
+    def s(r):
+        c = r[system].get("confidence")
+        return None if c is None else float(c["score"])
+
+    ans = sorted(s(r) for r in rows if r["answerable"] and s(r) is not None)
+    una = [s(r) for r in rows if not r["answerable"] and s(r) is not None]
+    if not ans:
+        raise QAError("no answerable question has a confidence score: nothing to calibrate on")
+    t = ans[int(max_false * len(ans))] - 1e-6
+    return {"threshold": round(float(t), 6), "calibrated_on": len(ans), "abstain_answerable": _mean(x < t for x in ans),
+            "abstain_unanswerable": _mean(x < t for x in una), "unanswerable": len(una)}
 
 
 def mined_question_file(qa_dir: str | Path, split: str, out: str | Path, *, n: int = 200, n_unanswerable: int = 40,
@@ -450,6 +501,7 @@ def summarize(rows: list[dict], systems: Sequence[str], **where) -> dict:
     for s in systems:
         m = {f"hit@{k}": _mean(r[s][f"hit@{k}"] for r in ans) for k in K}
         m |= {x: _mean(r[s][x] for r in ans) for x in ("em", "f1", "contains")}
+        m["short_f1"] = _mean(r[s].get("short_f1") for r in ans)
         m["boilerplate"] = _mean(r[s].get("boilerplate") for r in rows)
         if s.startswith(DRT):
             m["abstain_unanswerable"] = _mean(r[s]["abstained"] for r in una)
@@ -463,6 +515,7 @@ def summarize(rows: list[dict], systems: Sequence[str], **where) -> dict:
 # ---------------------------------------------------------------------------------------------
 
 COLUMNS = [("hit@1", "hit@1"), ("hit@4", "hit@4"), ("em", "EM"), ("f1", "F1"), ("contains", "contains"),
+           ("short_f1", "short answer F1"),
            ("boilerplate", "from licence/contents"),
            ("abstain_unanswerable", "abstain (unanswerable)"), ("abstain_answerable", "abstain (answerable)")]
 
@@ -558,7 +611,24 @@ def cmd_qa(args) -> int:
     finally:
         printer.close()
     text = qa_text(res)
-    if args.calibrate:
+    drt0 = next((s for s in res["systems"] if s.startswith(DRT)), None)
+    if args.calibrate and drt0 and any(r[drt0].get("confidence") for r in res["rows"]):
+        # the reader's abstention test: its threshold, written into the checkpoint's reader.json
+        res["calibration"] = cal = calibrate_confidence(res["rows"], drt0, max_false=args.max_false)
+        text += (f"\n\ncalibrated reader abstention threshold = {cal['threshold']} on {cal['calibrated_on']} answerable "
+                 f"questions: abstains on {100 * (cal['abstain_answerable'] or 0):.1f}% of answerable and "
+                 f"{100 * (cal['abstain_unanswerable'] or 0):.1f}% of {cal['unanswerable']} unanswerable (those not "
+                 "already abstained on by the rare-word test)")
+        if args.write_threshold:
+            meta_path = Path(args.model) / "reader.json"
+            meta = json.loads(meta_path.read_text())
+            meta["abstain"]["threshold"] = cal["threshold"]
+            meta["abstain"]["calibrated_on"] = str(args.questions)
+            tmp = meta_path.with_suffix(".json.tmp")
+            tmp.write_text(json.dumps(meta, indent=2) + "\n")
+            tmp.replace(meta_path)
+            text += f"\nwritten to {meta_path}"
+    elif args.calibrate:
         drt = next(s for s in res["systems"] if s.startswith(DRT))
         res["calibration"] = cal = calibrate(res["rows"], drt, max_false=args.max_false)
         text += (f"\n\ncalibrated abstain_z = {cal['abstain_z']} on {cal['calibrated_on']} retrieved answerable "

@@ -320,7 +320,7 @@ def _quote(text: str, limit: int | None = None) -> str:
 
 
 def _quote_marked(text: str, sentence: str | None) -> str:
-    """A quote block with the sentence that answers (ingest.ask.quote_from_evidence) in bold."""
+    """A quote block with `sentence` in bold: the reader's short answer, or the sentence that answers."""
     t = " ".join(str(text).split())
     i = t.find(sentence) if sentence else -1
     if i < 0:
@@ -870,6 +870,10 @@ def chat_bot(
     yield history, answers, picker, answer_heatmap(ctx, record), answer_evidence_md(ctx, record, labels), result
 
 
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
 def answer_md(result: dict, labels: dict[int, str] | None = None) -> str:
     """The chat's answer: a quote from the document with its page, or an abstention; the model's
     short answer under the quote when it copied one verbatim from it."""
@@ -880,10 +884,13 @@ def answer_md(result: dict, labels: dict[int, str] | None = None) -> str:
     q = result.get("quote")
     if q:
         pages = q.get("pages") or [0]
-        out = (f"{_quote_marked(q['text'], q.get('sentence'))}\n\n— {pages_text(pages[0], pages[-1], labels)}"
-               f"{matter_text(q, ',')}, chunk {int(q['chunk'])} "
-               f"(the passage is shown first under Evidence)")
-        if result.get("short_answer"):
+        short = q.get("short")  # the trained reader's short answer, in bold inside the quote
+        where = ("the passage is shown first under Evidence" if q.get("retrieved", True) else
+                 f"the model scored this chunk {_ordinal(int(q.get('rank') or 0))}, after the chunks it retrieved; "
+                 "the passage is shown first under Evidence")
+        out = (f"{_quote_marked(q['text'], short or q.get('sentence'))}\n\n— {pages_text(pages[0], pages[-1], labels)}"
+               f"{matter_text(q, ',')}, chunk {int(q['chunk'])} ({where})")
+        if result.get("short_answer") and not short:  # the model's own, copied from the quote
             out = f"**{md_escape(result['short_answer'])}**\n\n" + out
         return out
     return md_escape(text) if text else "*(the model wrote nothing; see what it retrieved below)*"

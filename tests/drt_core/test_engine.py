@@ -825,3 +825,57 @@ def test_a_haystack_fed_without_selections_gives_the_same_answer(smear, one_thre
         eng.feed(short.fork(), q, want_logits=True)
     with pytest.raises(ValueError, match="select=False"):
         eng.feed(eng.new_state(), doc[:S], select=False)
+
+
+# ----------------------------------------------------------------------------------------------
+# the question's BM25 term (issue 50): config bm25_weight, Engine.question_bias, DocState.bias
+
+
+def test_question_bias_is_added_to_every_selection_of_the_question():
+    """With a question bias, every selection of the question's fork scores the document's chunks
+    as the learned scores plus the bias (the trace records the sum), a chunk the bias favours is
+    selected, and the causal effects are measured on that same selection (answer_logprob agrees)."""
+    m = make_model(groups=(1, 1), **copy_kw("shipped"))
+    eng = Engine(m, tokenizer=_Tok(), memory_dtype=np.float32)
+    st = eng.new_state()
+    eng.feed(st, ids_of(63 * 12 + 5, seed=31)[0].tolist())
+    n = st.n_chunks
+    base = list(eng.generate(st, "tell me", max_new_tokens=70, stop_at_newline=False))
+    tb = base[-1].trace.to_json()
+    ev = [c for c, _ in eng.evidence(st, base[-1].trace)]
+    far = next(c for c in range(n) if c not in ev and c not in _picked(tb))
+    bias = torch.zeros(n)
+    bias[far] = 1e4
+    bias[(far + 5) % n] = 0.37
+    eng.question_bias = lambda state, question: bias if question == "tell me" else None
+    out = list(eng.generate(st, "tell me", max_new_tokens=70, stop_at_newline=False))
+    to = out[-1].trace.to_json()
+    for rb, ro in zip(tb["chunks"][:1], to["chunks"][:1], strict=True):  # the question's selection: same learned scores
+        for c, (sb, so) in enumerate(zip(rb["scores"], ro["scores"])):
+            assert so == pytest.approx(sb + (float(bias[c]) if c < n else 0.0), abs=1e-2)
+    assert all(far in r["topk"] for r in to["chunks"])  # every landmark of the fork picks it
+    ids = out[-1].ids
+    eff = eng.causal_effects(st, "tell me", ids, [far])
+    assert eff[far] == pytest.approx(eng.answer_logprob(st, "tell me", ids)
+                                     - eng.answer_logprob(st, "tell me", ids, mask=[far]), abs=1e-9)
+    assert eff[far] != 0.0  # the favoured chunk is read: masking it changes the answer's likelihood
+    # no question (a summary), or the term off: nothing is added
+    eng.question_bias = Engine.question_bias.__get__(eng)
+    assert eng.question_bias(st, "tell me") is None and eng.question_bias(st, None) is None
+
+
+def test_bm25_index_is_the_documents_chunks(monkeypatch):
+    """Engine.bm25_index reads the stored chunks' token ids (decoded), one unit per chunk, and
+    question_bias is bm25_weight x its scores; a fork uses its base's index."""
+    m = make_model(groups=(1, 1), **copy_kw("shipped"))
+    eng = Engine(m, tokenizer=_Tok(), memory_dtype=np.float32)
+    st = eng.new_state()
+    eng.feed(st, ids_of(63 * 6 + 5, seed=32)[0].tolist())
+    ix = eng.bm25_index(st)
+    assert ix.n == st.n_chunks
+    word = _Tok().decode(st.memory.tokens(np.arange(2, 3))[0].tolist())  # chunk 2's text: one "word"
+    monkeypatch.setattr(eng.cfg, "bm25_weight", 2.5)
+    b = eng.question_bias(st, word)
+    assert b is not None and float(b[2]) == float(b.max()) > 0  # chunk 2 (and, with bm25_window, its neighbours)
+    np.testing.assert_allclose(b.numpy(), 2.5 * ix.scores(word), rtol=1e-6)
+    assert eng.bm25_index(st.fork()) is ix

@@ -128,3 +128,69 @@ def test_missing_words_name_rare_words_the_document_never_uses():
     assert vocab.uses("renames") and not vocab.uses("ren") and vocab.idf("athos") < vocab.idf("raoul")
     assert abstain_reason({"missing_words": ["raoul"]}) == "The document never mentions \u201craoul\u201d."
     assert abstain_reason({"missing_words": []}).startswith("No passage stood out")
+
+
+def test_reading_order_is_the_evidence_then_the_best_scored_chunks():
+    from ingest.ask import reading_order
+
+    ev = [{"chunk": 5}, {"chunk": 2}]
+    scores = [0.1, 9.0, 3.0, None, 7.0, 8.0, float("-inf")]
+    assert reading_order(ev, scores, k=4) == [5, 2, 1, 4]
+    assert reading_order(ev, None, k=4) == [5, 2]
+    assert reading_order(ev * 3, scores, k=2) == [5, 2]
+
+
+def test_read_answer_quotes_the_readers_sentence_with_its_short_answer():
+    """ask's trained-reader path: the reader reads the evidence chunks and the next best-scored ones
+    with their neighbours; the quote is its sentence grown by the next ones, with the short answer
+    (a span of it), the chunk, pages and the reader's confidence; confidence() applies the calibrated
+    test shipped beside it."""
+    import numpy as np
+
+    from ingest import ask
+    from ingest.reader import SENTENCE_FEATURES, SPAN_FEATURES, Reader, Scorer
+    from drt_core.bm25 import BM25
+
+    text = ("It rained all week in the town, and nobody went out of doors. " * 6
+            + "The cottage was called Barton Cottage. It stood in a green valley near the sea. "
+            + "Nothing else happened that year in the valley or the town. " * 6)
+    lib, rows = _chunked_library(text)
+    lib.home = "mem"
+    lib.pages = lambda doc_id, with_text=False, numbers=None: [
+        {"number": r["page_first"], "text": r["text"]} for r in rows if numbers is None or r["page_first"] in numbers]
+
+    def linear(feature, names):
+        F = len(names)
+        w = np.zeros(F, np.float32)
+        w[names.index(feature)] = 1.0
+        return Scorer({"mean": np.zeros(F, np.float32), "std": np.ones(F, np.float32), "W1": np.zeros((1, F), np.float32),
+                       "b1": np.zeros(1, np.float32), "w2": np.zeros(1, np.float32), "w": w})
+
+    reader = Reader(linear("cov", SENTENCE_FEATURES), linear("cap_frac", SPAN_FEATURES), {})
+    bm = BM25([r["text"] for r in rows])
+    eng = SimpleNamespace(bm25_index=lambda state: bm)
+    target = next(r["idx"] for r in rows if "Barton" in r["text"])
+    other = (target + 3) % len(rows)
+    q = "What was the cottage called?"
+    scores = [0.0] * len(rows)
+    scores[target] = 5.0
+    ask._STATS.clear()
+    quote, reading, b = ask.read_answer(lib, eng, None, "doc", q, [{"chunk": other, "weight": 1.0}], reader, scores)
+    assert "The cottage was called Barton Cottage." in quote["text"] and quote["chunk"] == target
+    assert quote["short"] == "Barton" and quote["short"] in quote["text"] and quote["weight"] == 0.0
+    assert quote["retrieved"] is False and quote["rank"] == 2  # read after the evidence chunk, not retrieved
+    assert quote["pages"] and " ".join(text[quote["char_start"]:quote["char_end"]].split()) == quote["text"]
+    assert b is not None and b.shape == (len(rows),)
+    assert ask.confidence(reader, lib, "doc", q, reading, b) is None  # no calibrated test shipped
+    from ingest.abstain_model import FEATURES
+
+    test = {"features": list(FEATURES), "mean": [0.0] * len(FEATURES), "std": [1.0] * len(FEATURES),
+            "w": [0.0] * len(FEATURES), "b": 0.0}
+    sure = Reader(reader.sentence, reader.span, {"abstain": dict(test, threshold=-1.0)})
+    unsure = Reader(reader.sentence, reader.span, {"abstain": dict(test, threshold=1.0)})
+    assert ask.confidence(sure, lib, "doc", q, reading, b)["abstain"] is False
+    assert ask.confidence(unsure, lib, "doc", q, reading, b)["abstain"] is True
+    assert "no passage answers it" in ask.abstain_reason({"confidence": ask.confidence(unsure, lib, "doc", q, reading, b)})
+    off = Reader(reader.sentence, reader.span, {"abstain": dict(test, threshold=None)})
+    c = ask.confidence(off, lib, "doc", q, reading, b)  # shipped uncalibrated: scored, never abstains
+    assert c["abstain"] is False and c["threshold"] is None and isinstance(c["score"], float)

@@ -369,6 +369,10 @@ def test_answer_md_shows_a_quote_with_its_page_or_an_abstention():
     q = {"text": "It was dark. Emma Woodhouse was rich. She had lived.", "sentence": "Emma Woodhouse was rich.",
          "chunk": 3, "pages": [2]}
     assert "> It was dark. **Emma Woodhouse was rich.** She had lived." in answer_md({"answer": q["text"], "quote": q})
+    # the trained reader's short answer is the bold part of the quote, not a line of its own
+    q = dict(q, short="rich")
+    md = answer_md({"answer": q["text"], "quote": q, "short_answer": "rich"})
+    assert "> It was dark. Emma Woodhouse was **rich**. She had lived." in md and not md.startswith("**rich**")
     md = answer_md({"answer": "Not found in this document.", "abstained": True, "quote": None})
     assert md.startswith("**Not found in this document.**") and ">" not in md and "No passage stood out" in md
     md = answer_md({"answer": "Not found in this document.", "abstained": True, "quote": None,
@@ -390,3 +394,13 @@ def test_passages_from_licence_contents_or_index_pages_are_tagged():
     q = {"text": "Project Gutenberg...", "chunk": 7, "pages": [230], "matter": "licence"}
     assert "p. 230, *licence page*, chunk 7" in answer_md({"answer": q["text"], "quote": q})
     assert "licence page" not in answer_md({"answer": "x", "quote": dict(q, matter=None)})
+
+
+def test_answer_md_says_when_the_quote_is_from_a_chunk_the_model_scored_but_did_not_retrieve():
+    from ui.handlers import answer_md
+
+    q = {"text": "The cottage was called Barton Cottage.", "short": "Barton", "chunk": 7, "pages": [3],
+         "retrieved": False, "rank": 6}
+    md = answer_md({"answer": q["text"], "quote": q, "short_answer": "Barton"})
+    assert "**Barton**" in md and "scored this chunk 6th, after the chunks it retrieved" in md
+    assert "scored this chunk" not in answer_md({"answer": q["text"], "quote": dict(q, retrieved=True)})

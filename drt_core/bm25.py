@@ -1,0 +1,111 @@
+"""BM25 over a document's chunks: the lexical term of the model's question-time selection.
+
+A reader's question shares its rare words with the passage that answers it. The model's learned
+scores (dense keys plus its in-document word idf, `LexicalScorer`) find that passage less often
+than a plain BM25 does on books they never saw (docs/qa.md). So BM25 becomes a term of the
+selection itself (config `bm25_weight`, `Engine.generate`): what the heatmap and the evidence show
+is what the model retrieved, and the learned scores add to BM25's rather than compete with them.
+
+BM25 here is the textbook one (Robertson and Zaragoza 2009):
+
+    score(q, c) = sum over distinct query terms t of  idf(t) * tf(t, c) * (k1 + 1) / (tf(t, c) + k1 * (1 - b + b * |c| / avg|c|))
+    idf(t)      = log(1 + (n - df(t) + 0.5) / (df(t) + 0.5))
+
+over terms = lower-cased words, question stop-words dropped (`STOP`: function words and the words
+questions are made of: "what", "name", "called", "mr"), light suffix stemming (`stem`). A unit is
+a chunk, or a chunk with `window` chunks each side (a passage wider than one 63-token chunk).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from typing import Sequence
+
+import numpy as np
+
+_WORD = re.compile(r"[^\W_]+")
+
+# function words, and the words a question is made of rather than what it asks about
+STOP = frozenset("""
+a about above after again against all also am an and any are aren as at be because been before being below
+between both but by can cannot could couldn did didn do does doesn doing don down during each either ever few
+for from further had hadn has hasn have haven having he her here hers herself him himself his how i if in
+into is isn it its itself just let me more most much must mustn my myself neither no nor not now of off on
+once only or other ought our ours ourselves out over own per same shan she should shouldn so some such than
+that the their theirs them themselves then there these they this those through thus to too under until up
+upon us very was wasn we were weren what whatever when where whereas whether which while who whom whose why
+will with won would wouldn yet you your yours yourself yourselves
+s t d ll m re ve
+name named names called call calls say says said tell tells told give gives given describe describes described
+according find passage book text chapter document mention mentioned mentions kind sort thing things way ways
+mr mrs miss sir madam lady dr st
+""".split())
+
+
+def stem(w: str) -> str:
+    """A light suffix stripper (plural and verb endings; the word itself when short): "cottages" ->
+    "cottag", "cottage" -> "cottag", "married" -> "marri", "marries" -> "marri", "marrying" -> "marry"."""
+    if len(w) <= 3 or w.isdigit():
+        return w
+    for suf, rep in (("ies", "i"), ("ied", "i"), ("sses", "ss"), ("ness", ""), ("ments", "ment"),
+                     ("ings", ""), ("ing", ""), ("edly", ""), ("ly", ""), ("ed", ""), ("es", ""), ("s", ""), ("e", "")):
+        if w.endswith(suf) and len(w) - len(suf) >= 3:
+            if suf == "s" and w.endswith(("ss", "us", "is")):
+                continue
+            return w[: len(w) - len(suf)] + rep
+    return w
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased word tokens (letters and digits; apostrophes split: "Darcy's" -> "darcy", "s")."""
+    return _WORD.findall(text.lower().replace("\u2019", "'"))
+
+
+def terms(text: str) -> list[str]:
+    """The BM25 terms of `text`: its words without stop-words, stemmed."""
+    return [stem(w) for w in words(text) if w not in STOP]
+
+
+class BM25:
+    """BM25 over `texts` (a document's chunks, in order). `scores(question)` -> [n] float64; a unit
+    is chunk i with `window` chunks each side (0: the chunk alone)."""
+
+    def __init__(self, texts: Sequence[str], *, k1: float = 1.2, b: float = 0.75, window: int = 0):
+        self.n, self.k1, self.b, self.window = len(texts), float(k1), float(b), int(window)
+        chunk_terms = [terms(t) for t in texts]
+        self.postings: dict[str, list[tuple[int, int]]] = {}
+        lengths = np.zeros(self.n)
+        for i in range(self.n):
+            lo, hi = max(0, i - self.window), min(self.n, i + self.window + 1)
+            bag = Counter(t for j in range(lo, hi) for t in chunk_terms[j])
+            lengths[i] = sum(bag.values())
+            for t, f in bag.items():
+                self.postings.setdefault(t, []).append((i, f))
+        self.norm = self.k1 * (1 - self.b + self.b * lengths / max(float(lengths.mean()) if self.n else 1.0, 1e-9))
+        self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def idf(self, t: str) -> float:
+        df = len(self.postings.get(t, ()))
+        return math.log(1.0 + (self.n - df + 0.5) / (df + 0.5))
+
+    def _posting(self, t: str) -> tuple[np.ndarray, np.ndarray]:
+        if t not in self._arrays:
+            p = self.postings.get(t, [])
+            self._arrays[t] = (np.array([i for i, _ in p], dtype=np.int64), np.array([f for _, f in p], dtype=np.float64))
+        return self._arrays[t]
+
+    def scores(self, question: str) -> np.ndarray:
+        out = np.zeros(self.n)
+        for t in dict.fromkeys(terms(question)):
+            idx, tf = self._posting(t)
+            if len(idx):
+                out[idx] += self.idf(t) * tf * (self.k1 + 1) / (tf + self.norm[idx])
+        return out
+
+    def search(self, question: str, k: int) -> list[tuple[int, float]]:
+        """The k best units as (index, score), best first; units scoring 0 are left out."""
+        s = self.scores(question)
+        order = np.lexsort((np.arange(self.n), -s))[: max(int(k), 0)]
+        return [(int(i), float(s[i])) for i in order if s[i] > 0]
