@@ -25,7 +25,17 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable
 
-from .baselines import words  # lower-cased letters and digits, as drt_core.words cuts them from tokens
+import re
+import unicodedata
+
+from .baselines import words as _plain_words  # lower-cased letters and digits, as drt_core.words cuts them
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased words with their accents taken off, so a question's "étale" meets the LaTeX
+    source's "\\'etale" and "Fère" meets "Fere"."""
+    folded = unicodedata.normalize("NFKD", text)
+    return _plain_words("".join(ch for ch in folded if not unicodedata.combining(ch)))
 
 COMMON_WORDS_FILE = "common_words.txt"
 MIN_SHARE = 0.10  # a word in at least this share of the training documents is common
@@ -81,6 +91,19 @@ def missing_words(question: str, vocab: DocVocabulary, common: frozenset[str]) -
             continue
         out.append(w)
     return out
+
+
+def decisive(question: str, missing: list[str]) -> bool:
+    """Whether the missing words say the document does not answer: one of them is a name (capitalised
+    in the question, not as its first word: "Who is Raoul?"), or two or more are missing. A single
+    missing lower-case word is most often the question's paraphrase ("hilltop" for "top of the
+    hill", "renamed"): on the written validation questions it abstained on 3 of 40 answerable
+    questions and on none of the 32 unanswerable ones (docs/history/2026-12-05-issue50-answers.md)."""
+    if len(missing) >= 2:
+        return True
+    toks = re.findall(r"[^\W_]+", unicodedata.normalize("NFKD", question))
+    names = {w.lower() for w in toks[1:] if w[:1].isupper()}
+    return any(w in names for w in missing)
 
 
 def build_common_words(corpora: str | Path, splits: dict, min_share: float = MIN_SHARE) -> tuple[list[str], int]:

@@ -102,14 +102,16 @@ def _doc_vocabulary(library: Library, doc_id: str) -> abstain_mod.DocVocabulary:
 
 
 def missing_words(library: Library, engine: EngineLike, doc_id: str, question: str) -> list[str]:
-    """The question's rare words that the document never uses (ingest.abstain); [] when the model
+    """The question's rare words that the document never uses (ingest.abstain), when they say it
+    does not answer (`abstain.decisive`: a name, or two words); [] otherwise and when the model
     ships no common-word list."""
     model_dir = getattr(engine, "model_dir", None)
     common = _common_words(str(model_dir)) if model_dir is not None else None
     if common is None:
         return []
     vocab = _doc_vocabulary(library, doc_id)
-    return abstain_mod.missing_words(question, vocab, common)
+    missing = abstain_mod.missing_words(question, vocab, common)
+    return missing if abstain_mod.decisive(question, missing) else []
 
 
 def abstain_reason(out: dict) -> str:

@@ -194,3 +194,21 @@ def test_read_answer_quotes_the_readers_sentence_with_its_short_answer():
     off = Reader(reader.sentence, reader.span, {"abstain": dict(test, threshold=None)})
     c = ask.confidence(off, lib, "doc", q, reading, b)  # shipped uncalibrated: scored, never abstains
     assert c["abstain"] is False and c["threshold"] is None and isinstance(c["score"], float)
+
+
+def test_the_rare_word_test_abstains_on_a_missing_name_or_two_missing_words_only():
+    """A single missing lower-case word is most often the question's paraphrase ("hilltop",
+    "renamed"): not decisive. A missing name ("Raoul"), or two missing words, are. Accents are
+    folded: the question's "étale" is the LaTeX source's "\\'etale"."""
+    from ingest.abstain import DocVocabulary, decisive, missing_words
+
+    vocab = DocVocabulary(["Athos and Porthos went up the hill to the top, and an \\'etale morphism was found."])
+    common = frozenset({"who", "is", "the", "what", "did", "they", "see", "from", "son", "of", "went", "up"})
+    assert "etale" not in missing_words("Which étale morphism?", vocab, common)
+    assert "etale" in missing_words("Which étale morphism?", DocVocabulary(["no such word here"]), common)
+    m = missing_words("What did they see from the hilltop?", vocab, common)
+    assert m == ["hilltop"] and not decisive("What did they see from the hilltop?", m)
+    m = missing_words("Who is Raoul, the son of Athos?", vocab, common)
+    assert m == ["raoul"] and decisive("Who is Raoul, the son of Athos?", m)
+    assert decisive("what of gerbes and stacks", ["gerbes", "stacks"])
+    assert not decisive("Raoul went up", ["raoul"])  # the question's first word: capitalised by position only
