@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 import threading
 import time
 from typing import Any, Callable
@@ -65,7 +64,6 @@ QUOTE_MAX_CHARS = 400  # a quote: the best sentence of the quoted chunk (quote_c
 # after it first (what a question's words lead up to, "she said:", "my name is", follows them),
 # then the one before; validation's choice (history/2026-12-04-quote-probes.md)
 QUOTE_GROW = (1, 2, -1)
-_SENTENCE_END = re.compile(r"""[.!?;][\"'’”)\]]*\s+|\n\s*\n""")
 
 
 def retrieval_z(trace: Any, n_doc_chunks: int) -> float | None:
@@ -135,14 +133,10 @@ def abstain_threshold(engine: EngineLike) -> float | None:
 
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
-    """[start, end) of each sentence of `text` (ends at . ! ? ; and blank lines), blank ones dropped."""
-    spans, start = [], 0
-    for m in _SENTENCE_END.finditer(text):
-        end = m.start() + 1 if text[m.start()] in ".!?;" else m.start()
-        spans.append((start, end))
-        start = m.end()
-    spans.append((start, len(text)))
-    return [(a, b) for a, b in spans if text[a:b].strip()]
+    """[start, end) of each sentence of `text`: the reader's cut (ingest.reader.sentence_spans)."""
+    from .reader import sentence_spans as cut
+
+    return cut(text)
 
 
 QUOTE_WINDOW = 0.5  # quote_chunk's weight of the words beside a chunk: validation's choice (history/2026-12-04-window.md)

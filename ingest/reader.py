@@ -59,10 +59,21 @@ def question_kind(question: str) -> str:
     return "other"
 
 
+# a period after these (or after a single capital: "M. de Treville", "J. S. Mill") ends no sentence
+ABBREVIATIONS = frozenset("""mr mrs ms mme mlle messrs dr st rev col capt gen lt sgt prof sir esq hon
+no vol ch chap fig eq cf e g i ie eg etc vs viz p pp ed""".split())
+_BEFORE = re.compile(r"([^\W\d_]+)$")
+
+
 def sentence_spans(text: str) -> list[tuple[int, int]]:
-    """[start, end) of each sentence of `text` (ends at . ! ? ; and blank lines), blank ones dropped."""
+    """[start, end) of each sentence of `text` (ends at . ! ? ; and blank lines, not at the period of
+    "Mr." or an initial), blank ones dropped."""
     spans, start = [], 0
     for m in SENTENCE_END.finditer(text):
+        if text[m.start()] == "." and not text[m.start() + 1: m.end()].strip("\"'’”)] \n\t"):
+            w = _BEFORE.search(text, max(0, m.start() - 12), m.start())
+            if w and (w.group(1).lower() in ABBREVIATIONS or (len(w.group(1)) == 1 and w.group(1).isupper())):
+                continue
         end = m.start() + 1 if text[m.start()] in ".!?;" else m.start()
         spans.append((start, end))
         start = m.end()

@@ -125,3 +125,13 @@ def test_abstention_threshold_lets_at_most_the_share_of_answerable_abstain():
     assert false <= 0.10 and false >= 0.05
     assert np.mean([abstains(m, x) for x in neg]) > 0.9  # separable: nearly all abstain
     assert not abstains(None, pos[0])
+
+
+def test_sentences_do_not_end_at_a_title_or_an_initial():
+    from ingest.reader import sentence_spans
+
+    t = ("Sixteen years had Miss Taylor been in Mr. Woodhouse's family. M. de Treville was there. "
+         "It rained. Mrs. Weston came, e.g. at noon!\n\nNew part")
+    assert [t[a:b] for a, b in sentence_spans(t)] == [
+        "Sixteen years had Miss Taylor been in Mr. Woodhouse's family.", "M. de Treville was there.",
+        "It rained.", "Mrs. Weston came, e.g. at noon!", "New part"]
