@@ -1006,11 +1006,28 @@ def _tasks_arg(s: str) -> str:
     return ",".join(parts)
 
 
+def check_config_keys(keys) -> None:
+    """SystemExit naming each key that DRTConfig does not take (`--set copy_heads=true` would
+    otherwise train without a copy head and say nothing), with the nearest keys it does take."""
+    import difflib
+    import inspect
+
+    from .config import DRTConfig
+
+    known = sorted(set(inspect.signature(DRTConfig.__init__).parameters) - {"self", "kwargs"})
+    bad = [k for k in keys if k not in known]
+    if bad:
+        hints = "; ".join(f"{k!r}: did you mean {', '.join(difflib.get_close_matches(k, known, 3)) or 'none close'}?"
+                          for k in bad)
+        raise SystemExit(f"--set: unknown config key(s) {', '.join(map(repr, bad))} ({hints})")
+
+
 def config_from_args(args) -> TrainConfig:
     cfg = TrainConfig()
     for k in asdict(cfg):
         if hasattr(args, k) and getattr(args, k) is not None:
             setattr(cfg, k, getattr(args, k))
+    check_config_keys([kv.partition("=")[0] for kv in args.set])
     for kv in args.set:
         k, _, v = kv.partition("=")
         try:

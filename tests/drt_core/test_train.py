@@ -220,3 +220,19 @@ def test_paper_preset_trains_a_few_steps_on_cpu(tmp_path, monkeypatch):
     assert len(losses) == 3 and all(torch.isfinite(torch.tensor(losses)))
     assert losses[0] < 10.0 and losses[-1] < losses[0]  # starts near ln(8192) = 9.01 and learns
     assert (tmp_path / "run" / "model" / "model.safetensors").exists()
+
+
+def test_set_refuses_a_config_key_the_model_does_not_take():
+    """`train --set copy_heads=true` used to train without a copy head and say nothing (issue 53)."""
+    import argparse
+
+    from drt_core.train import check_config_keys, config_from_args, register
+
+    check_config_keys(["copy_head", "lexical_words", "upper_groups"])  # known: no error
+    with pytest.raises(SystemExit, match="copy_heads.*did you mean copy_head"):
+        check_config_keys(["copy_heads"])
+    ap = argparse.ArgumentParser()
+    register(ap.add_subparsers())
+    args = ap.parse_args(["train", "--out", "x", "--set", "copy_heads=true"])
+    with pytest.raises(SystemExit, match="unknown config key"):
+        config_from_args(args)
