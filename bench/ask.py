@@ -58,6 +58,9 @@ def main(argv=None) -> int:
            "questions": len(qs), "answers": answers}
     if a.json:
         print(json.dumps(out, indent=2))
+    elif not rest:
+        print(f"{out['doc']}: {out['tokens']:,} tokens, {out['chunks']:,} chunks; ask without causal effects: "
+              f"first {out['first_s']} s (one question: no p50 / p95)")
     else:
         print(f"{out['doc']}: {out['tokens']:,} tokens, {out['chunks']:,} chunks; ask without causal effects: "
               f"first {out['first_s']} s, then p50 {out['p50_s']} s, p95 {out['p95_s']:.3f} s, max {out['max_s']:.3f} s "

@@ -101,7 +101,8 @@ def decisive(question: str, missing: list[str]) -> bool:
     questions and on none of the 32 unanswerable ones (docs/history/2026-12-05-issue50-answers.md)."""
     if len(missing) >= 2:
         return True
-    toks = re.findall(r"[^\W_]+", unicodedata.normalize("NFKD", question))
+    folded = "".join(ch for ch in unicodedata.normalize("NFKD", question) if not unicodedata.combining(ch))
+    toks = re.findall(r"[^\W_]+", folded)
     names = {w.lower() for w in toks[1:] if w[:1].isupper()}
     return any(w in names for w in missing)
 

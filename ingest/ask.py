@@ -261,7 +261,9 @@ def read_answer(library: Library, engine: EngineLike, state: Any, doc_id: str, q
     qa, qb = p.base + a, p.base + b
     pages = sorted({pg for x in by_idx.values() if x["char_end"] > qa and x["char_start"] < qb and abs(x["idx"] - p.chunk) <= 1
                     for pg in range(x["page_first"], x["page_last"] + 1)})
-    short = " ".join(p.text[reading.span[0]:reading.span[1]].split()) if reading.span else None
+    # the short answer, when it lies inside the quote (a sentence longer than the quote is cut)
+    inside = reading.span is not None and a <= reading.span[0] and reading.span[1] <= b
+    short = " ".join(p.text[reading.span[0]:reading.span[1]].split()) if inside else None
     quote = {"text": " ".join(p.text[a:b].split()), "sentence": " ".join(p.text[cand.a:cand.b].split()),
              "short": short, "chunk": p.chunk, "pages": pages, "char_start": qa, "char_end": qb,
              "weight": round(weights.get(p.chunk, 0.0), 6), "matter": matter.get(p.chunk),
@@ -417,7 +419,13 @@ def _make_answer(library: Library, engine: EngineLike, doc_id: str, question: st
         quote, reading, bm = read_answer(library, engine, state, doc_id, question, evidence, reader, scores)
         unsure = confidence(reader, library, doc_id, question, reading, bm)
         if unsure is not None and unsure["abstain"]:  # calibrated: the reader and the retriever are not sure
-            abstained, quote = True, None
+            abstained, quote, reading = True, None, None
+        elif quote is None:  # the reader found no sentence to read: quote as a checkpoint without one does
+            vocab = _doc_vocabulary(library, doc_id)
+            first = quote_chunk(library, doc_id, evidence, question, vocab, scores)
+            quote = quote_from_evidence(library, doc_id, first["chunk"], question, vocab, weight=first["weight"])
+            if quote is not None:
+                quote["matter"] = first.get("matter")
     elif evidence and not abstained:
         vocab = _doc_vocabulary(library, doc_id)
         first = quote_chunk(library, doc_id, evidence, question, vocab, rows[0].get("scores") if rows else None)
@@ -430,7 +438,7 @@ def _make_answer(library: Library, engine: EngineLike, doc_id: str, question: st
         answer = quote["text"]
     else:  # nothing retrieved (a model without retrieval): its generated text
         answer = generated
-    if reading is not None:  # the trained reader's short answer, a span of the quote
+    if reading is not None and quote is not None:  # the trained reader's short answer, a span of the quote
         short = quote.get("short")
     else:  # the model's own short answer, shown only when it is copied verbatim from the quoted passage
         short = generated if quote is not None and generated and generated in quote["text"] else None

@@ -268,9 +268,10 @@ SPAN_FEATURES = (
 )
 
 
-def span_candidates(sent: str, q: QuestionInfo) -> list[tuple[int, int, list[re.Match]]]:
-    """[(start, end, words)] in `sent`: runs of 1-8 words holding no question word, not starting or
-    ending on a stop-word (numbers and capitalised words excepted)."""
+def span_candidates(sent: str, q: QuestionInfo) -> list[tuple]:
+    """[(start, end, words, i, j, all words, is-question-word flags)] in `sent`: runs of 1-8 words
+    (words i..j) holding no question word, not starting or ending on a stop-word (numbers and
+    capitalised words excepted)."""
     ws = list(WORD.finditer(sent))
     isq = [stem(m.group().lower()) in q.idf or m.group().lower() in q.qwords for m in ws]
     out = []

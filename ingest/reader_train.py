@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import re
 import sys
 import time
 from collections import Counter, defaultdict

@@ -212,3 +212,44 @@ def test_the_rare_word_test_abstains_on_a_missing_name_or_two_missing_words_only
     assert m == ["raoul"] and decisive("Who is Raoul, the son of Athos?", m)
     assert decisive("what of gerbes and stacks", ["gerbes", "stacks"])
     assert not decisive("Raoul went up", ["raoul"])  # the question's first word: capitalised by position only
+
+
+def test_a_calibrated_abstention_makes_a_not_found_answer(monkeypatch):
+    """_make_answer with a reader whose calibrated test abstains: "Not found", no quote, no short
+    answer, the evidence kept (it crashed on the missing quote's short answer before)."""
+    import numpy as np
+
+    from drt_core.bm25 import BM25
+    from ingest import ask
+    from ingest.abstain_model import FEATURES
+    from ingest.reader import SENTENCE_FEATURES, SPAN_FEATURES, Reader, Scorer
+
+    text = "It rained all week in the town. " * 8 + "The cottage was called Barton Cottage. " + "Nothing else. " * 8
+    lib, rows = _chunked_library(text)
+    lib.home = "mem2"
+    lib.pages = lambda doc_id, with_text=False, numbers=None: [
+        {"number": r["page_first"], "text": r["text"]} for r in rows if numbers is None or r["page_first"] in numbers]
+    F, G = len(SENTENCE_FEATURES), len(SPAN_FEATURES)
+    zero = lambda n: Scorer({"mean": np.zeros(n, np.float32), "std": np.ones(n, np.float32),  # noqa: E731
+                             "W1": np.zeros((1, n), np.float32), "b1": np.zeros(1, np.float32),
+                             "w2": np.zeros(1, np.float32), "w": np.zeros(n, np.float32)})
+    test = {"features": list(FEATURES), "mean": [0.0] * len(FEATURES), "std": [1.0] * len(FEATURES),
+            "w": [0.0] * len(FEATURES), "b": 0.0, "threshold": 1.0}
+    reader = Reader(zero(F), zero(G), {"abstain": test})
+    monkeypatch.setattr(ask, "_reader", lambda engine: reader)
+    bm = BM25([r["text"] for r in rows])
+    eng = SimpleNamespace(evidence=lambda state, trace: [(1, 1.0)], bm25_index=lambda state: bm,
+                          cfg=SimpleNamespace(abstain_z=None, bm25_weight=2.0))
+    trace = {"chunks": [{"scores": [1.0] * len(rows)}]}
+    ask._STATS.clear()
+    out = ask._make_answer(lib, eng, "doc", "What was the cottage called?", SimpleNamespace(n_chunks=len(rows)),
+                           "", trace, [])
+    assert out["answer"] == ask.NOT_FOUND and out["made"]["quote"] is None and out["made"]["short_answer"] is None
+    assert out["made"]["confidence"]["abstain"] is True and out["evidence"]
+    assert "no passage answers it" in ask.abstain_reason(out["made"])
+
+
+def test_a_missing_accented_name_is_decisive():
+    from ingest.abstain import decisive
+
+    assert decisive("Who is Fère?", ["fere"])
