@@ -2,9 +2,7 @@
 
     python research/qa50_abstain.py MODEL_DIR --fit tmp/qa50/valw.pkl tmp/qa50/minedval.pkl --test tmp/qa50/dev.pkl
 
-Features per question (ingest.abstain_model.features): the reader's best-sentence softmax share and
-margin, the question idf its sentence and passage cover, the BM25 top score over the question's
-idf, the fused scores' z of the best chunk, and how many of the learned top 4 BM25 also ranks top 4.
+Features per question: ingest.abstain_model.FEATURES (the reader's and BM25's confidence).
 A logistic regression is fitted on --fit (validation); its threshold lets at most 10% of the
 answerable --fit questions abstain. The rare-word test (ingest.abstain) abstains as well. Reported
 on --fit (in-sample) and --test.
@@ -22,6 +20,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from qa50_fusion import learned_scores  # noqa: E402
 from qa50_reader import passages  # noqa: E402
 
 from drt_core.bm25 import BM25  # noqa: E402
@@ -40,7 +39,7 @@ def rows_of(path, reader, common, w=2.0, window=1):
             cache[r["doc"]] = (DocStats(texts), BM25(texts, window=window), ab.DocVocabulary(texts))
         stats, bm, vocab = cache[r["doc"]]
         n = len(texts)
-        learned = np.concatenate([r["learned"][:n], np.full(max(0, n - len(r["learned"])), np.nan)])
+        learned = learned_scores(r, n)
         b = bm.scores(r["question"])
         fused = np.nan_to_num(learned, nan=-1e9) + w * b
         ranking = [int(i) for i in np.lexsort((np.arange(n), -fused))[:8]]

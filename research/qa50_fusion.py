@@ -1,4 +1,5 @@
-"""Issue 50 probe: learned-only, BM25-only and fused rankings on cached questions (qa50_cache.py).
+"""Issue 50 probe: learned-only, BM25-only and fused rankings on cached questions (research/qa_scores.py:
+its "total" is the learned selection score, the BM25 term is added after it).
 
     python research/qa50_fusion.py tmp/qa50/dev.pkl [tmp/qa50/val.pkl ...]
 
@@ -20,6 +21,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from drt_core.bm25 import BM25  # noqa: E402
 from ingest.baselines import BM25Index  # noqa: E402
+
+
+def learned_scores(row: dict, n: int) -> np.ndarray:
+    """The question's learned scores over the document's n library chunks (NaN past the state's chunks)."""
+    t = np.asarray(row["total"], dtype=np.float64)[:n]
+    return np.concatenate([t, np.full(n - len(t), np.nan)])
 
 
 def rank(scores: np.ndarray, k: int = 4) -> list[int]:
@@ -45,7 +52,7 @@ def main(paths):
             g, doc = set(r["gold_chunks"]), r["doc"]
             ix = idx[doc]
             n = len(data["docs"][doc]["texts"])
-            learned = np.concatenate([r["learned"][:n], np.full(max(0, n - len(r["learned"])), np.nan)])
+            learned = learned_scores(r, n)
             runs = {"learned": rank(learned), "bm25-fts": [i for i, _ in ix["fts"].search(r["question"], 4)]}
             for wname in ("w0", "w1"):
                 bm = ix[wname].scores(r["question"])

@@ -1,4 +1,4 @@
-"""Issue 50 probe: the answer reader on cached questions (qa50_cache.py), offline.
+"""Issue 50 probe: the answer reader on cached questions (research/qa_scores.py), offline.
 
     python research/qa50_reader.py MODEL_DIR tmp/qa50/dev.pkl [...] [--w 1.0 --window 1]
 
@@ -20,6 +20,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from qa50_fusion import learned_scores  # noqa: E402
 
 from drt_core.bm25 import BM25  # noqa: E402
 from ingest.qa_eval import contains  # noqa: E402
@@ -60,7 +63,7 @@ def main():
                 cache[r["doc"]] = (DocStats(texts), BM25(texts, window=a.window))
             stats, bm = cache[r["doc"]]
             n = len(texts)
-            learned = np.concatenate([r["learned"][:n], np.full(max(0, n - len(r["learned"])), np.nan)])
+            learned = learned_scores(r, n)
             b = bm.scores(r["question"])
             fused = np.nan_to_num(learned, nan=-1e9) + a.w * b
             ranking = [int(i) for i in np.lexsort((np.arange(n), -fused))[:8]]

@@ -22,7 +22,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ingest import pipeline  # noqa: E402
-from ingest.qa_eval import TextFinder, document_text, gold_chunks, load_questions  # noqa: E402
+from ingest.qa_eval import TextFinder, boilerplate_chunks, document_text, gold_chunks, load_questions  # noqa: E402
 from store.library import Library  # noqa: E402
 
 
@@ -91,7 +91,8 @@ def main(argv=None) -> int:
             state = pipeline.ready_state(lib, engine, res.doc_id)
             docs[doc] = {"doc_id": res.doc_id, "texts": [c["text"] for c in chunks],
                          "pages": [(c["page_first"], c["page_last"]) for c in chunks],
-                         "chunk_toks": engine._memory_tokens(state.memory).cpu().numpy()}
+                         "chunk_toks": engine._memory_tokens(state.memory).cpu().numpy(),
+                         "boiler": sorted(boilerplate_chunks(lib, res.doc_id, chunks))}
             for q in [q for q in qs if q["doc"] == doc]:
                 gold, found = gold_chunks(finder, chunks, q["gold"]) if q["answerable"] else ([], None)
                 rows.append({k: q[k] for k in ("id", "doc", "type", "question", "answer", "answerable")}
