@@ -233,7 +233,7 @@ def read_answer(library: Library, engine: EngineLike, state: Any, doc_id: str, q
     chunk before and after it: (quote, reading, the question's BM25 scores of the document's chunks).
     The quote is the answer sentence grown by its neighbours to at most QUOTE_MAX_CHARS, with its
     chunk, pages, character span and `short`, the short answer span inside it."""
-    from .reader import Passage, quote_bounds
+    from .reader import passage_around, quote_bounds
 
     order = reading_order(evidence, scores)
     want = sorted({c for c0 in order for c in (c0 - 1, c0, c0 + 1)})
@@ -244,14 +244,10 @@ def read_answer(library: Library, engine: EngineLike, state: Any, doc_id: str, q
     weights = {int(e["chunk"]): float(e["weight"]) for e in evidence}
     passages = []
     for r, c in enumerate(order):
-        near = [by_idx[x] for x in (c - 1, c, c + 1) if x in by_idx]
-        if c not in by_idx:
-            continue
-        base = near[0]["char_start"]
-        text = "".join(x["text"] for x in near)
         s = float(bm[c]) / top if bm is not None and c < len(bm) else 0.0
-        passages.append(Passage(c, r, max(s, 0.0), text, base, by_idx[c]["char_start"] - base,
-                                by_idx[c]["char_end"] - base, bool(matter.get(c))))
+        psg = passage_around(by_idx.get, c, r, max(s, 0.0), bool(matter.get(c)))
+        if psg is not None:
+            passages.append(psg)
     reading = reader.read(question, passages, _doc_stats(library, doc_id))
     if reading is None:
         return None, None, bm

@@ -250,14 +250,10 @@ def reader_quote(library, doc_id: str, chunks: list[dict], ranking: list[int], q
                  boiler: set[int]) -> dict | None:
     """A baseline's answer when the model ships a reader: the reader (ingest.reader) on the baseline's
     top 8 chunks, each read with its neighbours, as `ask` reads DRT's; the quote grown as ask grows it."""
-    from .reader import Passage, quote_bounds
+    from .reader import passage_around, quote_bounds
 
-    ps = []
-    for r, c in enumerate(ranking[:8]):
-        near = [chunks[x] for x in (c - 1, c, c + 1) if 0 <= x < len(chunks)]
-        base = near[0]["char_start"]
-        ps.append(Passage(c, r, 1.0 / (1 + r), "".join(x["text"] for x in near), base,
-                          chunks[c]["char_start"] - base, chunks[c]["char_end"] - base, c in boiler))
+    at = lambda i: chunks[i] if 0 <= i < len(chunks) else None  # noqa: E731
+    ps = [passage_around(at, c, r, 1.0 / (1 + r), c in boiler) for r, c in enumerate(ranking[:8])]
     rd = reader.read(question, ps, stats)
     if rd is None:
         return None

@@ -95,6 +95,18 @@ class Passage:
     boiler: bool = False
 
 
+def passage_around(chunk_at, c: int, rank: int, bm25: float, boiler: bool = False) -> Passage | None:
+    """Chunk c read with the chunk before and after it, as the reader reads every passage:
+    `chunk_at(i)` gives chunk i's {"char_start", "char_end", "text"} (a library row), or None."""
+    me = chunk_at(c)
+    if me is None:
+        return None
+    near = [x for x in (chunk_at(c - 1) if c > 0 else None, me, chunk_at(c + 1)) if x is not None]
+    base = near[0]["char_start"]
+    return Passage(c, rank, bm25, "".join(x["text"] for x in near), base, me["char_start"] - base,
+                   me["char_end"] - base, boiler)
+
+
 @dataclass
 class Candidate:
     passage: Passage
