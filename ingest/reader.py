@@ -205,13 +205,16 @@ def restates(q: QuestionInfo, sent: str) -> bool:
 
 def sentence_features(q: QuestionInfo, cands: Sequence[Candidate]) -> np.ndarray:
     rows = []
+    per_passage: dict[int, tuple] = {}  # a passage's sentences and terms, cut once for all its candidates
     for c in cands:
         p, text = c.passage, c.passage.text
+        if id(p) not in per_passage:
+            per_passage[id(p)] = (sentence_spans(text), _terms_of(text))
+        spans, pt = per_passage[id(p)]
         sent = text[c.a:c.b]
-        spans = sentence_spans(text)
         i = next((j for j, (a, b) in enumerate(spans) if a == c.a), None)
         win = text[spans[max(0, i - 1)][0]: spans[min(len(spans) - 1, i + 1)][1]] if i is not None else sent
-        st, wt, pt = _terms_of(sent), _terms_of(win), _terms_of(text)
+        st, wt = _terms_of(sent), _terms_of(win)
         sw = WORD.findall(sent)
         cov = q.cov(st)
         content = [stem(w.lower()) for w in sw if w.lower() not in STOP]
