@@ -557,6 +557,9 @@ def register(sub) -> None:
     from ingest.qa_eval import register as register_qa  # eval qa: questions about ingested documents
 
     register_qa(esub)
+    from ingest.summary_eval import register as register_summary  # eval summary: chapters against written summaries
+
+    register_summary(esub)
 
 
 def _entries(args) -> list[ModelEntry]:

@@ -13,6 +13,7 @@ unmasked answer rides beside it in trace["answer"]["unmasked"].
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 import threading
@@ -211,6 +212,35 @@ def reading_order(evidence: list[dict], scores: list | None, k: int = READ_PASSA
     return order
 
 
+INTRO_CHUNKS = 3  # "Who is X?": the chunk of X's first mention and the two after it
+_TEXTS: dict[tuple[str, str], tuple[str, list, list]] = {}  # a document's text, matter spans, chunk starts
+
+
+def introduction(library: Library, doc_id: str, question: str) -> list[int]:
+    """For "Who is X?", the chunks that introduce X (ingest.outline.first_mention: X's first mention
+    outside front and back matter, and the chunks after it); [] for other questions or an unknown name."""
+    from .outline import first_mention, who_name
+    from .parts import document_text
+
+    name = who_name(question)
+    if not name:
+        return []
+    key = (str(library.home), doc_id)
+    if key not in _TEXTS:
+        while len(_TEXTS) >= 4:
+            _TEXTS.pop(next(iter(_TEXTS)))
+        chunks = library.chunks(doc_id)
+        boiler = chunk_matter(library, doc_id, chunks)
+        _TEXTS[key] = (document_text(library, doc_id), [(chunks[i]["char_start"], chunks[i]["char_end"]) for i in boiler],
+                       [c["char_start"] for c in chunks])
+    text, skip, starts = _TEXTS[key]
+    pos = first_mention(text, name, skip)
+    if pos is None:
+        return []
+    c = max(0, bisect.bisect_right(starts, pos) - 1)
+    return [i for i in range(c, c + INTRO_CHUNKS) if i < len(starts)]
+
+
 def confidence(reader, library: Library, doc_id: str, question: str, reading: Any, bm) -> dict | None:
     """The calibrated abstention test (ingest.abstain_model, the reader's "abstain"): {"score",
     "threshold", "abstain"}, or None when the checkpoint ships no test or the engine has no BM25 term.
@@ -236,6 +266,9 @@ def read_answer(library: Library, engine: EngineLike, state: Any, doc_id: str, q
     from .reader import passage_around, quote_bounds
 
     order = reading_order(evidence, scores)
+    intro = introduction(library, doc_id, question)
+    if intro:  # "Who is X?": the passage that introduces X is read first
+        order = (intro + [c for c in order if c not in intro])[:READ_PASSAGES]
     want = sorted({c for c0 in order for c in (c0 - 1, c0, c0 + 1)})
     by_idx = {r["idx"]: r for r in library.chunks(doc_id, [c for c in want if c >= 0])}
     matter = chunk_matter(library, doc_id, [by_idx[c] for c in order if c in by_idx])

@@ -17,6 +17,8 @@ import time
 from contextlib import contextmanager
 from typing import Iterator
 
+from .errors import IngestError
+
 
 DOC_HELP = "document id (a unique prefix is enough), or its title or file name, or a part of one"
 
@@ -59,8 +61,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--max-new-tokens", type=int, default=128, help="longest abstractive summary (default 128)"
     )
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--pages", metavar="A-B", default=None, help="only pages A to B (physical page numbers)")
+    where.add_argument("--chapter", type=int, metavar="N", default=None,
+                       help="only part N (chapters or sections; `drt-reader outline DOC` lists them)")
     _json(p)
     p.set_defaults(func=cmd_summarize)
+
+    p = sub.add_parser("outline", help="the document's parts, statements and what used them, people and places")
+    p.add_argument("doc_id", metavar="DOC_ID", help=DOC_HELP)
+    p.add_argument("--chunk", type=int, metavar="N", default=None,
+                   help="instead: what chunk N relied on (the chunks it retrieved while it was read)")
+    _json(p)
+    p.set_defaults(func=cmd_outline)
 
     p = sub.add_parser("trace", help="the document's dependency map (what each chunk retrieved)")
     p.add_argument("doc_id", metavar="DOC_ID", help=DOC_HELP)
@@ -338,14 +351,47 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:
-    from .summary import summarize
+    from .summary import parse_pages, summarize
+
+    pages = parse_pages(args.pages) if args.pages else None
+    with _library(args) as lib:
+        doc_id = lib.resolve(args.doc_id)
+        engine = _engine(args)
+        out = summarize(lib, engine, doc_id, mode=args.mode, max_new_tokens=args.max_new_tokens,
+                        chapter=args.chapter, pages=pages)
+    text = (out["summary"] or EMPTY_GENERATION) + "\n\nEvidence:\n" + (_evidence_text(out["evidence"]) or "  (none)")
+    if out["trace"].get("notice"):
+        text = out["trace"]["notice"] + "\n\n" + text
+    _emit(args, out, text)
+    return 0
+
+
+def cmd_outline(args: argparse.Namespace) -> int:
+    from .outline import build, outline_text, relied_on
+    from .summary import dependency_map
 
     with _library(args) as lib:
         doc_id = lib.resolve(args.doc_id)
         engine = _engine(args)
-        out = summarize(lib, engine, doc_id, mode=args.mode, max_new_tokens=args.max_new_tokens)
-    text = (out["summary"] or EMPTY_GENERATION) + "\n\nEvidence:\n" + (_evidence_text(out["evidence"]) or "  (none)")
-    _emit(args, out, text)
+        dep = dependency_map(lib, engine, doc_id)
+        out = build(lib, doc_id, dep)
+        title = lib.document(doc_id)["title"]
+        if args.chunk is not None:
+            n = lib.document(doc_id)["n_chunks"]
+            if not 0 <= args.chunk < n:
+                raise IngestError(f"chunk {args.chunk} is not in this document (0 to {n - 1})")
+            rows = relied_on(out, dep, args.chunk)
+            by_idx = {r["idx"]: r for r in lib.chunks(doc_id, [args.chunk, *(r["chunk"] for r in rows)])}
+            lines = [f"chunk {args.chunk} ({_pages(list(range(by_idx[args.chunk]['page_first'], by_idx[args.chunk]['page_last'] + 1)))}) "
+                     f"relied on {len(rows)} chunk(s):"]
+            for r in rows:
+                c = by_idx[r["chunk"]]
+                snippet = " ".join(c["text"].split())[:120]
+                what = f", {r['statement']}" if r["statement"] else ""
+                lines.append(f"  [chunk {r['chunk']}, p. {c['page_first']}{what}, weight {r['weight']:.3f}] {snippet}")
+            _emit(args, {"doc_id": doc_id, "chunk": args.chunk, "relied_on": rows}, "\n".join(lines))
+            return 0
+    _emit(args, out, outline_text(out, title))
     return 0
 
 

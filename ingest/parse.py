@@ -75,6 +75,7 @@ class ParsedDocument:
     pages: list[Page]
     text: str  # the pages' text joined by PAGE_SEPARATOR
     warnings: list[str] = field(default_factory=list)
+    outline: list[tuple[int, str, int]] = field(default_factory=list)  # the PDF's bookmarks: (level, title, page)
 
     @property
     def empty_pages(self) -> list[int]:
@@ -290,10 +291,11 @@ def _result(rc: int, out: bytes, err: bytes, name: str, limits: ParseLimits) -> 
             )
         what = f"signal {signal.Signals(-rc).name}" if rc < 0 else f"exit status {rc}"
         raise ParseCrashed(f"the parser crashed on {name} ({what}) {last}")
-    return _assemble(msg["title"], msg["kind"], msg["pages"], msg["warnings"])
+    return _assemble(msg["title"], msg["kind"], msg["pages"], msg["warnings"], msg.get("outline") or [])
 
 
-def _assemble(title: str, kind: str, pages: list[list[str]], warnings: list[str]) -> ParsedDocument:
+def _assemble(title: str, kind: str, pages: list[list[str]], warnings: list[str],
+              outline: list | None = None) -> ParsedDocument:
     """Build Page objects with character spans from [(label, text), ...]."""
     out: list[Page] = []
     pos = 0
@@ -305,7 +307,10 @@ def _assemble(title: str, kind: str, pages: list[list[str]], warnings: list[str]
         pos += len(text)
     full = PAGE_SEPARATOR.join(p.text for p in out)
     assert len(full) == pos, f"page spans {pos} != text length {len(full)}"
-    return ParsedDocument(title=title, kind=kind, pages=out, text=full, warnings=list(warnings))
+    n = len(out)
+    toc = [(int(lv), clean_text(str(t)).strip(), int(pg)) for lv, t, pg in (outline or []) if 1 <= int(pg) <= n]
+    return ParsedDocument(title=title, kind=kind, pages=out, text=full, warnings=list(warnings),
+                          outline=[x for x in toc if x[1]])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -362,7 +367,8 @@ def _worker_main() -> int:
             _set_limits(limits)
             result = _parse_text(charset_normalizer, req, kind)
         _check_result(result, req["name"], limits)
-        body = {"title": result[0], "kind": result[1], "pages": result[2], "warnings": result[3]}
+        body = {"title": result[0], "kind": result[1], "pages": result[2], "warnings": result[3],
+                "outline": result[4] if len(result) > 4 else []}
     except IngestError as e:
         body = {"error": {"type": type(e).__name__, "message": str(e)}}
     except MemoryError:
@@ -387,7 +393,7 @@ def _oom(req: dict, limits: dict) -> str:
 
 
 def _check_result(result: tuple, name: str, limits: dict) -> None:
-    title, kind, pages, warnings = result
+    title, kind, pages, warnings = result[:4]
     n_chars = sum(len(t) for _, t in pages)
     if n_chars > limits["max_chars"]:
         raise TooLarge(f"{name} has {n_chars:,} characters of text; the limit is {limits['max_chars']:,}")
@@ -460,8 +466,12 @@ def _parse_mupdf(pymupdf, req: dict, kind: str) -> tuple:
     title = clean_text((doc.metadata or {}).get("title") or "").strip()
     if title.lower() in _JUNK_TITLES:  # producers' placeholders: fall back to the file name
         title = ""
+    try:  # bookmarks: [level, title, 1-based page]; a broken outline is no reason to refuse the file
+        toc = [[int(lv), str(t), int(pg)] for lv, t, pg, *_ in doc.get_toc(simple=True)]
+    except errors:
+        toc = []
     doc.close()
-    return title, kind, pages, warnings
+    return title, kind, pages, warnings, toc
 
 
 def _page_text(pymupdf, page) -> str:

@@ -330,7 +330,8 @@ def ingest(
             }
             for c in tokenized.chunks
         ]
-        created = library.add_document(doc_row, pages, chunks, tokenized.ids)
+        outline = [{"level": lv, "title": t, "page": pg} for lv, t, pg in parsed.outline]
+        created = library.add_document(doc_row, pages, chunks, tokenized.ids, outline=outline)
         emit(Progress("store", 1, 1, message="stored"))
     doc = library.document(doc_id)
     status, n_done = "stored", 0

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .errors import IngestError
+from .parts import document_text
 
 logger = logging.getLogger(__name__)
 
@@ -121,15 +122,6 @@ def _fold(s: str) -> str:
     s = s.translate(_FOLD)
     low = s.lower()
     return low if len(low) == len(s) else "".join(c.lower() if len(c.lower()) == 1 else c for c in s)
-
-
-def document_text(library, doc_id: str) -> str:
-    """The document's text as the chunk char spans index it: each page's text at its char_start
-    (the separators between pages, which belong to no page, become spaces)."""
-    text = ""
-    for p in library.pages(doc_id, with_text=True):
-        text += " " * max(p["char_start"] - len(text), 0) + p["text"]
-    return text
 
 
 class TextFinder:

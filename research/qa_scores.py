@@ -22,7 +22,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ingest import pipeline  # noqa: E402
-from ingest.qa_eval import TextFinder, boilerplate_chunks, document_text, gold_chunks, load_questions  # noqa: E402
+from ingest.parts import document_text  # noqa: E402
+from ingest.qa_eval import TextFinder, boilerplate_chunks, gold_chunks, load_questions  # noqa: E402
 from store.library import Library  # noqa: E402
 
 

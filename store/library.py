@@ -182,8 +182,10 @@ class Library:
         pages: Sequence[dict],
         chunks: Sequence[dict],
         token_ids: Sequence[int],
+        outline: Sequence[dict] = (),
     ) -> bool:
-        """Write a document with its pages, chunks and token ids in one transaction.
+        """Write a document with its pages, chunks, token ids and outline (a PDF's bookmarks: level,
+        title, page) in one transaction.
 
         `doc` has the `documents` columns except created_at (id = sha256 of the file). Returns
         False, writing nothing, when the document is already there (the same file twice).
@@ -199,6 +201,8 @@ class Library:
             db["pages"].insert_all(({"doc_id": doc_id, **p} for p in pages), batch_size=500)
             db["chunks"].insert_all(({"doc_id": doc_id, **c} for c in chunks), batch_size=500)
             db["tokens"].insert({"doc_id": doc_id, "dtype": "uint32le", "ids": ids_to_blob(token_ids)})
+            if outline:
+                db["outline"].insert_all(({"doc_id": doc_id, "idx": i, **o} for i, o in enumerate(outline)))
         return True
 
     def has_document(self, doc_id: str) -> bool:
@@ -274,6 +278,10 @@ class Library:
         if numbers is None:
             return self._rows(f"SELECT {cols} FROM pages WHERE doc_id = ? ORDER BY number", [doc_id])
         return self._rows_in(f"SELECT {cols} FROM pages WHERE doc_id = ? AND number IN", "number", doc_id, numbers)
+
+    def outline(self, doc_id: str) -> list[dict]:
+        """The document's bookmarks ({level, title, page}) in file order; [] when it has none."""
+        return self._rows("SELECT level, title, page FROM outline WHERE doc_id = ? ORDER BY idx", [doc_id])
 
     def chunks(self, doc_id: str, indices: Sequence[int] | None = None) -> list[dict]:
         """Chunks of a document (all, or those in `indices`, in index order)."""

@@ -12,6 +12,7 @@ Tables:
   prefill_states  per (document, model fingerprint): pending / partial / done, progress counters
   traces          JSON: dependency maps, answer and summary retrieval traces
   questions, answers
+  outline         a PDF's bookmarks (level, title, page), in file order
 """
 
 from __future__ import annotations
@@ -119,6 +120,24 @@ def m001_initial(db: Database) -> None:
 def m002_chunks_fts(db: Database) -> None:
     """Full-text search over chunk text ("find in book"); triggers keep it in step with chunks."""
     db["chunks"].enable_fts(["text"], create_triggers=True, tokenize="porter")
+
+
+@migrations()
+def m003_outline(db: Database) -> None:
+    """A PDF's bookmarks: the parts a summary covers (documents stored before have none; their parts
+    come from headings)."""
+    db.executescript(
+        """
+        CREATE TABLE outline (
+            doc_id TEXT NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+            idx INTEGER NOT NULL,
+            level INTEGER NOT NULL,
+            title TEXT NOT NULL,
+            page INTEGER NOT NULL,
+            PRIMARY KEY (doc_id, idx)
+        );
+        """
+    )
 
 
 def known_names() -> list[str]:

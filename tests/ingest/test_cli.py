@@ -137,7 +137,51 @@ def test_text_outputs(cli, assets):
     assert "Two columns" in out and "done" in out
 
 
-def test_empty_generation_is_said_in_text_mode(cli, assets, fake_engine):
+def test_abstractive_mode_is_off_until_the_model_passes_its_summary_check(cli, assets, fake_engine, tmp_path):
+    """The abstractive mode is offered only when the model's summary check shows it beat the
+    extractive summary (ingest.summary.abstractive_allowed); otherwise one line says so and the
+    extractive summary is shown."""
+    res = _ingest(cli, assets / "emma-pp2-21.pdf")
+    fake_engine.model_dir = tmp_path
+    (tmp_path / "summary_check.json").write_text('{"abstractive_rouge_l": 0.05, "extractive_rouge_l": 0.13}')
+    rc, out, _ = cli("summarize", res["doc_id"][:8], "--mode", "abstractive")
+    first, rest = out.split("\n", 1)
+    assert rc == 0 and first.startswith("abstractive summaries are off") and "0.05" in first
+    assert rest.lstrip().startswith("Extractive summary")
+    rc, out, _ = cli("summarize", res["doc_id"][:8], "--mode", "abstractive", "--json")
+    got = one_json(out)
+    assert set(got) == {"summary", "evidence", "trace"} and got["trace"]["mode"] == "extractive"
+    assert got["trace"]["notice"].startswith("abstractive summaries are off")
+
+
+def test_summarize_by_chapter_and_pages_and_outline(cli, assets):
+    res = _ingest(cli, assets / "frankenstein_excerpt.txt")
+    prefix = res["doc_id"][:8]
+    rc, out, _ = cli("summarize", prefix, "--chapter", "2", "--json")
+    got = one_json(out)
+    assert rc == 0 and {s["part"] for s in got["trace"]["sentences"]} == {2}
+    assert got["trace"]["parts"][0]["title"] == "Letter 2"
+    rc, out, _ = cli("summarize", prefix, "--pages", "2-3", "--json")
+    got = one_json(out)
+    assert rc == 0 and all(set(s["pages"]) & {2, 3} for s in got["trace"]["sentences"])
+    rc, _, err = cli("summarize", prefix, "--chapter", "40")
+    assert rc != 0 and "no chapter 40" in err and len(err.strip().splitlines()) == 1
+    rc, _, err = cli("summarize", prefix, "--pages", "9-3")
+    assert rc != 0 and "page range" in err
+    rc, out, _ = cli("outline", prefix, "--json")
+    o = one_json(out)
+    assert rc == 0 and [p["title"] for p in o["parts"]][:4] == ["Letter 1", "Letter 2", "Letter 3", "Letter 4"]
+    got = {n["name"] for n in o["names"]}
+    assert "Margaret" in got and "Chapter" not in got  # a name, not a heading word
+    rc, out, _ = cli("outline", prefix)
+    assert rc == 0 and "Parts:" in out and "Letter 2" in out
+    rc, out, _ = cli("outline", prefix, "--chunk", "5", "--json")
+    assert rc == 0 and one_json(out)["chunk"] == 5
+    rc, _, err = cli("outline", prefix, "--chunk", "99999")
+    assert rc != 0 and "not in this document" in err
+
+
+def test_empty_generation_is_said_in_text_mode(cli, assets, fake_engine, tmp_path):
     """Regression (end-to-end run with drt-tiny, which often ends at once with a newline): `ask`
     printed a blank line and `summarize --mode abstractive` an empty summary, which read like a hang.
     Text mode now says so. `ask` answers with a quote from the passage the model retrieved first,
@@ -146,6 +190,8 @@ def test_empty_generation_is_said_in_text_mode(cli, assets, fake_engine):
 
     res = _ingest(cli, assets / "emma-pp2-21.pdf")
     fake_engine.answer = ""
+    fake_engine.model_dir = tmp_path  # a model whose abstractive summaries passed the check
+    (tmp_path / "summary_check.json").write_text('{"abstractive_rouge_l": 0.2, "extractive_rouge_l": 0.13}')
     rc, out, _ = cli("ask", res["doc_id"][:8], "Who?")
     assert rc == 0 and out.startswith("\u201c") and "chunk" in out.splitlines()[0] and "Evidence" in out
     rc, out, _ = cli("summarize", res["doc_id"][:8], "--mode", "abstractive")

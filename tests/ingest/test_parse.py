@@ -279,3 +279,19 @@ def test_worker_deaths_are_one_line_errors():
     with pytest.raises(ParseCrashed, match="exit status 1") as e:
         _result(1, b"not json", b"Traceback (most recent call last):\nValueError: boom\n", "x.pdf", limits)
     assert "\n" not in str(e.value)
+
+
+def test_pdf_bookmarks_are_kept(assets):
+    """The PDF's outline (bookmarks) comes back with the pages: the parts a summary covers."""
+    doc = parse_file(assets / "006-pdflatex-outline.pdf")
+    assert doc.outline and all(1 <= pg <= len(doc.pages) and title and lv >= 1 for lv, title, pg in doc.outline)
+    assert doc.outline[0][:2] == (1, "Foo")
+    assert parse_file(assets / "geotopo-pp1-10.pdf").outline == []  # an extract without bookmarks
+
+
+def test_ingest_stores_the_bookmarks(assets, library, fake_engine):
+    from ingest.pipeline import ingest
+
+    res = ingest(assets / "006-pdflatex-outline.pdf", library=library, engine=fake_engine)
+    got = library.outline(res.doc_id)
+    assert [o["title"] for o in got][:3] == ["Foo", "Bar", "Baz"] and all(o["page"] >= 1 for o in got)

@@ -41,6 +41,7 @@ EXPECTED = {
         "text": str,
     },
     "tokens": {"doc_id": str, "dtype": str, "ids": bytes},
+    "outline": {"doc_id": str, "idx": int, "level": int, "title": str, "page": int},
     "prefill_states": {
         "doc_id": str,
         "model_fp": str,
@@ -71,14 +72,14 @@ EXPECTED = {
 def test_blank_database_migrates_to_the_expected_schema():
     db = Database(memory=True)
     applied = migrations.apply(db)
-    assert applied == ["m001_initial", "m002_chunks_fts"]
+    assert applied == ["m001_initial", "m002_chunks_fts", "m003_outline"]
     tables = {t: db[t].columns_dict for t in db.table_names() if not t.startswith("chunks_fts_")}
     assert tables == EXPECTED
     assert db["documents"].pks == ["id"]
     assert db["pages"].pks == ["doc_id", "number"]
     assert db["chunks"].pks == ["doc_id", "idx"]
     assert db["prefill_states"].pks == ["doc_id", "model_fp"]
-    assert migrations.applied(db) == ["m001_initial", "m002_chunks_fts"]
+    assert migrations.applied(db) == ["m001_initial", "m002_chunks_fts", "m003_outline"]
     assert migrations.apply(db) == []  # idempotent
 
 
@@ -137,4 +138,4 @@ def test_concurrent_first_opens_migrate_once(drt_home):
     con = sqlite3.connect(drt_home / "library.db")
     names = [r[0] for r in con.execute("SELECT name FROM _migrations ORDER BY id")]
     con.close()
-    assert names == ["m001_initial", "m002_chunks_fts"]
+    assert names == ["m001_initial", "m002_chunks_fts", "m003_outline"]

@@ -1,0 +1,189 @@
+"""A document's parts (chapters, sections): what a summary covers one by one, and `--chapter N`.
+
+Three sources, tried in order:
+  outline   a PDF's bookmarks (stored at ingest): the level with the most entries, boilerplate
+            entries ("Contents", "Index", the licence) left out; a part starts where its title is
+            printed on its page (the page's start when the title is not found there)
+  headings  lines that look like headings in the text, after a blank line: "CHAPTER IV", "Book V",
+            "Lecture II. ...", "12 THE JOURNEY" (a number and a title in capitals), a lone Roman
+            numeral, or TeX's \\chapter / \\section. Each form (indented or not) is a family; the
+            family with the most headings (at least 2, spread over a quarter of the text) makes the
+            parts. A run of headings closer than a few lines apart is a contents list, not headings.
+  pages     equal page spans (about the square root of the page count, 2 to 20 parts), when
+            neither is found.
+Text before the first part (title page, preface) is part 0 only when it is long enough to matter
+(a tenth of the document); otherwise it joins part 1.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from bisect import bisect_right
+from dataclasses import asdict, dataclass
+
+from .boilerplate import matter_of
+from .errors import IngestError
+
+MIN_CONTENTS_GAP = 400  # characters: headings closer than this to the next of their family are a contents list
+MIN_SPAN = 0.25  # a family's headings must spread over a quarter of the text at least
+_NUM_WORDS = (r"one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|"
+              r"sixteen|seventeen|eighteen|nineteen|twenty|first|second|third|fourth|fifth|sixth|seventh|"
+              r"eighth|ninth|tenth|last")
+_KEYWORDS = r"chapter|book|part|lecture|section|sect\.|act|scene|letter|stave|canto|volume|essay|article"
+HEADING_FORMS = (
+    ("keyword", re.compile(rf"^(?P<key>{_KEYWORDS})\s+(?:[ivxlcdm]+|\d+|{_NUM_WORDS})\b[^\n]{{0,80}}$", re.I)),
+    ("numbered", re.compile(r"^\d{1,3}\.?\s+[A-Z][A-Z0-9 ,;:’'\".!?()—–-]{2,80}$")),
+    ("roman", re.compile(r"^[IVXLC]{1,7}\.?(?:\s+[A-Z][A-Z0-9 ,;:’'\".!?()—–-]{2,80})?$")),
+    ("tex", re.compile(r"^\\(?P<key>chapter|section)\*?\{(?P<title>[^\n]{0,120})\}")),
+)
+_BOILER_TITLES = re.compile(r"^\s*(contents|table of contents|index|the full project gutenberg|"
+                            r".*project gutenberg|.*licen[cs]e)\b", re.I)
+
+
+@dataclass
+class Part:
+    number: int  # 1-based; 0 for front matter long enough to be a part of its own
+    title: str
+    char_start: int
+    char_end: int
+    page_first: int
+    page_last: int
+    source: str  # "outline" | "headings" | "pages" | "front matter"
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def _page_of(pages: list[dict], pos: int) -> int:
+    starts = [p["char_start"] for p in pages]
+    return pages[max(0, bisect_right(starts, pos) - 1)]["number"]
+
+
+def _from_outline(outline: list[dict], pages: list[dict]) -> list[tuple[str, int]]:
+    """(title, char start) of the bookmarks of the best level."""
+    entries = [o for o in outline if not _BOILER_TITLES.match(o["title"])]
+    if not entries:
+        return []
+    levels = sorted({o["level"] for o in entries}, key=lambda lv: (-sum(o["level"] == lv for o in entries), lv))
+    by_number = {p["number"]: p for p in pages}
+    out = []
+    for o in entries:
+        if o["level"] != levels[0] or o["page"] not in by_number:
+            continue
+        pg = by_number[o["page"]]
+        text = pg.get("text") or ""
+        at = _find_title(text, o["title"])
+        out.append((o["title"], pg["char_start"] + (at if at >= 0 else 0)))
+    return out
+
+
+def _find_title(text: str, title: str) -> int:
+    """Where `title` is printed in `text` (case and spacing ignored), or -1."""
+    words = re.findall(r"\w+", title)
+    if not words:
+        return -1
+    m = re.search(r"\W+".join(map(re.escape, words)), text, re.I)
+    return m.start() if m else -1
+
+
+def headings(text: str) -> list[tuple[str, int]]:
+    """(title, char start) of the headings of the most frequent family (see the module docstring)."""
+    fams: dict[str, list[tuple[str, int]]] = {}
+    prev_blank = True
+    pos = 0
+    for line in text.splitlines(keepends=True):
+        s = line.strip()
+        if s and prev_blank and len(s) <= 100:
+            for name, rx in HEADING_FORMS:
+                m = rx.match(s)
+                if m:
+                    key = m.groupdict().get("key")
+                    fam = f"{name}:{key.lower()}" if key else name
+                    fam += ":indented" if line[:1].isspace() else ""  # a centred contents list is its own family
+                    title = m.group("title") if name == "tex" else s
+                    fams.setdefault(fam, []).append((title.strip(), pos + line.index(s[0])))
+                    break
+        prev_blank = not s or (s.startswith("\\") and not s.startswith("\\section") and not s.startswith("\\chapter"))
+        pos += len(line)
+    best: list[tuple[str, int]] = []
+    for fam, hits in fams.items():
+        # drop contents-list entries: a heading followed closely by the next of its family has no
+        # body; the last entry of a list (close to the one before) is dropped when its title recurs
+        close = [i > 0 and h[1] - hits[i - 1][1] < MIN_CONTENTS_GAP for i, h in enumerate(hits)]
+        kept = [h for i, h in enumerate(hits)
+                if not (i + 1 < len(hits) and close[i + 1])
+                and not (close[i] and any(t == h[0] for t, _ in hits[i + 1:]))]
+        if len(kept) < 2 or kept[-1][1] - kept[0][1] < MIN_SPAN * len(text):
+            continue  # a contents list: its headings sit together at one end of the text
+        if len(kept) > len(best):
+            best = kept
+    return best
+
+
+def document_text(library, doc_id: str) -> str:
+    """The document's text as the chunk char spans index it: each page's text at its char_start
+    (the separators between pages, which belong to no page, become spaces)."""
+    text = ""
+    for p in library.pages(doc_id, with_text=True):
+        text += " " * max(p["char_start"] - len(text), 0) + p["text"]
+    return text
+
+
+def equal_spans(n_pages: int) -> int:
+    return max(2, min(20, round(math.sqrt(n_pages)))) if n_pages >= 4 else 1
+
+
+def document_parts(library, doc_id: str) -> list[Part]:
+    """The document's parts in order (see the module docstring); they tile the whole text."""
+    pages = library.pages(doc_id, with_text=True)
+    n_chars = pages[-1]["char_end"] if pages else 0
+    starts: list[tuple[str, int]] = []
+    source = "pages"
+    outline = library.outline(doc_id)
+    if outline:
+        starts, source = _from_outline(outline, pages), "outline"
+    if len(starts) < 2:
+        text = "\x0c".join(p["text"] for p in pages)  # page separators keep character offsets
+        starts, source = _heading_starts(text, pages), "headings"
+    if len(starts) < 2:
+        k = equal_spans(len(pages))
+        per = len(pages) / k
+        starts = [(f"pp. {pages[int(i * per)]['label']}-{pages[min(len(pages), int((i + 1) * per)) - 1]['label']}",
+                   pages[int(i * per)]["char_start"]) for i in range(k)]
+        source = "pages"
+    starts = sorted({pos: t for t, pos in starts}.items())
+    parts: list[Part] = []
+    if starts and starts[0][0] > 0:
+        if starts[0][0] >= 0.1 * n_chars:
+            parts.append(Part(0, "front matter", 0, starts[0][0], 1, 1, "front matter"))
+        else:
+            starts[0] = (0, starts[0][1])
+    for i, (pos, title) in enumerate(starts):
+        end = starts[i + 1][0] if i + 1 < len(starts) else n_chars
+        parts.append(Part(i + 1, title, pos, end, 0, 0, source))
+    for p in parts:
+        p.page_first = _page_of(pages, p.char_start)
+        p.page_last = _page_of(pages, max(p.char_start, p.char_end - 1))
+    return parts
+
+
+def _heading_starts(text: str, pages: list[dict]) -> list[tuple[str, int]]:
+    """Headings not on a licence page (contents lists are told apart by their spacing: `headings`)."""
+    kinds = {p["number"]: matter_of(p["text"]) for p in pages}
+    return [(t, pos) for t, pos in headings(text) if kinds.get(_page_of(pages, pos)) != "licence"]
+
+
+def select(parts: list[Part], *, chapter: int | None = None, pages: tuple[int, int] | None = None) -> list[Part]:
+    """The parts a summary covers: all, part number `chapter`, or the page range cut into the
+    parts it overlaps (each clipped to the range's characters by the caller)."""
+    if chapter is not None:
+        got = [p for p in parts if p.number == chapter]
+        if not got:
+            numbers = [p.number for p in parts]
+            raise IngestError(f"no chapter {chapter}: this document has parts {numbers[0]}-{numbers[-1]} (drt-reader outline DOC lists them)")
+        return got
+    if pages is not None:
+        a, b = pages
+        return [p for p in parts if p.page_last >= a and p.page_first <= b]
+    return parts

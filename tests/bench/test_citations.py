@@ -1,0 +1,20 @@
+"""bench.citations: which (citing chunk, statement chunk) pairs a chapter has."""
+
+from __future__ import annotations
+
+from bench.citations import pairs, ranked_before
+
+
+def test_pairs_keep_statements_cited_far_enough_back():
+    text = ("\\begin{lemma}\\label{lemma-a} A. \\end{lemma} " + "x " * 200
+            + "\\begin{remark}\\label{remark-b} B. \\end{remark} " + "y " * 200
+            + "By Lemma \\ref{lemma-a} and Remark \\ref{remark-b} and \\ref{lemma-a} again. \\ref{lemma-missing}")
+    starts = list(range(0, len(text), 50))  # a chunk every 50 characters
+    got = pairs(text, starts, min_gap=4)
+    cite = text.index("\\ref{lemma-a}") // 50
+    assert got == [(cite, 0, "lemma-a")]  # remarks are no statements; a repeat in one chunk counts once
+    assert pairs(text, starts, min_gap=cite + 1) == []
+
+
+def test_ranked_before_only_looks_back():
+    assert ranked_before([0.1, 0.9, 0.5, 2.0], 3, 2) == [1, 2]
