@@ -8,7 +8,8 @@ Three sources, tried in order:
             "Lecture II. ...", "12 THE JOURNEY" (a number and a title in capitals), a lone Roman
             numeral, or TeX's \\chapter / \\section. Each form (indented or not) is a family; the
             family with the most headings (at least 2, spread over a quarter of the text) makes the
-            parts. A run of headings closer than a few lines apart is a contents list, not headings.
+            parts. A run of headings closer than a few lines apart is a contents list, and a title
+            that recurs (a page's running head) is no heading either.
   pages     equal page spans (about the square root of the page count, 2 to 20 parts), when
             neither is found.
 Text before the first part (title page, preface) is part 0 only when it is long enough to matter
@@ -20,6 +21,7 @@ from __future__ import annotations
 import math
 import re
 from bisect import bisect_right
+from collections import Counter
 from dataclasses import asdict, dataclass
 
 from .boilerplate import matter_of
@@ -108,6 +110,9 @@ def headings(text: str) -> list[tuple[str, int]]:
         pos += len(line)
     best: list[tuple[str, int]] = []
     for fam, hits in fams.items():
+        # running heads ("CHAPTER 1. ANCESTRY 3", "... 4" atop every page) repeat their title: not headings
+        seen = Counter(_running(t) for t, _ in hits if _running(t) != t)
+        hits = [h for h in hits if seen[_running(h[0])] < 3 or fam.startswith("tex")]
         # drop contents-list entries: a heading followed closely by the next of its family has no
         # body; the last entry of a list (close to the one before) is dropped when its title recurs
         close = [i > 0 and h[1] - hits[i - 1][1] < MIN_CONTENTS_GAP for i, h in enumerate(hits)]
@@ -130,6 +135,13 @@ def document_text(library, doc_id: str) -> str:
     return text
 
 
+def _running(title: str) -> str:
+    """A heading's title without a trailing page number ("VOLUME I 12" -> "VOLUME I"; "Chapter 12"
+    stays: a number after the keyword alone is the chapter's)."""
+    words = title.split()
+    return " ".join(words[:-1]) if len(words) > 2 and words[-1].isdigit() else title
+
+
 def equal_spans(n_pages: int) -> int:
     return max(2, min(20, round(math.sqrt(n_pages)))) if n_pages >= 4 else 1
 
@@ -144,7 +156,9 @@ def document_parts(library, doc_id: str) -> list[Part]:
     if outline:
         starts, source = _from_outline(outline, pages), "outline"
     if len(starts) < 2:
-        text = "\x0c".join(p["text"] for p in pages)  # page separators keep character offsets
+        text = ""
+        for p in pages:  # each page at its offset; the separators become line breaks (a page opens after a blank line)
+            text += "\n" * max(p["char_start"] - len(text), 0) + p["text"]
         starts, source = _heading_starts(text, pages), "headings"
     if len(starts) < 2:
         k = equal_spans(len(pages))

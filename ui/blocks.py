@@ -145,6 +145,10 @@ def build_app(ctx: h.UIContext) -> gr.Blocks:
                         value="extractive", label="Mode", scale=3,
                     )  # fmt: skip
                     sum_btn = gr.Button("Summarize", variant="primary", scale=1, elem_id="drt-summarize")
+                with gr.Row():
+                    sum_part = gr.Dropdown(label="Chapter or section", choices=[("Whole document", h.WHOLE_DOCUMENT)],
+                                           value=h.WHOLE_DOCUMENT, scale=3, elem_id="drt-sum-part")
+                    sum_pages = gr.Textbox(label="…or pages", placeholder="e.g. 12-30", scale=1, elem_id="drt-sum-pages")
                 summary_md = gr.Markdown(elem_id="drt-summary")
                 sum_heat = gr.HTML(
                     plots.note("The chunks the summary rests on appear here."),
@@ -154,6 +158,24 @@ def build_app(ctx: h.UIContext) -> gr.Blocks:
                 with gr.Accordion("Evidence", open=False):
                     sum_evidence = gr.Markdown()
                 sum_json = gr.JSON(visible=False)
+
+            # -- Outline ---------------------------------------------------------------------
+            with gr.Tab("Outline", id="outline"):
+                gr.Markdown(
+                    "The document's parts; in papers, every definition, lemma, proposition and theorem with "
+                    "the later passages that retrieved it while the document was read; in books, the people "
+                    "and places with the sentence that introduces each.",
+                    elem_classes="drt-small",
+                )
+                with gr.Row():
+                    out_doc = gr.Dropdown(label="Document (prefilled)", choices=[], scale=3, elem_id="drt-out-doc")
+                    out_btn = gr.Button("Show outline", variant="primary", scale=1, elem_id="drt-show-outline")
+                outline_md = gr.Markdown(elem_id="drt-outline")
+                with gr.Row():
+                    out_chunk = gr.Number(label="What did a chunk rely on? (chunk number)", precision=0, minimum=0,
+                                          scale=3, elem_id="drt-out-chunk")
+                    out_chunk_btn = gr.Button("Show", scale=1, elem_id="drt-out-chunk-btn")
+                relied_md = gr.Markdown(elem_id="drt-relied")
 
             # -- Document map ----------------------------------------------------------------
             with gr.Tab("Document map", id="map"):
@@ -182,7 +204,7 @@ def build_app(ctx: h.UIContext) -> gr.Blocks:
                         map_picked = gr.Markdown(elem_id="drt-map-picked")
 
         # -- wiring: library -----------------------------------------------------------------
-        doc_outputs = [docs_table, lib_doc, ask_doc, sum_doc, map_doc]
+        doc_outputs = [docs_table, lib_doc, ask_doc, sum_doc, map_doc, out_doc]
 
         def refresh(selected: str | None = None) -> tuple:
             docs = h.list_documents(ctx)
@@ -197,7 +219,8 @@ def build_app(ctx: h.UIContext) -> gr.Blocks:
                     return gr.update(choices=choices, value=selected)
                 return gr.update(choices=choices)
 
-            return (table, pick(all_docs, ids), pick(ready, ready_ids), pick(ready, ready_ids), pick(ready, ready_ids))
+            return (table, pick(all_docs, ids), pick(ready, ready_ids), pick(ready, ready_ids), pick(ready, ready_ids),
+                    pick(ready, ready_ids))
 
         def arm_ingest(request: gr.Request) -> str:
             ctx.arm(_session(request), "ingest")
@@ -319,10 +342,30 @@ def build_app(ctx: h.UIContext) -> gr.Blocks:
 
         # -- wiring: summary -----------------------------------------------------------------
         @h.user_facing
-        def summary(doc_id, mode) -> tuple:
-            return h.summary_view(ctx, doc_id, mode)
+        def summary(doc_id, mode, part, pages) -> tuple:
+            return h.summary_view(ctx, doc_id, mode, chapter=part, pages=pages)
 
-        sum_btn.click(summary, [sum_doc, sum_mode], [summary_md, sum_evidence, sum_heat, sum_json], **MODEL, **PRIVATE)
+        sum_btn.click(summary, [sum_doc, sum_mode, sum_part, sum_pages], [summary_md, sum_evidence, sum_heat, sum_json],
+                      **MODEL, **PRIVATE)  # fmt: skip
+
+        @h.user_facing
+        def summary_parts(doc_id) -> Any:
+            return gr.update(choices=h.summary_parts(ctx, doc_id), value=h.WHOLE_DOCUMENT)
+
+        sum_doc.change(summary_parts, [sum_doc], [sum_part], **PRIVATE)
+
+        # -- wiring: outline -----------------------------------------------------------------
+        @h.user_facing
+        def show_outline(doc_id) -> str:
+            return h.outline_view(ctx, doc_id)
+
+        out_btn.click(show_outline, [out_doc], [outline_md], **MODEL, **PRIVATE)
+
+        @h.user_facing
+        def show_relied(doc_id, chunk) -> str:
+            return h.relied_on_view(ctx, doc_id, chunk)
+
+        out_chunk_btn.click(show_relied, [out_doc, out_chunk], [relied_md], **MODEL, **PRIVATE)
 
         @h.user_facing
         def sum_cell(doc_id, evt: gr.EventData) -> str:
@@ -364,9 +407,11 @@ def build_app(ctx: h.UIContext) -> gr.Blocks:
                 ctx, doc_id, question, max_new_tokens=max_new_tokens, session=_session(request)
             )
 
-        def summarize(doc_id: str, mode: str = "extractive", max_new_tokens: int = 128) -> dict:
-            """Summarize a prefilled document: {"summary", "evidence", "trace", "mode"}."""
-            return h.user_facing(h.summarize_doc)(ctx, doc_id, mode, max_new_tokens)
+        def summarize(doc_id: str, mode: str = "extractive", max_new_tokens: int = 128, chapter: int = 0,
+                      pages: str = "") -> dict:
+            """Summarize a prefilled document (0 = all of it), or part `chapter`, or `pages` ("12-30"):
+            {"summary", "evidence", "trace", "mode"}."""
+            return h.user_facing(h.summarize_doc)(ctx, doc_id, mode, max_new_tokens, chapter=chapter, pages=pages)
 
         def trace(doc_id: str) -> dict:
             """The document's dependency map: for each chunk, what it retrieved and the weights."""
@@ -381,6 +426,12 @@ def build_app(ctx: h.UIContext) -> gr.Blocks:
         gr.api(ask, api_name="ask", **MODEL)
         gr.api(summarize, api_name="summarize", **MODEL)
         gr.api(trace, api_name="trace", **MODEL)
+
+        def outline(doc_id: str) -> dict:
+            """The document's outline: parts, statements and what used them, people and places."""
+            return h.user_facing(h.outline_doc)(ctx, doc_id)
+
+        gr.api(outline, api_name="outline", **MODEL)
         gr.api(passage, api_name="passage")
     return demo
 

@@ -6,8 +6,8 @@
 It starts the app in-process on a free port with a temporary library, uploads the PDF, waits for
 the staged progress to reach "Ready" (progress.png while prefilling, when it is slow enough to
 catch), asks a question (the answer streams into the chat), clicks a
-cell of the retrieval heatmap, makes an extractive summary and opens the document map, saving
-library.png, ask.png, summary.png and map.png. The browser test (tests/ui/test_browser.py) runs
+cell of the retrieval heatmap, makes an extractive summary, opens the document map and the outline, saving
+library.png, ask.png, summary.png, map.png and outline.png. The browser test (tests/ui/test_browser.py) runs
 the same `walk_through`.
 
 Uses Debian's chromium (/usr/bin/chromium; `tests/ui/install_browser.sh` installs it) through the
@@ -95,6 +95,8 @@ class WalkResult:
     summary: str = ""
     map_links: int = 0
     map_picked: str = ""
+    outline: str = ""
+    relied: str = ""
     seconds: dict[str, float] = field(default_factory=dict)
 
 
@@ -171,6 +173,18 @@ def walk_through(url: str, pdf: Path, out_dir: Path, question: str = "What is a 
             expect(page.locator("#drt-map-picked")).to_contain_text("Retrieved chunk")
             res.map_picked = page.locator("#drt-map-picked").inner_text()
             _shot(page, out_dir / "map.png", res, "map")
+
+            # Outline: the parts, statements or names; then what the picked link's chunk relied on
+            page.get_by_role("tab", name="Outline").click()
+            expect(page.locator("#drt-out-doc input")).not_to_have_value("")
+            page.locator("#drt-show-outline").click()
+            expect(page.locator("#drt-outline")).to_contain_text("parts")
+            res.outline = page.locator("#drt-outline").inner_text()
+            page.locator("#drt-out-chunk input").fill(str(src))
+            page.locator("#drt-out-chunk-btn").click()
+            expect(page.locator("#drt-relied")).to_contain_text(f"Chunk {src}")
+            res.relied = page.locator("#drt-relied").inner_text()
+            _shot(page, out_dir / "outline.png", res, "outline")
         finally:
             browser.close()
     return res

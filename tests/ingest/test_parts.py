@@ -26,11 +26,18 @@ def test_headings_skip_the_contents_list_and_keep_the_chapters():
     assert got[0][1] > text.index("CHAPTER V\n")  # after the contents list
 
 
-@pytest.mark.parametrize("line", ["Book V", "12 THE JOURNEY", "Lecture II. Circumscription of the Topic.",
-                                  "\\section{Divided power envelope}"])
+@pytest.mark.parametrize("line", ["Book {r}", "{n} THE JOURNEY TO {r}", "Lecture {r}. Circumscription of Topic {n}.",
+                                  "\\section{{Divided power envelope {n}}}"])
 def test_heading_forms(line):
-    text = "".join(f"\n\n{line.replace('V', x).replace('12', y)}\n\n{BODY}" for x, y in (("V", "12"), ("VI", "13"), ("VII", "14")))
+    text = "".join(f"\n\n{line.format(r=r, n=n)}\n\n{BODY}" for r, n in (("V", 12), ("VI", 13), ("VII", 14)))
     assert len(headings(text)) == 3
+
+
+def test_running_heads_are_no_headings():
+    """A PDF's running head ("CHAPTER 1. ANCESTRY 3" atop every page) is no chapter; "Chapter 1" is."""
+    pages = "".join(f"\n\nCHAPTER 1. ANCESTRY–BIRTH–BOYHOOD {p}\n\n{BODY}" for p in range(3, 9))
+    text = f"\n\nChapter 1\n\n{BODY}{pages}\n\nChapter 2\n\n{BODY * 3}"
+    assert [t for t, _ in headings(text)] == ["Chapter 1", "Chapter 2"]
 
 
 def test_parts_tile_the_document_and_have_pages(library):

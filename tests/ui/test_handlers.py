@@ -301,10 +301,47 @@ def test_summary_modes_are_labelled(lib):
     md, ev, heat, out = h.summary_view(ctx, doc_id, "extractive")
     assert md.startswith("### Extractive") and out["mode"] == "extractive" and out["evidence"]
     assert 'data-chunk="' in heat and "in-degree" in heat and "selected" in heat
+    check = Path(ctx.engine().model_dir) / "summary_check.json"
+    assert not check.exists()  # no check: the extractive summary, and one line saying why
     md, ev, heat, out = h.summary_view(ctx, doc_id, "abstractive", max_new_tokens=8)
+    assert md.startswith("### Extractive") and "abstractive summaries are off" in md and out["mode"] == "extractive"
+    check.write_text('{"abstractive_rouge_l": 0.3, "extractive_rouge_l": 0.1}')  # a model that passed
+    try:
+        md, ev, heat, out = h.summary_view(ctx, doc_id, "abstractive", max_new_tokens=8)
+    finally:
+        check.unlink()
     assert md.startswith("### Abstractive") and out["trace"]["mode"] == "abstractive"
     with pytest.raises(h.UIError, match="unknown summary mode"):
         h.summarize_doc(ctx, doc_id, "poetic")
+
+
+def test_summary_of_a_part_or_pages(lib):
+    ctx, doc_id = lib["ctx"], lib["doc_id"]
+    choices = h.summary_parts(ctx, doc_id)
+    assert choices[0] == ("Whole document", h.WHOLE_DOCUMENT) and len(choices) > 2
+    number = choices[2][1]
+    md, _, _, out = h.summary_view(ctx, doc_id, "extractive", chapter=number)
+    assert {s["part"] for s in out["trace"]["sentences"]} <= {number} and len(out["trace"]["parts"]) == 1
+    md, _, _, out = h.summary_view(ctx, doc_id, "extractive", pages="3-4")
+    assert all(set(s["pages"]) & {3, 4} for s in out["trace"]["sentences"])
+    with pytest.raises(IngestError, match="page range"):
+        h.summary_view(ctx, doc_id, "extractive", pages="4-3")
+    with pytest.raises(IngestError, match="no chapter 999"):
+        h.summary_view(ctx, doc_id, "extractive", chapter=999)
+
+
+def test_outline_and_what_a_chunk_relied_on(lib):
+    ctx, doc_id = lib["ctx"], lib["doc_id"]
+    md = h.outline_view(ctx, doc_id)
+    assert "### Statements" in md and "| definition 1 |" in md
+    o = h.outline_doc(ctx, doc_id)
+    st = next(s for s in o["statements"] if s["used_by"])
+    user = st["used_by"][0]["chunk"]
+    got = h.relied_on_view(ctx, doc_id, user)
+    assert f"**Chunk {user}**" in got and f"{st['kind']} {st['number']}" in got
+    with pytest.raises(h.UIError, match="not in this document"):
+        h.relied_on_view(ctx, doc_id, 10**6)
+    assert "Pick a document" in h.relied_on_view(ctx, doc_id, None)
 
 
 def test_document_map_and_picks(lib):
