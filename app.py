@@ -1,4 +1,4 @@
-"""drt-reader: the command line (DESIGN.md, Contract 2).
+"""drt-reader: the command line (docs/design.md, Contract 2).
 
 Global options come before the command: `drt-reader [--home DIR] [--model NAME_OR_PATH] COMMAND ...`.
 Every command takes `--json` after its name and prints one JSON object; bad input exits non-zero

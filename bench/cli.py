@@ -1,6 +1,7 @@
 """`drt-reader bench NAME [ARGS...]`: runs bench/NAME.py's main(argv).
 
-Benchmarks (figures in docs/RESULTS.md): gca, prefill, train, ingest; reading: citations (does the
+Benchmarks (figures in docs/RESULTS.md): gca, prefill, train, ingest; reading: ask (answer latency on
+a book, in process), citations (does the
 model retrieve the statement a Stacks passage cites), summary_coverage (whole-book summaries of
 PDFs: chapters covered, no boilerplate, whole sentences); reliability: load (the served
 app under N clients), faults (SIGKILLed ingests resumed bit-identical), fuzz (the parse worker).
@@ -15,7 +16,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-BENCHES = ["gca", "prefill", "train", "ingest", "faults", "fuzz", "load", "citations", "summary_coverage",
+BENCHES = ["gca", "prefill", "train", "ingest", "ask", "faults", "fuzz", "load", "citations", "summary_coverage",
            "niah_miss", "mine_hubs", "task_losses", "interpolate", "lexical_idf"]
 
 

@@ -2,7 +2,7 @@
 
 One config class for all architectures of this repository, so they share layers and checkpoint
 format (`arch` selects):
-    "drt"              the DRT of drt_spec.md §1-§3 (landmarks, chunk encoder, causal retrieval, GCA)
+    "drt"              the DRT of docs/spec.md §1-§3 (landmarks, chunk encoder, causal retrieval, GCA)
     "sliding_window"   a plain ALiBi sliding-window LM (the paper's "Base LM +2 layers")
     "full_attention"   a causal full-attention LM with RoPE (what people use today)
     "fixed_retriever"  RPT-style: DRT's chunk memory and GCA, but chunks chosen by a frozen
@@ -20,7 +20,7 @@ from transformers import PretrainedConfig
 
 ARCHS = ("drt", "sliding_window", "full_attention", "fixed_retriever", "landmark")
 
-# Every extension of ours at its "off" value: the paper's model (drt_spec.md). Each is off by
+# Every extension of ours at its "off" value: the paper's model (docs/spec.md). Each is off by
 # default too, so a checkpoint's config.json that lacks one loads as before; the `paper` preset
 # names them all anyway, so it stays the paper's model whatever a later default says.
 PAPER_FLAVOUR: dict = dict(
@@ -52,7 +52,7 @@ PRESETS: dict[str, dict] = {
         hidden_size=512, num_heads=8, intermediate_size=1376, lower_layers=4, encoder_layers=2,
         upper_groups=[4], window=512, chunk_topk=8,
     ),
-    # the paper's model: the published 128M configuration (drt_spec.md §1.1) with every extension
+    # the paper's model: the published 128M configuration (docs/spec.md §1.1) with every extension
     # off; upper_groups [3, 3] is "retrieval x2". Smaller sizes by override, e.g.
     # DRTConfig.from_preset("paper", hidden_size=192, num_heads=3, ...) (the tests do).
     "paper": dict(
@@ -65,7 +65,7 @@ PRESETS: dict[str, dict] = {
 class DRTConfig(PretrainedConfig):
     """The fields come in three groups (docs/model.md draws the data flow and tabulates them):
 
-    1. the paper's architecture (drt_spec.md §1-§3): sizes, the lower layers, the chunk encoder,
+    1. the paper's architecture (docs/spec.md §1-§3): sizes, the lower layers, the chunk encoder,
        the landmark retrieval, the upper layers' GCA;
     2. the baselines' and the implementation's choices (no effect on a DRT's numbers);
     3. our extensions, each off by default (PAPER_FLAVOUR), each with what it does, the measurement
@@ -89,8 +89,8 @@ class DRTConfig(PretrainedConfig):
         window: int = 256,  # self-attention sees itself plus `window` previous (augmented) positions
         chunk_size: int = 64,  # 63 real tokens + 1 landmark
         chunk_topk: int = 4,  # chunks retrieved per query chunk
-        # +1 in each retrieved chunk's softmax: the reference code's zeroed landmark slot (drt_spec.md
-        # §3.3), so the paper's model; False is plain softmax, an ablation
+        # +1 in each retrieved chunk's softmax: the reference code's zeroed landmark slot
+        # (docs/spec.md §3.3), so the paper's model; False is plain softmax, an ablation
         softmax_one: bool = True,
         rms_eps: float = 1e-5,
         rope_theta: float = 10000.0,
@@ -166,8 +166,8 @@ class DRTConfig(PretrainedConfig):
         lexical: bool = False,
         # > 0: and adds the shared tokens' idf in the document so far, times a learned scale starting
         # here. Why: offline, the in-document idf ranks the gold chunk in the top 4 for 53.9% of the
-        # hand-written questions, the global weights for 36.3% (docs/history/2026-12-02-real-
-        # questions.md; bench lexical_idf). Default 0.0; the shipped model: 1.0.
+        # hand-written questions, the global weights for 36.3%
+        # (docs/history/2026-12-02-real-questions.md; bench lexical_idf). Default 0.0; shipped: 1.0.
         lexical_doc_df: float = 0.0,
         # > 0: and adds, per WHOLE WORD the two chunks share (case folded, however the BPE cut it:
         # drt_core/words.py), the word's idf in the document so far, times a learned scale starting

@@ -1,4 +1,4 @@
-"""Evaluation: `drt-reader eval niah` and `drt-reader eval ppl` (DESIGN.md Contract 2, spec §6.3).
+"""Evaluation: `drt-reader eval niah` and `eval ppl` (docs/design.md, Contract 2; docs/spec.md §6.3).
 
 Both stream their inputs through the inference engine (drt_core.engine) exactly as the app reads a
 document, so what is measured is what ships: flat memory, retrieval once per chunk, the carried

@@ -1,4 +1,4 @@
-"""The frozen retriever of the RPT-style baseline (config.arch = "fixed_retriever", drt_spec.md §7).
+"""The frozen retriever of the RPT-style baseline (config.arch = "fixed_retriever", docs/spec.md §7).
 
 The paper's "RPT (Contriever)" row chooses chunks with a frozen off-the-shelf embedder instead of
 DRT's learned landmark scores. We use all-MiniLM-L6-v2 (sentence-transformers), shipped inside the

@@ -1,7 +1,7 @@
 """The Differentiable Retrieval Transformer (DRT) and its baselines, top to bottom.
 
 Hu et al., "Efficient Length-Generalizable Attention via Causal Retrieval for Long-Context Language
-Modeling", ICML 2025 (arXiv 2410.01651); ../shared/docs/drt_spec.md §1-§3 is the precise reading.
+Modeling", ICML 2025 (arXiv 2410.01651); docs/spec.md §1-§3 is the precise reading.
 
 Layout of a DRT forward pass (B batch, L real tokens, C chunks, S = chunk_size = 64, T = C*S):
     ids [B, L] --pad to C*63, insert a landmark after every 63 tokens--> [B, T]

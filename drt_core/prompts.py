@@ -1,7 +1,7 @@
 """The ONE prompt format, shared by fine-tuning (drt_core.tasks) and the app (ask / summarize).
 
-DESIGN.md: "One function builds the question/answer prompt for both fine-tuning and the app, so the
-shipped model is asked questions in the form it was taught." Everything that turns a question into
+One function lays out questions for fine-tuning and for the app alike, so the shipped model is
+asked in the form it was taught (docs/design.md, "Rules we keep"). Everything that turns a question into
 tokens goes through this module; nothing else formats prompts.
 
 Text format
@@ -15,7 +15,7 @@ Text format
 
 and for summaries ``summary_suffix() = "\\n\\nSummary:"`` followed by ``" {summary}\\n"``.
 
-Geometry (spec §5.3, §10.9)
+Geometry (docs/spec.md §5.3)
 ---------------------------
 The model closes every 63 real tokens with a landmark (spec §1.2): chunk c holds the real positions
 [63c, 63c + 63) and its landmark comes after position 63c + 62. The landmark of chunk c chooses

@@ -20,7 +20,7 @@ Layout of one example of ``length`` tokens (any length; the model pads to chunks
 
 Every question is laid out by `prompts.layout_prompt`: its last token (the ":" of "Answer:") sits at
 a position p with p % 63 == 0, so the landmark that chooses the answer chunk's retrievals has read
-the question (spec §5.3 / §10.9, our `prompts` module docstring). The same function lays out the
+the question (docs/spec.md §5.3, our `prompts` module docstring). The same function lays out the
 app's questions, so the model is asked the way it was taught. A needle (" The passkey is 84613.")
 is inserted after a sentence end and before a word where one is within 256 tokens (else between two
 words), and never in the last 2 * 63 haystack tokens before the first question (as in the reference).

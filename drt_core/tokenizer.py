@@ -1,4 +1,4 @@
-"""Our byte-level BPE tokenizer (DESIGN.md: "Any text tokenizes; nothing is downloaded").
+"""Our byte-level BPE tokenizer (docs/design.md: any text tokenizes; nothing is downloaded).
 
 * Byte-level BPE trained with `tokenizers` on the training split of the corpora (docs/tokenizer.md
   records the sample, the vocabulary-size measurement and the choice).

@@ -965,7 +965,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--qa-data", default="", help="mined questions (python -m drt_core.mine): a directory with "
                    "train.jsonl and train.bin; default <data>/qa")
     p.add_argument("--qa-boilerplate", default="", metavar="PASSAGES.npy",
-                   help="boilerplate passages (licence pages, contents lists; bench/boilerplate.py) written over "
+                   help="boilerplate passages (licence pages, contents lists: ingest.boilerplate) written over "
                         "chunks of every qa row's window")
     p.add_argument("--qa-boilerplate-per-row", type=int, default=d.qa_boilerplate_per_row)
     p.add_argument("--init-lexical", type=float, default=0.0, metavar="DF",

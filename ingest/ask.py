@@ -35,6 +35,44 @@ MAX_EVIDENCE = 8
 NO_REPEAT_NGRAM = 4
 
 
+def snippet(text: str, limit: int | None = None, head: bool | None = None, tail: bool | None = None) -> str:
+    """A chunk's text for display: whitespace collapsed, at most `limit` characters cut after a
+    whole word with "…" (a first word longer than `limit` is kept whole): never in the middle of a
+    word. `head` / `tail`: the text starts / ends inside a word (a chunk cut by its neighbour; see
+    `cut_words`), which is dropped, "…" marking it; None guesses it (a lower-case start, a letter
+    or digit at the end)."""
+    s = " ".join(str(text or "").split())
+    if head is None:
+        head = s[:1].islower()
+    if tail is None:
+        tail = s[-1:].isalnum()
+    pre = ""
+    if head and " " in s:
+        s, pre = s.split(" ", 1)[1], "…"
+    if limit is None or len(s) <= limit:
+        if tail and " " in s:
+            return pre + s.rsplit(" ", 1)[0] + "…"
+        return pre + s
+    cut = s.rfind(" ", 0, limit + 1)
+    if cut <= 0:
+        cut = s.find(" ")
+        return pre + (s if cut < 0 else s[:cut] + "…")
+    return pre + s[:cut].rstrip() + "…"
+
+
+def cut_words(library: Library, doc_id: str, rows: list[dict]) -> dict[int, tuple[bool, bool]]:
+    """Per evidence chunk: (starts inside a word, ends inside a word). Chunks are contiguous slices
+    of the text, so a word runs on when this chunk and its neighbour meet on two letters or digits."""
+    want = sorted({c + d for r in rows for c in [int(r["chunk"])] for d in (-1, 1) if c + d >= 0})
+    texts = {r["idx"]: r["text"] for r in library.chunks(doc_id, want)} if want else {}
+    out = {}
+    for r in rows:
+        c, t = int(r["chunk"]), str(r.get("text") or "")
+        before, after = texts.get(c - 1, ""), texts.get(c + 1, "")
+        out[c] = (t[:1].isalnum() and before[-1:].isalnum(), t[-1:].isalnum() and after[:1].isalnum())
+    return out
+
+
 def trace_json(trace: Any) -> dict:
     """A RetrievalTrace as JSON ({"chunks": [{"gen_chunk", "topk", "weights", "scores"}, ...]})."""
     if trace is None:
@@ -63,7 +101,7 @@ NOT_FOUND = "Not found in this document."
 QUOTE_MAX_CHARS = 400  # a quote: the best sentence of the quoted chunk (quote_chunk) and its neighbours, at most this long
 # the sentences that join the best one, in turn, while the quote stays within QUOTE_MAX_CHARS: the two
 # after it first (what a question's words lead up to, "she said:", "my name is", follows them),
-# then the one before; validation's choice (history/2026-12-04-quote-probes.md)
+# then the one before; validation's choice (docs/history/2026-12-04-quote-probes.md)
 QUOTE_GROW = (1, 2, -1)
 
 
@@ -92,7 +130,7 @@ _VOCABULARIES: dict[tuple[str, str], abstain_mod.DocVocabulary] = {}  # a docume
 
 
 def _doc_vocabulary(library: Library, doc_id: str) -> abstain_mod.DocVocabulary:
-    key = (str(library.home), doc_id)
+    key = (str(library.home), doc_id, getattr(library, "limit", None))
     if key not in _VOCABULARIES:
         while len(_VOCABULARIES) >= 4:
             _VOCABULARIES.pop(next(iter(_VOCABULARIES)))
@@ -140,7 +178,7 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     return cut(text)
 
 
-QUOTE_WINDOW = 0.5  # quote_chunk's weight of the words beside a chunk: validation's choice (history/2026-12-04-window.md)
+QUOTE_WINDOW = 0.5  # quote_chunk's weight of the words beside a chunk (docs/history/2026-12-04-window.md)
 
 
 def quote_chunk(library: Library, doc_id: str, evidence: list[dict], question: str,
@@ -190,7 +228,7 @@ _STATS: dict[tuple[str, str], Any] = {}  # a document's term statistics for the 
 def _doc_stats(library: Library, doc_id: str):
     from .reader import DocStats
 
-    key = (str(library.home), doc_id)
+    key = (str(library.home), doc_id, getattr(library, "limit", None))
     if key not in _STATS:
         while len(_STATS) >= 4:
             _STATS.pop(next(iter(_STATS)))
@@ -212,6 +250,58 @@ def reading_order(evidence: list[dict], scores: list | None, k: int = READ_PASSA
     return order
 
 
+class BeforePage:
+    """The library as a reader who has read only up to page N sees it (spoiler-safe reading): the
+    document's chunks that end before page N (`limit` of them), their pages; everything else
+    passes through to the library. `ask(before_page=N)` answers from this view and from the model's
+    state after those chunks, so the answer is the one the document truncated there would get."""
+
+    def __init__(self, library: Library, doc_id: str, page: int):
+        self._lib, self.doc_id = library, doc_id
+        doc = library.document(doc_id)
+        if not 2 <= int(page) <= doc["n_pages"]:
+            raise IngestError(f"--before-page must be between 2 and {doc['n_pages']} (the document's pages), not {page}")
+        rows = library.chunks(doc_id)
+        self.limit = next((r["idx"] for r in rows if r["page_last"] >= int(page)), len(rows))
+        if self.limit < 2:
+            raise IngestError(f"nothing ends before page {page}: ask about a later page")
+        self.page = int(page)
+        self.n_tokens = rows[self.limit - 1]["tok_end"]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._lib, name)
+
+    def chunks(self, doc_id: str, indices=None) -> list[dict]:
+        if indices is not None:
+            indices = [i for i in indices if int(i) < self.limit]
+            if not indices:
+                return []
+        return [r for r in self._lib.chunks(doc_id, indices) if r["idx"] < self.limit]
+
+    def document(self, doc_id: str) -> dict:
+        return dict(self._lib.document(doc_id), n_chunks=self.limit)
+
+    def pages(self, doc_id: str, with_text: bool = False, numbers=None) -> list[dict]:
+        return [p for p in self._lib.pages(doc_id, with_text=with_text, numbers=numbers) if p["number"] < self.page]
+
+
+_PREFIXES: dict[tuple, Any] = {}  # (home, doc, model, tokens) -> the state after a prefix (RAM, two kept)
+
+
+def prefix_state(library: Library, engine: EngineLike, doc_id: str, n_tokens: int) -> Any:
+    """The model's state after the document's first `n_tokens` tokens (a chunk boundary), prefilled
+    in memory from the stored token ids: exactly the state of the document truncated there."""
+    key = (str(library.home), doc_id, str(engine.fingerprint), int(n_tokens))
+    if key not in _PREFIXES:
+        while len(_PREFIXES) >= 2:
+            _PREFIXES.pop(next(iter(_PREFIXES)))
+        state = engine.new_state(None)
+        for _ in engine.prefill(state, library.token_ids(doc_id)[: int(n_tokens)]):
+            pass
+        _PREFIXES[key] = state
+    return _PREFIXES[key]
+
+
 INTRO_CHUNKS = 3  # "Who is X?": the chunk of X's first mention and the two after it
 _TEXTS: dict[tuple[str, str], tuple[str, list, list]] = {}  # a document's text, matter spans, chunk starts
 
@@ -225,7 +315,7 @@ def introduction(library: Library, doc_id: str, question: str) -> list[int]:
     name = who_name(question)
     if not name:
         return []
-    key = (str(library.home), doc_id)
+    key = (str(library.home), doc_id, getattr(library, "limit", None))
     if key not in _TEXTS:
         while len(_TEXTS) >= 4:
             _TEXTS.pop(next(iter(_TEXTS)))
@@ -265,9 +355,11 @@ def read_answer(library: Library, engine: EngineLike, state: Any, doc_id: str, q
     chunk, pages, character span and `short`, the short answer span inside it."""
     from .reader import passage_around, quote_bounds
 
+    from .outline import who_name
+
     order = reading_order(evidence, scores)
     intro = introduction(library, doc_id, question)
-    if intro:  # "Who is X?": the passage that introduces X is read first
+    if intro:  # "Who is X?": the passage that introduces X is read first (read alone, it did worse on validation)
         order = (intro + [c for c in order if c not in intro])[:READ_PASSAGES]
     want = sorted({c for c0 in order for c in (c0 - 1, c0, c0 + 1)})
     by_idx = {r["idx"]: r for r in library.chunks(doc_id, [c for c in want if c >= 0])}
@@ -299,6 +391,8 @@ def read_answer(library: Library, engine: EngineLike, state: Any, doc_id: str, q
              # whether the model retrieved the quoted chunk (it is in the evidence), and its place in the
              # reading order (1-based: the evidence first, then the question selection's next best-scored)
              "retrieved": p.chunk in weights, "rank": p.rank + 1,
+             # "Who is X?": the quote comes from the passage that introduces X (read first)
+             "introduces": who_name(question) if p.chunk in intro else None,
              "reader": {"score": round(reading.score, 4), "margin": round(reading.margin, 4),
                         "prob": round(reading.prob, 4)}}
     return quote, reading, bm
@@ -420,6 +514,29 @@ def check_mask(mask: Any, n_chunks: int) -> list[int]:
     return sorted(out)
 
 
+def shown_answer(made: dict) -> tuple[str | None, str]:
+    """The answer text the reader sees, which causal effects are measured on: (the short answer,
+    "short answer"), else (the quoted sentence, "quoted sentence"); (None, "") for an abstention or
+    no quote."""
+    q = made.get("quote")
+    if made.get("abstained") or not q:
+        return None, ""
+    if made.get("short_answer"):
+        return str(made["short_answer"]), "short answer"
+    return str(q.get("sentence") or q["text"]), "quoted sentence"
+
+
+def answer_ids(engine: EngineLike, text: str) -> list[int] | None:
+    """The token ids of `text` as an answer follows the prompt (drt_core.prompts.answer_text)."""
+    from drt_core.prompts import answer_text
+
+    tok = getattr(engine, "tokenizer", None)
+    if tok is None:
+        return None
+    enc = tok.encode(answer_text(text), add_special_tokens=False)
+    return list(getattr(enc, "ids", enc))  # an HF tokenizer gives ids, a bare `tokenizers` one an Encoding
+
+
 def causal_effects(engine: EngineLike, state: Any, question: str, ids: list[int] | None,
                    chunks: list[int]) -> dict[int, float | None]:
     """Each chunk's causal effect on the generated answer `ids` (Engine.causal_effects, in nats:
@@ -488,23 +605,32 @@ def ask(
     cancel: threading.Event | None = None,
     mask: list[int] | None = None,
     causal: bool = True,
+    before_page: int | None = None,
 ) -> dict:
     """Answer `question` about a prefilled document; record it; return the Contract 2 object
     {"answer", "evidence", "trace"} (and, beside them, how the answer was made).
 
     Every evidence row carries its `causal_effect` beside its fusion `weight`: the drop in the
-    log-likelihood of the model's generated answer (unmasked, trace["answer"]["generated"]) when
-    that chunk alone is barred from retrieval; null when the model generated nothing.
+    log-likelihood of the answer the reader sees (the short answer, else the quoted sentence;
+    trace["answer"]["effects_on"] says which; the generated text when there is no quote) when that
+    chunk alone is barred from retrieval: + means the chunk made that answer likelier.
     `mask`: document chunk numbers barred from retrieval; the answer is then regenerated without
     them, and the unmasked one is kept in trace["answer"]["unmasked"] (answer, generated, quote,
     abstained, evidence chunks with weight and causal effect). `causal=False` skips the effects
-    (one batched forked pass, a row per evidence chunk; `eval qa` does not report them): they are then null."""
+    (one batched forked pass, a row per evidence chunk; `eval qa` does not report them): they are then null.
+    `before_page`: spoiler-safe reading: the model reads and retrieves only the chunks that end
+    before that page (BeforePage, prefix_state): no evidence at or after it, and the answer the
+    document truncated there would get."""
     question = " ".join(str(question).split())
     if not question:
         raise IngestError("the question is empty")
     if max_new_tokens < 1:
         raise IngestError("--max-new-tokens must be at least 1")
     state = ready_state(library, engine, doc_id)
+    record = library
+    if before_page is not None:
+        library = BeforePage(library, doc_id, before_page)
+        state = prefix_state(library, engine, doc_id, library.n_tokens)
     barred = check_mask(mask, int(getattr(state, "n_chunks", 0) or 0))
     t0 = time.monotonic()
     missing = missing_words(library, engine, doc_id, question)
@@ -519,7 +645,10 @@ def ask(
     if cancel is not None and cancel.is_set():
         raise Cancelled("generation was stopped")
     chunks = sorted({e["chunk"] for e in out["evidence"]} | {e["chunk"] for e in original["evidence"]})
-    effects = causal_effects(engine, state, question, ids if causal else None, chunks)
+    shown, effects_on = shown_answer(out["made"])
+    shown_ids = answer_ids(engine, shown) if shown else ids  # what the reader sees, else the generation
+    effects = causal_effects(engine, state, question, shown_ids if causal else None, chunks)
+    out["made"]["effects_on"] = effects_on if shown else "generated"
     for e in out["evidence"] + (original["evidence"] if barred else []):
         e["causal_effect"] = effects.get(e["chunk"])
     made = out["made"]
@@ -531,12 +660,40 @@ def ask(
             "evidence": [{k: e[k] for k in ("chunk", "pages", "weight", "causal_effect")}
                          for e in original["evidence"]]})
     # how the answer was made rides in the trace, so Contract 2's three keys stay as they are
+    if before_page is not None:
+        made = dict(made, before_page=int(before_page))
     tj = dict(out["trace"], answer=made)
     answer, evidence = out["answer"], out["evidence"]
-    library.record_answer(
+    record.record_answer(
         doc_id, question, str(engine.fingerprint), answer, evidence, tj, seconds=time.monotonic() - t0
     )
     return {"answer": answer, "evidence": evidence, "trace": tj, **made}
 
 
-CONTRACT_KEYS = ("answer", "evidence", "trace")  # what `drt-reader ask --json` prints (DESIGN.md, Contract 2)
+def ask_all(library: Library, engine: EngineLike, question: str, *, max_new_tokens: int = 64,
+            before_page: int | None = None) -> dict:
+    """The question asked of every document this model has prefilled: each document's model state
+    does its own retrieval and the same reader reads it (`ask`, without causal effects); the
+    answers are grouped by document, the one whose reader was surest first (abstentions last).
+    {"question", "documents": [{"doc_id", "title", "answer", "evidence", "trace", ...}]}."""
+    fp = str(engine.fingerprint)
+    ready = [d for d in library.documents()
+             if any(s["model_fp"] == fp and s["status"] == "done" for s in d.get("prefill") or [])]
+    if not ready:
+        raise IngestError("no document is prefilled by this model yet: `drt-reader ingest FILE` first")
+    out = []
+    for d in ready:
+        if before_page is not None and before_page > d["n_pages"]:
+            before_page_here = None  # the whole document ends before that page
+        else:
+            before_page_here = before_page
+        res = ask(library, engine, d["id"], question, max_new_tokens=max_new_tokens, causal=False,
+                  before_page=before_page_here)
+        reader = ((res.get("quote") or {}).get("reader") or {}).get("score")
+        out.append({"doc_id": d["id"], "title": d["title"], **res, "_rank": (bool(res.get("abstained")),
+                                                                           -(reader if reader is not None else -1e9))})
+    out.sort(key=lambda r: r.pop("_rank"))
+    return {"question": " ".join(question.split()), "documents": out}
+
+
+CONTRACT_KEYS = ("answer", "evidence", "trace")  # what `drt-reader ask --json` prints (docs/design.md, Contract 2)

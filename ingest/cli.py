@@ -1,4 +1,4 @@
-"""Commands `ingest`, `list`, `ask`, `summarize`, `trace`, `rm` (DESIGN.md Contract 2).
+"""Commands `ingest`, `list`, `ask`, `summarize`, `trace`, `export`, `page`, `rm` (docs/design.md Contract 2).
 
 Each takes `--json` to print one JSON object. DOC_ID may be any unique prefix of the document's
 sha256. `args.home` and `args.model` come from app.py's global options. Heavy imports (the engine,
@@ -37,9 +37,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     _json(p)
     p.set_defaults(func=cmd_list)
 
-    p = sub.add_parser("ask", help="ask a question about a document")
-    p.add_argument("doc_id", metavar="DOC_ID", help=DOC_HELP)
-    p.add_argument("question", metavar="QUESTION", help="the question")
+    p = sub.add_parser("ask", help="ask a question about a document (or, with --all, about every document)")
+    p.add_argument("doc_id", metavar="DOC_ID", nargs="?", help=DOC_HELP + " (left out with --all)")
+    p.add_argument("question", metavar="QUESTION", nargs="?", help="the question")
+    p.add_argument("--all", action="store_true", dest="all_docs",
+                   help="ask every prefilled document: each retrieves on its own, answers grouped by document")
+    p.add_argument("--before-page", type=int, metavar="N", default=None,
+                   help="spoiler-safe: read and retrieve only what ends before page N (the answer the "
+                        "document truncated there would get)")
     p.add_argument("--max-new-tokens", type=int, default=64, help="longest answer in tokens (default 64)")
     p.add_argument(
         "--mask", default=None, metavar="CHUNK[,CHUNK...]",
@@ -79,6 +84,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("doc_id", metavar="DOC_ID", help=DOC_HELP)
     _json(p)
     p.set_defaults(func=cmd_trace)
+
+    p = sub.add_parser("export", help="the questions, answers and latest summary of a document, as Markdown")
+    p.add_argument("doc_id", metavar="DOC_ID", help=DOC_HELP)
+    p.add_argument("--out", metavar="FILE", default=None,
+                   help="write the Markdown to FILE (atomically) and print its path (default: print it)")
+    _json(p)
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("page", help="a page of a document as a PNG, with a passage (chunk) highlighted")
+    p.add_argument("doc_id", metavar="DOC_ID", help=DOC_HELP)
+    p.add_argument("page", type=int, metavar="PAGE", help="physical page number (1 is the first page)")
+    p.add_argument("--highlight", type=int, metavar="CHUNK", default=None,
+                   help="highlight this chunk's text on the page (chunk numbers, as the evidence lists them)")
+    p.add_argument("--out", required=True, metavar="FILE.png", help="where to write the PNG")
+    _json(p)
+    p.set_defaults(func=cmd_page)
 
     p = sub.add_parser("rm", help="remove a document and its prefilled states")
     p.add_argument("doc_id", metavar="DOC_ID",
@@ -269,6 +290,24 @@ def cmd_rm(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_page(args: argparse.Namespace) -> int:
+    from .page import png_size, render_page
+
+    with _library(args) as lib:
+        doc_id = lib.resolve(args.doc_id)
+        png = render_page(lib, doc_id, args.page, highlight=args.highlight)
+    try:
+        with open(args.out, "wb") as f:
+            f.write(png)
+    except OSError as e:
+        raise IngestError(f"cannot write {args.out}: {e.strerror or e}") from e
+    width, height = png_size(png)
+    obj = {"doc_id": doc_id, "page": args.page, "highlight": args.highlight, "out": args.out,
+           "width": width, "height": height}
+    _emit(args, obj, args.out)
+    return 0
+
+
 # ---------------------------------------------------------------------------------------------
 # ask / summarize / trace
 # ---------------------------------------------------------------------------------------------
@@ -295,10 +334,11 @@ def _matter(e: dict) -> str:
 
 
 def _evidence_text(evidence: list[dict]) -> str:
+    from .ask import snippet as text_snippet
+
     lines = []
     for e in evidence:
-        snippet = " ".join(e["text"].split())
-        snippet = snippet if len(snippet) <= 160 else snippet[:157] + "..."
+        snippet = text_snippet(e["text"], 160)
         lines.append(f"  [chunk {e['chunk']}, {_pages(e['pages'])}{_matter(e)}, weight {e['weight']:.3f}{_effect(e)}] "
                      f"{snippet}")
     return "\n".join(lines)
@@ -319,7 +359,12 @@ def answer_text(out: dict) -> str:
 
         return f"{out['answer']} {abstain_reason(out)} The passages the model scored highest are below."
     if q:
-        after = "" if q.get("retrieved", True) else f"; scored #{q.get('rank')} by the model, after the chunks it retrieved"
+        if q.get("introduces"):
+            after = f"; the passage that introduces {q['introduces']}"
+        elif not q.get("retrieved", True):
+            after = f"; scored #{q.get('rank')} by the model, after the chunks it retrieved"
+        else:
+            after = ""
         lines = [f"{quoted(q['text'])} ({_pages(q['pages'])}{_matter(q)}, chunk {q['chunk']}{after})"]
         if out.get("short_answer"):
             lines.append(f"Short answer: {out['short_answer']}")
@@ -330,11 +375,16 @@ def answer_text(out: dict) -> str:
 def cmd_ask(args: argparse.Namespace) -> int:
     from .ask import CONTRACT_KEYS, ask, parse_mask
 
+    if args.all_docs:
+        return _ask_all(args)
+    if args.doc_id is None or args.question is None:
+        raise IngestError("give a document and a question (DOC_ID QUESTION), or --all QUESTION")
     mask = parse_mask(getattr(args, "mask", None))
     with _library(args) as lib:
         doc_id = lib.resolve(args.doc_id)
         engine = _engine(args)
-        out = ask(lib, engine, doc_id, args.question, max_new_tokens=args.max_new_tokens, mask=mask)
+        out = ask(lib, engine, doc_id, args.question, max_new_tokens=args.max_new_tokens, mask=mask,
+                  before_page=args.before_page)
     if not args.json:
         if mask:
             before = out["unmasked"]
@@ -343,10 +393,38 @@ def cmd_ask(args: argparse.Namespace) -> int:
             print("\nBefore masking:\n" + answer_text(before))
         else:
             print(answer_text(out))
-        print("\nEvidence (what the model retrieved; causal effect: how much less likely, in nats, the "
-              "model's unmasked answer is with that chunk alone masked):\n" + (_evidence_text(out["evidence"]) or "  (none)"))
+        on = out.get("effects_on") or "answer"
+        print(f"\nEvidence (what the model retrieved; causal effect: how much less likely, in nats, the {on} "
+              "above is with that chunk alone hidden from retrieval; + = the chunk supports it):\n"
+              + (_evidence_text(out["evidence"]) or "  (none)"))
     else:
         _emit(args, {k: out[k] for k in CONTRACT_KEYS})
+    return 0
+
+
+def _ask_all(args: argparse.Namespace) -> int:
+    """`ask --all QUESTION`: every prefilled document, answers grouped by document."""
+    from .ask import CONTRACT_KEYS, ask_all
+
+    question = args.question if args.question is not None else args.doc_id
+    if args.question is not None and args.doc_id is not None:
+        raise IngestError("--all asks every document: give the question only")
+    if not question:
+        raise IngestError("give the question: drt-reader ask --all QUESTION")
+    if args.mask:
+        raise IngestError("--mask names chunks of one document: it does not go with --all")
+    with _library(args) as lib:
+        out = ask_all(lib, _engine(args), question, max_new_tokens=args.max_new_tokens,
+                      before_page=args.before_page)
+    if args.json:
+        _emit(args, {"question": out["question"], "documents": [
+            {"doc_id": d["doc_id"], "title": d["title"], **{k: d[k] for k in CONTRACT_KEYS}} for d in out["documents"]]})
+        return 0
+    blocks = []
+    for d in out["documents"]:
+        ev = _evidence_text(d["evidence"][:3]) or "  (none)"
+        blocks.append(f"== {d['title']} ({d['doc_id'][:12]})\n{answer_text(d)}\n{ev}")
+    print("\n\n".join(blocks))
     return 0
 
 
@@ -392,6 +470,27 @@ def cmd_outline(args: argparse.Namespace) -> int:
             _emit(args, {"doc_id": doc_id, "chunk": args.chunk, "relied_on": rows}, "\n".join(lines))
             return 0
     _emit(args, out, outline_text(out, title))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from .export import export_markdown, write_atomic
+
+    with _library(args) as lib:
+        doc_id = lib.resolve(args.doc_id)
+        md = export_markdown(lib, doc_id)
+        n = len(lib.conversation(doc_id))
+    out = None
+    if args.out:
+        path = os.path.abspath(os.path.expanduser(args.out))
+        if os.path.isdir(path):
+            raise IngestError(f"--out {args.out} is a folder; give a file name")
+        try:
+            out = str(write_atomic(path, md))
+        except OSError as e:
+            raise IngestError(f"cannot write {args.out}: {e.strerror or e}") from e
+    obj = {"doc_id": doc_id, "out": out, "questions": n, "markdown": None if out else md}
+    _emit(args, obj, out if out else md.rstrip("\n"))
     return 0
 
 

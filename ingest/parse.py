@@ -416,8 +416,9 @@ def _parse_mupdf(pymupdf, req: dict, kind: str) -> tuple:
     warnings: list[str] = []
     try:
         doc = pymupdf.open(req["path"], filetype=kind)
-    except errors as e:
-        raise DamagedFile(f"cannot open {name} as {kind.upper()}: {e}")
+    except errors as e:  # MuPDF's message names the file by its path: the name is enough
+        why = str(e).replace(f"'{req['path']}'", name).replace(req["path"], name)
+        raise DamagedFile(f"cannot open {name} as {kind.upper()}: {why}")
     if doc.needs_pass:
         password = req.get("password")
         if not password:

@@ -16,6 +16,8 @@
 - the prefill row's `n_tokens_done` is what the engine has COMMITTED (the `n_tokens` of the state
   directory's meta.json, the commit record), never the engine's in-memory progress: after a crash
   the row says where the next run will resume.
+- the original file of a PDF or EPUB is kept as `$DRT_HOME/files/<doc_id>.<pdf|epub>` for its
+  page images (`ingest.page.keep_original`; `remove_document` deletes it).
 - one writer per state directory: prefill holds an exclusive advisory lock (flock on
   `<state dir>/.prefill.lock`) while it runs; a second prefill of the same document by the same
   model (another CLI process, another UI tab) fails at once with PrefillBusy instead of writing
@@ -48,6 +50,7 @@ from typing import Any, Callable
 from store.library import Library
 
 from .errors import Cancelled, EngineUnavailable, IngestError, PrefillBusy
+from .page import forget_original, keep_original
 from .parse import ParseLimits, parse_file
 from .tokenize import CHUNK_TOKENS, make_encoder, tokenize_document, tokenizer_fingerprint
 
@@ -83,7 +86,7 @@ class IngestResult:
     warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
-        """The `drt-reader ingest --json` object (DESIGN.md Contract 2)."""
+        """The `drt-reader ingest --json` object (docs/design.md, Contract 2)."""
         return {
             "doc_id": self.doc_id,
             "title": self.title,
@@ -131,17 +134,19 @@ def _resolve_engine(engine: EngineLike | Callable[[], EngineLike] | None) -> Eng
 
 
 def state_dir(home: str | Path, doc_id: str, model_fp: str) -> Path:
-    """$DRT_HOME/states/<doc_id>/<model_fp>/ (DESIGN.md, store layout)."""
+    """$DRT_HOME/states/<doc_id>/<model_fp>/ (docs/design.md, the store)."""
     return Path(home) / "states" / doc_id / model_fp
 
 
 def remove_document(library: Library, doc_id: str) -> tuple[str, str]:
-    """Delete a document (rows first: the commit point), then its prefilled states of every model.
+    """Delete a document (rows first: the commit point), then its prefilled states of every model
+    and its kept file.
     `doc_id` may be a unique prefix, or the whole title or file name. Returns (doc_id, title)."""
     doc_id = library.resolve(doc_id, partial=False)
     title = library.document(doc_id)["title"]
     library.delete_document(doc_id)  # the states below are unreachable from now on
     shutil.rmtree(Path(library.home) / "states" / doc_id, ignore_errors=True)
+    forget_original(library.home, doc_id)  # the kept PDF or EPUB (ingest.page)
     return doc_id, title
 
 
@@ -334,6 +339,7 @@ def ingest(
         created = library.add_document(doc_row, pages, chunks, tokenized.ids, outline=outline)
         emit(Progress("store", 1, 1, message="stored"))
     doc = library.document(doc_id)
+    keep_original(library.home, doc_id, p, doc["kind"])  # for its page images; never fails the ingest
     status, n_done = "stored", 0
     if prefill:
         eng = eng if eng is not None else _resolve_engine(engine)

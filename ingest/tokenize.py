@@ -1,6 +1,6 @@
 """Text -> token ids with character offsets, and the 63-token chunks the model retrieves.
 
-The model inserts a landmark after every 63 real tokens (drt_spec.md §1.2), so document chunk c is
+The model inserts a landmark after every 63 real tokens (docs/spec.md §1.2), so document chunk c is
 tokens [63c, 63c + 63) of the document's ids; the last chunk may be shorter. Each chunk knows its
 token span, its character span in ParsedDocument.text, the first and last page it touches, and its
 text: the evidence shown for an answer is exactly what the model retrieved.

@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import gradio as gr  # noqa: E402
+from ingest.errors import PasswordRequired, WrongPassword  # noqa: E402
 
 from . import handlers as h  # noqa: E402
 from . import plots  # noqa: E402
@@ -86,6 +87,7 @@ def build_app(ctx: h.UIContext) -> gr.Blocks:
                     elem_id="drt-docs",
                     wrap=True,
                 )
+                lib_note = gr.Markdown(h.EMPTY_LIBRARY, elem_id="drt-lib-note")
                 with gr.Row():
                     lib_doc = gr.Dropdown(label="Document", choices=[], scale=3, elem_id="drt-lib-doc")
                     resume_btn = gr.Button("Resume prefill", scale=1, elem_id="drt-resume")
@@ -98,6 +100,8 @@ def build_app(ctx: h.UIContext) -> gr.Blocks:
                 with gr.Row():
                     ask_doc = gr.Dropdown(label="Document (prefilled)", choices=[], scale=3, elem_id="drt-ask-doc")
                     max_tokens = gr.Slider(8, h.MAX_NEW_TOKENS, value=64, step=8, label="Longest answer (tokens)")
+                    before_in = gr.Number(label="Read only before page (spoiler-safe; empty = all)", precision=0,
+                                          minimum=0, value=None, scale=1, elem_id="drt-before-page")
                 chat = gr.Chatbot(
                     label="Chat about the document", height=360, buttons=["copy", "copy_all"],
                     feedback_options=None, elem_id="drt-chat",
@@ -127,12 +131,18 @@ def build_app(ctx: h.UIContext) -> gr.Blocks:
                                          elem_id="drt-mask-in")  # fmt: skip
                     mask_btn = gr.Button("Mask and regenerate", scale=1, elem_id="drt-mask")
                 picked = gr.Markdown(elem_id="drt-picked")
+                with gr.Accordion("The page, the passage highlighted", open=True):
+                    page_caption = gr.Markdown(elem_id="drt-page-caption")
+                    page_img = gr.Image(show_label=False, interactive=False, type="pil", elem_id="drt-page")
                 with gr.Row():  # the answer before and after masking, side by side
                     mask_before = gr.Markdown(elem_id="drt-mask-before")
                     mask_after = gr.Markdown(elem_id="drt-mask-after")
                 mask_evidence = gr.Markdown(elem_id="drt-mask-evidence")
                 with gr.Accordion("Evidence", open=True):
                     evidence = gr.Markdown(elem_id="drt-evidence")
+                with gr.Row():
+                    export_btn = gr.Button("Export the conversation (Markdown)", scale=1, elem_id="drt-export")
+                    export_file = gr.File(label="Markdown", interactive=False, scale=2, elem_id="drt-export-file")
                 with gr.Accordion("Raw result (answer, evidence, trace as JSON)", open=False):
                     ask_json = gr.JSON()
 
@@ -204,38 +214,60 @@ def build_app(ctx: h.UIContext) -> gr.Blocks:
                         map_picked = gr.Markdown(elem_id="drt-map-picked")
 
         # -- wiring: library -----------------------------------------------------------------
-        doc_outputs = [docs_table, lib_doc, ask_doc, sum_doc, map_doc, out_doc]
+        doc_outputs = [docs_table, lib_note, lib_doc, ask_doc, sum_doc, map_doc, out_doc]
 
         def refresh(selected: str | None = None) -> tuple:
+            """The library's outputs; the ready-document menus show `selected` when it is ready, else
+            the newest ready document, so a page load or an ingest never leaves them empty."""
             docs = h.list_documents(ctx)
             table = h.documents_table(ctx, docs)
             all_docs = h.doc_choices(ctx, docs=docs)
             ready = h.doc_choices(ctx, ready_only=True, docs=docs)
             ids = {v for _, v in all_docs}
             ready_ids = {v for _, v in ready}
+            default = selected if selected in ready_ids else h.newest_ready(docs)
 
-            def pick(choices: list, ids_: set) -> Any:
-                if selected in ids_:
-                    return gr.update(choices=choices, value=selected)
-                return gr.update(choices=choices)
+            def pick(choices: list, ids_: set, value: str | None) -> Any:
+                if value in ids_:
+                    return gr.update(choices=choices, value=value)
+                return gr.update(choices=choices)  # no value sent: the menu's change event (clears the chat) stays quiet
 
-            return (table, pick(all_docs, ids), pick(ready, ready_ids), pick(ready, ready_ids), pick(ready, ready_ids),
-                    pick(ready, ready_ids))
+            menus = [pick(ready, ready_ids, default) for _ in range(4)]
+            if len(ready) > 1:  # Ask: every document at once
+                menus[0] = pick([("All documents", h.ALL_DOCS), *ready], ready_ids | {h.ALL_DOCS}, default)
+            return (table, h.library_note(docs), pick(all_docs, ids, selected or default), *menus)
+
+        def failed(e: BaseException, last: str = "") -> str:
+            """The status after a failed ingest or resume: where it stopped and why, in one line."""
+            if "**Failed:**" in last:  # the stage board already says why
+                return last
+            line = h.in_place(h.error_text(e))
+            return f"{last}\n\n{line}" if last else line
 
         def arm_ingest(request: gr.Request) -> str:
             ctx.arm(_session(request), "ingest")
             return ""
 
-        @h.user_facing
         def ingest(file: str | None, title: str, password: str, request: gr.Request) -> Iterator[tuple]:
+            """Every outcome ends in a final status in place: Ready, Stopped, or what went wrong."""
             skip = gr.skip()
-            for up in h.ingest_upload(ctx, file, title=title, password=password, session=_session(request)):
-                if not up.finished:
-                    yield (up.status, skip, skip, skip, *[skip] * len(doc_outputs))
-                else:
-                    stored = up.doc_id is not None
-                    yield (up.status, None if stored else skip, "" if stored else skip, up.result,
-                           *refresh(up.doc_id))  # fmt: skip
+            last, listed = "", False
+            try:
+                for up in h.ingest_upload(ctx, file, title=title, password=password, session=_session(request)):
+                    last = up.status
+                    if not up.finished:
+                        if not listed and "**prefilling**" in up.status:  # stored: list it as being prefilled
+                            listed = True
+                            yield (up.status, skip, skip, skip, *refresh())
+                        else:
+                            yield (up.status, skip, skip, skip, *[skip] * len(doc_outputs))
+                    else:
+                        stored = up.doc_id is not None
+                        yield (up.status, None if stored else skip, "" if stored else skip, up.result,
+                               *refresh(up.doc_id))  # fmt: skip
+            except Exception as e:  # the file stays for a password retry ("Add to library"); else it is cleared
+                keep = isinstance(e, (PasswordRequired, WrongPassword))
+                yield (failed(e, last), skip if keep else None, skip, skip, *refresh())
 
         ingest_outputs = [status, upload, password_in, ingest_result, *doc_outputs]
         ingest_inputs = [upload, title_in, password_in]
@@ -246,14 +278,18 @@ def build_app(ctx: h.UIContext) -> gr.Blocks:
             ingest, ingest_inputs, ingest_outputs, show_progress="minimal", **MODEL, **PRIVATE
         )
 
-        @h.user_facing
         def resume(doc_id: str | None, request: gr.Request) -> Iterator[tuple]:
             skip = gr.skip()
-            for up in h.resume_prefill(ctx, doc_id, session=_session(request)):
-                if not up.finished:
-                    yield (up.status, *[skip] * len(doc_outputs))
-                else:
-                    yield (up.status, *refresh(up.doc_id))
+            last = ""
+            try:
+                for up in h.resume_prefill(ctx, doc_id, session=_session(request)):
+                    last = up.status
+                    if not up.finished:
+                        yield (up.status, *[skip] * len(doc_outputs))
+                    else:
+                        yield (up.status, *refresh(up.doc_id))
+            except Exception as e:
+                yield (failed(e, last), *refresh())
 
         resume_btn.click(arm_ingest, None, cancel_note, queue=False, **PRIVATE).then(
             resume, [lib_doc], [status, *doc_outputs], show_progress="minimal", **MODEL, **PRIVATE
@@ -264,9 +300,11 @@ def build_app(ctx: h.UIContext) -> gr.Blocks:
 
         cancel_btn.click(cancel, None, cancel_note, queue=False, **PRIVATE)
 
-        @h.user_facing
         def delete(doc_id: str | None) -> tuple:
-            msg = h.delete_document(ctx, doc_id)
+            try:
+                msg = h.delete_document(ctx, doc_id)
+            except Exception as e:
+                msg = h.in_place(h.error_text(e))
             return (msg, *refresh())
 
         delete_btn.click(
@@ -295,14 +333,22 @@ def build_app(ctx: h.UIContext) -> gr.Blocks:
         def user_turn(doc_id: str | None, q: str, history: list, request: gr.Request) -> tuple:
             return h.chat_user(ctx, doc_id, q, history, session=_session(request))
 
-        @h.user_facing
-        def bot_turn(doc_id, q, history, answers_, n_tokens, request: gr.Request) -> Iterator[tuple]:
-            yield from h.chat_bot(ctx, doc_id, q, history, answers_, int(n_tokens), session=_session(request))
+        def bot_turn(doc_id, q, history, answers_, n_tokens, before, request: gr.Request) -> Iterator[tuple]:
+            skip = gr.skip()
+            if not q:  # user_turn already said what is missing
+                yield (skip,) * 6
+                return
+            try:
+                yield from h.chat_bot(ctx, doc_id, q, history, answers_, int(n_tokens), session=_session(request),
+                                      before_page=h.before_page_of(before))
+            except Exception as e:  # said in the chat, in place
+                yield (list(history or []) + [{"role": "assistant", "content": h.in_place(h.error_text(e))}],
+                       skip, skip, skip, skip, skip)
 
         bot_outputs = [chat, answers, answer_pick, heatmap, evidence, ask_json]
         for trigger in (send_btn.click, question.submit):
             trigger(user_turn, [ask_doc, question, chat], [question, chat, pending_q], queue=False, **PRIVATE).success(
-                bot_turn, [ask_doc, pending_q, chat, answers, max_tokens], bot_outputs, show_progress="hidden",
+                bot_turn, [ask_doc, pending_q, chat, answers, max_tokens, before_in], bot_outputs, show_progress="hidden",
                 **MODEL, **PRIVATE,
             )  # fmt: skip
 
@@ -325,6 +371,26 @@ def build_app(ctx: h.UIContext) -> gr.Blocks:
 
         heatmap.cell_click(cell, [answers, answer_pick], [picked, pick_chunk, mask_in], **PRIVATE)
 
+        def show_page(doc_id, answers_, index, chunk) -> tuple:
+            try:  # the picked answer's document (with "All documents", each answer has its own)
+                if answers_ and index is not None and 0 <= int(index) < len(answers_):
+                    doc_id = answers_[int(index)]["doc_id"]
+                if doc_id == h.ALL_DOCS:
+                    return "Ask a question first.", None
+                return h.page_view(ctx, doc_id, chunk)[::-1]
+            except Exception as e:
+                return h.in_place(h.error_text(e)), None
+
+        pick_chunk.change(show_page, [ask_doc, answers, answer_pick, pick_chunk], [page_caption, page_img], **PRIVATE)
+
+        def export(doc_id) -> tuple:
+            try:
+                return h.export_conversation(ctx, doc_id), ""
+            except Exception as e:
+                return None, h.in_place(h.error_text(e))
+
+        export_btn.click(export, [ask_doc], [export_file, page_caption], **PRIVATE)
+
         @h.user_facing
         def pick(answers_, index, chunk) -> str:
             return h.heatmap_pick(ctx, answers_, index, chunk)
@@ -341,9 +407,11 @@ def build_app(ctx: h.UIContext) -> gr.Blocks:
                        **PRIVATE)  # fmt: skip
 
         # -- wiring: summary -----------------------------------------------------------------
-        @h.user_facing
         def summary(doc_id, mode, part, pages) -> tuple:
-            return h.summary_view(ctx, doc_id, mode, chapter=part, pages=pages)
+            try:
+                return h.summary_view(ctx, doc_id, mode, chapter=part, pages=pages)
+            except Exception as e:
+                return h.in_place(h.error_text(e)), gr.skip(), gr.skip(), gr.skip()
 
         sum_btn.click(summary, [sum_doc, sum_mode, sum_part, sum_pages], [summary_md, sum_evidence, sum_heat, sum_json],
                       **MODEL, **PRIVATE)  # fmt: skip
@@ -355,15 +423,19 @@ def build_app(ctx: h.UIContext) -> gr.Blocks:
         sum_doc.change(summary_parts, [sum_doc], [sum_part], **PRIVATE)
 
         # -- wiring: outline -----------------------------------------------------------------
-        @h.user_facing
         def show_outline(doc_id) -> str:
-            return h.outline_view(ctx, doc_id)
+            try:
+                return h.outline_view(ctx, doc_id)
+            except Exception as e:
+                return h.in_place(h.error_text(e))
 
         out_btn.click(show_outline, [out_doc], [outline_md], **MODEL, **PRIVATE)
 
-        @h.user_facing
         def show_relied(doc_id, chunk) -> str:
-            return h.relied_on_view(ctx, doc_id, chunk)
+            try:
+                return h.relied_on_view(ctx, doc_id, chunk)
+            except Exception as e:
+                return h.in_place(h.error_text(e))
 
         out_chunk_btn.click(show_relied, [out_doc, out_chunk], [relied_md], **MODEL, **PRIVATE)
 
@@ -375,9 +447,11 @@ def build_app(ctx: h.UIContext) -> gr.Blocks:
         sum_heat.cell_click(sum_cell, [sum_doc], sum_picked, **PRIVATE)
 
         # -- wiring: document map ------------------------------------------------------------
-        @h.user_facing
         def show_map(doc_id) -> tuple:
-            return h.doc_map_view(ctx, doc_id)
+            try:
+                return h.doc_map_view(ctx, doc_id)
+            except Exception as e:
+                return gr.skip(), h.in_place(h.error_text(e))
 
         map_btn.click(show_map, [map_doc], [depmap, map_info], **MODEL, **PRIVATE)
 

@@ -1,4 +1,4 @@
-"""Command `serve` (DESIGN.md Contract 2): start the web UI.
+"""Command `serve` (docs/design.md, Contract 2: the command line): start the web UI.
 
     drt-reader [--home DIR] [--model PATH] serve [--host 127.0.0.1] [--port 7860] [--max-file-size 50mb] [--json]
 

@@ -85,6 +85,22 @@ def human_size(n: int) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+def error_text(e: BaseException) -> str:
+    """The one-line message a person sees in place of a failed action (no traceback, no badge):
+    a project error's own message, else "internal error (...)" (logged with its traceback)."""
+    if isinstance(e, gr.Error):
+        return " ".join(str(e.message).split())
+    if getattr(e, "user_error", False):
+        return " ".join(str(e).split())
+    logger.exception("internal error in the UI", exc_info=e)
+    return f"internal error ({type(e).__name__}); the server log has the details"
+
+
+def in_place(message: str) -> str:
+    """A failed action's message as Markdown, for the status line beside the control."""
+    return f"**✗** {md_escape(message)}"
+
+
 def to_gr_error(e: BaseException) -> gr.Error:
     """A project error -> gr.Error with its one-line message (escaped: gr.Error renders HTML)."""
     if isinstance(e, gr.Error):
@@ -155,6 +171,8 @@ class UIContext:
         self._library: Library | None = None
         self._jobs: dict[tuple[str, str], Job] = {}
         self._layouts: dict[str, tuple[list[int], dict[int, str]]] = {}
+        self.prefilling: set[str] = set()  # documents a job is prefilling now (listed as such)
+        self.ingested: dict[str, str] = {}  # upload path -> document id, once an upload is stored
 
     # -- resources -------------------------------------------------------------------------
 
@@ -313,10 +331,16 @@ def pages_text(first: int, last: int, labels: dict[int, str] | None = None) -> s
 
 
 def _quote(text: str, limit: int | None = None) -> str:
-    t = " ".join(str(text).split())
-    if limit and len(t) > limit:
-        t = t[: limit - 1] + "…"
-    return "> " + md_escape(t)
+    """A chunk's text as a quote block, cut at word boundaries (ingest.ask.snippet)."""
+    from ingest.ask import snippet
+
+    return "> " + md_escape(snippet(text, limit))
+
+
+def _snippet(text: str, limit: int | None = None) -> str:
+    from ingest.ask import snippet
+
+    return snippet(text, limit)
 
 
 def _quote_marked(text: str, sentence: str | None) -> str:
@@ -342,8 +366,9 @@ def effect_text(e: dict) -> str:
     return " · causal effect n/a" if v is None else f" · causal effect {float(v):+.3f}"
 
 
-EFFECT_NOTE = ("causal effect: how much less likely (in nats) the model's unmasked answer becomes when that "
-               "chunk alone is masked from retrieval")
+EFFECT_NOTE = ("causal effect: how much less likely (in nats) the model finds the answer shown above (its short "
+               "answer, else the quoted sentence) when that chunk alone is hidden from retrieval; + means the "
+               "chunk supports that answer, − that the answer is likelier without it, 0 that the model never used it")
 
 
 def evidence_md(evidence: list[dict], labels: dict[int, str] | None = None, *, title: str = "Evidence") -> str:
@@ -387,7 +412,7 @@ class StageBoard:
 
     def __init__(self, name: str):
         self.name = name
-        self.state: dict[str, str] = {}  # stage -> "active" | "done" | "skipped"
+        self.state: dict[str, str] = {}  # stage -> "active" | "done" | "skipped" | "failed"
         self.detail: dict[str, str] = {}
         self.current: str | None = None
 
@@ -430,8 +455,14 @@ class StageBoard:
         elif p.message:
             self.detail[p.stage] = md_escape(p.message)
 
+    def fail(self) -> None:
+        """The stage that was running stopped on an error: it is marked ✗, never left at ▶."""
+        for s, st in self.state.items():
+            if st == "active":
+                self.state[s] = "failed"
+
     def markdown(self, final: str | None = None) -> str:
-        icon = {"active": "▶", "done": "✓", "skipped": "–"}
+        icon = {"active": "▶", "done": "✓", "skipped": "–", "failed": "✗"}
         lines = [f"**{md_escape(self.name)}**", ""]
         for s, label in _STAGES:
             st = self.state.get(s)
@@ -465,6 +496,8 @@ def list_documents(ctx: UIContext) -> list[dict]:
     out = []
     for d in ctx.library.documents():
         state, done, total = _state_of(d, fp)
+        if state != "ready" and d["id"] in ctx.prefilling:
+            state = "prefilling"
         out.append(
             {
                 "doc_id": d["id"],
@@ -486,6 +519,9 @@ def list_documents(ctx: UIContext) -> list[dict]:
 def _state_text(d: dict) -> str:
     if d["state"] == "ready":
         return "ready"
+    if d["state"] == "prefilling":
+        pct = 100 * d["tokens_done"] / d["tokens_total"] if d["tokens_total"] else 0
+        return f"prefilling now: {d['tokens_done']:,} / {d['tokens_total']:,} tokens ({pct:.0f}%) at the last checkpoint"
     if d["state"] in ("partial", "pending"):
         pct = 100 * d["tokens_done"] / d["tokens_total"] if d["tokens_total"] else 0
         return f"partial: {d['tokens_done']:,} / {d['tokens_total']:,} tokens ({pct:.0f}%), resumable"
@@ -493,6 +529,28 @@ def _state_text(d: dict) -> str:
 
 
 DOC_HEADERS = ["Title", "Pages", "Tokens", "Chunks", "State", "ID"]
+
+
+EMPTY_LIBRARY = ("**The library is empty.** Drop a PDF, EPUB, TXT, Markdown or TeX file on the box above: "
+                 "it is read once (parsed, tokenized, prefilled) and then reopens instantly.")
+
+
+def library_note(docs: list[dict]) -> str:
+    """The line under the documents table: what to do when it is empty, else what is in it."""
+    if not docs:
+        return EMPTY_LIBRARY
+    busy = [d for d in docs if d["state"] != "ready"]
+    note = f"{len(docs)} document(s)"
+    if busy:
+        note += ", " + ", ".join(f"{md_escape(d['title'])}: {_state_text(d)}" for d in busy[:3])
+    return note + "."
+
+
+def newest_ready(docs: list[dict]) -> str | None:
+    """The most recently added ready document (the default choice in the Ask, Summary, Outline and
+    Map tabs), or None."""
+    ready = [d for d in docs if d["state"] == "ready"]
+    return max(ready, key=lambda d: d["created_at"])["doc_id"] if ready else None
 
 
 def documents_table(ctx: UIContext, docs: list[dict] | None = None) -> list[list]:
@@ -568,8 +626,8 @@ def _board_updates(work: Callable, job: Job, board: StageBoard) -> Generator[Ing
     except Cancelled:
         raise
     except Exception as e:
-        if getattr(e, "user_error", False):
-            yield IngestUpdate(board.markdown(f"**Failed:** {md_escape(str(e))}"), finished=True)
+        board.fail()
+        yield IngestUpdate(board.markdown(f"**Failed:** {md_escape(error_text(e))}"), finished=True)
         raise
     return result
 
@@ -607,19 +665,37 @@ def ingest_upload(
 
     The same file again (same sha256) resumes its prefill. Raises project errors (IngestError,
     StoreError...) after a last update that shows where it stopped."""
+    done_id = ctx.ingested.get(str(path)) if path and not Path(path).exists() else None
+    if done_id is not None and ctx.library.has_document(done_id):  # the upload event already added (and removed) it
+        doc = ctx.library.document(done_id)
+        yield IngestUpdate(f"**Already added:** {md_escape(doc['title'])}. Ask about it in the **Ask** tab.",
+                           finished=True, doc_id=done_id)
+        return
     p = check_upload(ctx, path)
     board = StageBoard(p.name)
 
     def work(emit: Callable, cancel: threading.Event) -> pipeline.IngestResult:
-        return pipeline.ingest(
-            p,
-            library=ctx.library,
-            engine=ctx.engine,  # a factory: the model loads once the file has parsed
-            title=(title or "").strip() or None,
-            password=password or None,
-            progress=emit,
-            cancel=cancel,
-        )
+        doc_id = None
+
+        def progress(ev: pipeline.Progress) -> None:
+            nonlocal doc_id
+            if ev.stage == "prefill" and doc_id is None:  # stored: list it as being prefilled
+                doc_id = pipeline.sha256_file(p)
+                ctx.prefilling.add(doc_id)
+            emit(ev)
+
+        try:
+            return pipeline.ingest(
+                p,
+                library=ctx.library,
+                engine=ctx.engine,  # a factory: the model loads once the file has parsed
+                title=(title or "").strip() or None,
+                password=password or None,
+                progress=progress,
+                cancel=cancel,
+            )
+        finally:
+            ctx.prefilling.discard(doc_id)
 
     try:
         result = yield from _ingest_job(ctx, session, board, "Starting…", work)
@@ -631,6 +707,7 @@ def ingest_upload(
         return
     if result is _NOT_STARTED:
         return
+    ctx.ingested[str(path)] = result.doc_id
     discard_upload(ctx, p)  # stored: the token ids are in the library, resume does not need the file
     with ctx._lock:
         ctx._layouts.pop(result.doc_id, None)
@@ -664,7 +741,11 @@ def resume_prefill(ctx: UIContext, doc_id: str | None, *, session: str = "") -> 
     board.detail["store"] = "stored earlier"
 
     def work(emit: Callable, cancel: threading.Event) -> dict:
-        return pipeline.prefill_document(lib, ctx.engine(), doc_id, progress=emit, cancel=cancel)
+        ctx.prefilling.add(doc_id)
+        try:
+            return pipeline.prefill_document(lib, ctx.engine(), doc_id, progress=emit, cancel=cancel)
+        finally:
+            ctx.prefilling.discard(doc_id)
 
     row = yield from _ingest_job(ctx, session, board, "Loading the model…", work)
     if row is _NOT_STARTED:
@@ -733,6 +814,8 @@ def passage(ctx: UIContext, doc_id: str, chunk: int) -> dict:
 
 def _ready(ctx: UIContext, doc_id: str | None) -> str:
     if not doc_id:
+        if not ctx.library.documents():
+            raise UIError("the library is empty: add a document in the Library tab first")
         raise UIError("pick a document first (only fully prefilled documents are listed)")
     return ctx.library.resolve(doc_id)
 
@@ -742,11 +825,23 @@ def _not_prefilled_message(ctx: UIContext, doc_id: str) -> str:
     return f"“{title}” is not fully prefilled yet: open the Library tab, pick it and press Resume."
 
 
+ALL_DOCS = "*"  # the Ask tab's "All documents" choice
+
+
+def before_page_of(value: Any) -> int | None:
+    """The Ask tab's "before page" field: None when empty or 0."""
+    if value in (None, "") or int(value) <= 0:
+        return None
+    return int(value)
+
+
 def ask_stream(
-    ctx: UIContext, doc_id: str | None, question: str, *, max_new_tokens: int = 64, session: str = ""
+    ctx: UIContext, doc_id: str | None, question: str, *, max_new_tokens: int = 64, session: str = "",
+    before_page: int | None = None,
 ) -> Iterator[dict]:
     """Answer a question about a document, streaming: {"answer": text so far, "done": False} ...
-    then {"answer", "evidence", "trace", "done": True, "stopped", "doc_id", "question"}."""
+    then {"answer", "evidence", "trace", "done": True, "stopped", "doc_id", "question"}.
+    `before_page`: spoiler-safe reading (ingest.ask.BeforePage)."""
     doc_id = _ready(ctx, doc_id)
     question = " ".join(str(question or "").split())
     if not question:
@@ -765,7 +860,8 @@ def ask_stream(
         engine = ctx.engine()
 
         def work(emit: Callable) -> dict:
-            return ask(ctx.library, engine, doc_id, question, max_new_tokens=n_new, on_delta=emit, cancel=job.cancel)
+            return ask(ctx.library, engine, doc_id, question, max_new_tokens=n_new, on_delta=emit, cancel=job.cancel,
+                       before_page=before_page)
 
         try:
             for kind, payload in _run_threaded(work, job, min_interval=0.1):
@@ -796,11 +892,19 @@ def answer_heatmap(ctx: UIContext, record: dict | None) -> str:
 
 def chat_user(ctx: UIContext, doc_id: str | None, question: str, history: list | None, session: str = ""):
     """First step of a chat turn (instant, unqueued): echo the question, arm the job so Stop
-    works while it waits. Returns (textbox value, history, pending question)."""
-    _ready(ctx, doc_id)
+    works while it waits. Returns (textbox value, history, pending question); a user error (no
+    document, no question) is said in the chat and leaves the pending question empty."""
     q = " ".join(str(question or "").split())
-    if not q:
-        raise UIError("type a question first")
+    try:
+        if doc_id != ALL_DOCS:
+            _ready(ctx, doc_id)
+        elif not list_documents(ctx):
+            raise UIError("the library is empty: add a document in the Library tab first")
+        if not q:
+            raise UIError("type a question first")
+    except Exception as e:  # said in the chat, in place: the question stays in the box, nothing is queued
+        note = {"role": "assistant", "content": in_place(error_text(e))}
+        return question, list(history or []) + [note], ""
     ctx.arm(session, "ask")
     return "", list(history or []) + [{"role": "user", "content": q}], q
 
@@ -820,7 +924,7 @@ def _evidence_note(evidence: list[dict], labels: dict[int, str]) -> dict:
     else:
         lines = [
             f"- {pages_text(e['pages'][0], e['pages'][-1], labels)}, chunk {e['chunk']}, weight "
-            f"{e['weight']:.3f}{effect_text(e).replace(' · ', ', ')}: {md_escape(' '.join(e['text'].split())[:140])}…"
+            f"{e['weight']:.3f}{effect_text(e).replace(' · ', ', ')}: {md_escape(_snippet(e['text'], 140))}"
             for e in evidence
         ]
         body = "\n".join(lines)
@@ -838,18 +942,23 @@ def chat_bot(
     answers: list | None,
     max_new_tokens: int = 64,
     session: str = "",
+    before_page: int | None = None,
 ) -> Iterator[tuple]:
     """Second step of a chat turn: stream the answer into the chat, then show its heatmap and
     evidence. Yields (history, answers, answer picker update, heatmap HTML, evidence Markdown,
-    result JSON)."""
+    result JSON). `doc_id` ALL_DOCS asks every ready document (chat_all)."""
     history = list(history or [])
     answers = list(answers or [])
     skip = gr.skip()
     if not question:
         yield history, answers, skip, skip, skip, skip
         return
+    if doc_id == ALL_DOCS:
+        yield from chat_all(ctx, question, history, answers, max_new_tokens, before_page)
+        return
     final: dict | None = None
-    for ev in ask_stream(ctx, doc_id, question, max_new_tokens=max_new_tokens, session=session):
+    for ev in ask_stream(ctx, doc_id, question, max_new_tokens=max_new_tokens, session=session,
+                         before_page=before_page):
         if not ev["done"]:  # the answer is a quote chosen at the end: show progress, not the raw generation
             yield history + [{"role": "assistant", "content": "*reading the passages the model retrieved…* ▌"}], answers, skip, skip, skip, skip
         else:
@@ -870,6 +979,32 @@ def chat_bot(
     yield history, answers, picker, answer_heatmap(ctx, record), answer_evidence_md(ctx, record, labels), result
 
 
+def chat_all(ctx: UIContext, question: str, history: list, answers: list, max_new_tokens: int,
+             before_page: int | None) -> Iterator[tuple]:
+    """"All documents": every ready document's model retrieves on its own (ingest.ask.ask_all); one
+    chat message with the answers grouped by document, the surest first; each answer is also added
+    to the answer picker (its heatmap and evidence)."""
+    from ingest.ask import ask_all
+
+    skip = gr.skip()
+    yield history + [{"role": "assistant", "content": "*asking every document…* ▌"}], answers, skip, skip, skip, skip
+    out = ask_all(ctx.library, ctx.engine(), question, max_new_tokens=max(1, min(int(max_new_tokens), MAX_NEW_TOKENS)),
+                  before_page=before_page)
+    parts = []
+    for d in out["documents"]:
+        _, labels = ctx.layout(d["doc_id"])
+        parts.append(f"**{md_escape(d['title'])}**\n\n{answer_md(d, labels)}")
+        answers.append({"doc_id": d["doc_id"], "question": question, **{k: d.get(k) for k in
+                        ("answer", "evidence", "trace", "quote", "abstained")}})
+    history = history + [{"role": "assistant", "content": "\n\n---\n\n".join(parts)}]
+    picker = gr.update(choices=_answer_choices(answers), value=len(answers) - len(out["documents"]))
+    first = answers[len(answers) - len(out["documents"])]
+    _, labels = ctx.layout(first["doc_id"])
+    yield (history, answers, picker, answer_heatmap(ctx, first), answer_evidence_md(ctx, first, labels),
+           {"question": out["question"], "documents": [{k: d[k] for k in ("doc_id", "title", "answer", "evidence")}
+                                                       for d in out["documents"]]})
+
+
 def _ordinal(n: int) -> str:
     return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
@@ -885,9 +1020,13 @@ def answer_md(result: dict, labels: dict[int, str] | None = None) -> str:
     if q:
         pages = q.get("pages") or [0]
         short = q.get("short")  # the trained reader's short answer, in bold inside the quote
-        where = ("the passage is shown first under Evidence" if q.get("retrieved", True) else
-                 f"the model scored this chunk {_ordinal(int(q.get('rank') or 0))}, after the chunks it retrieved; "
-                 "the passage is shown first under Evidence")
+        if q.get("introduces"):
+            where = f"the passage that introduces {md_escape(q['introduces'])}, read first"
+        elif q.get("retrieved", True):
+            where = "the passage is shown first under Evidence"
+        else:
+            where = (f"the model scored this chunk {_ordinal(int(q.get('rank') or 0))}, after the chunks it retrieved; "
+                     "the passage is shown first under Evidence")
         out = (f"{_quote_marked(q['text'], short or q.get('sentence'))}\n\n— {pages_text(pages[0], pages[-1], labels)}"
                f"{matter_text(q, ',')}, chunk {int(q['chunk'])} ({where})")
         if result.get("short_answer") and not short:  # the model's own, copied from the quote
@@ -954,6 +1093,61 @@ def heatmap_pick(ctx: UIContext, answers: list | None, index: int | None, chunk:
             notes.append(f"gen {i + 1}: " + ", ".join(bits))
     text = passage_md(ctx, rec["doc_id"], c)
     return text + ("\n\n" + " · ".join(notes) if notes else "")
+
+
+def page_view(ctx: UIContext, doc_id: str | None, chunk: Any) -> tuple[Any, str]:
+    """(image, caption) of the page(s) a chunk lies on, the chunk highlighted: a PDF or EPUB page as
+    printed (ingest.page.render_page, one image per page when the chunk runs over a page break), a
+    text document's page typeset; (None, the passage in its context) when no page can be drawn."""
+    from ingest.page import passage_context, render_page
+
+    if not doc_id or chunk is None or str(chunk) == "":
+        return None, ""
+    lib = ctx.library
+    doc_id = lib.resolve(doc_id)
+    c = int(chunk)
+    n = lib.document(doc_id)["n_chunks"]
+    if not 0 <= c < n:
+        raise UIError(f"chunk {c} is not in this document (0 to {n - 1})")
+    row = lib.chunks(doc_id, [c])[0]
+    _, labels = ctx.layout(doc_id)
+    pages = list(range(row["page_first"], row["page_last"] + 1))
+    try:
+        pngs = [render_page(lib, doc_id, pg, highlight=c) for pg in pages]
+    except IngestError as e:  # no kept file (added before files were kept): the passage in its context
+        ctxt = passage_context(lib, doc_id, c)
+        return None, (f"*{md_escape(str(e))}.* In its context ({pages_text(pages[0], pages[-1], labels)}):\n\n> "
+                      f"{md_escape(' '.join(ctxt['before'].split()))} **{md_escape(' '.join(ctxt['text'].split()))}** "
+                      f"{md_escape(' '.join(ctxt['after'].split()))}")
+    return _stack_png(pngs), (f"Chunk {c} highlighted on {pages_text(pages[0], pages[-1], labels)}"
+                             + (" (it runs over the page break)" if len(pages) > 1 else ""))
+
+
+def _stack_png(pngs: list[bytes]) -> Any:
+    """PNG pages one above the other, as a PIL image (what gr.Image shows)."""
+    import io
+
+    from PIL import Image
+
+    imgs = [Image.open(io.BytesIO(b)).convert("RGB") for b in pngs]
+    if len(imgs) == 1:
+        return imgs[0]
+    out = Image.new("RGB", (max(i.width for i in imgs), sum(i.height for i in imgs) + 8 * (len(imgs) - 1)), "white")
+    y = 0
+    for im in imgs:
+        out.paste(im, (0, y))
+        y += im.height + 8
+    return out
+
+
+def export_conversation(ctx: UIContext, doc_id: str | None) -> str:
+    """The document's conversation and latest summary as a Markdown file (ingest.export); its path."""
+    from ingest.export import export_file
+
+    if doc_id == ALL_DOCS:
+        raise UIError("pick one document to export its conversation")
+    doc_id = _ready(ctx, doc_id)
+    return str(export_file(ctx.library, doc_id, ctx.upload_root / "exports", model_fp=ctx.fingerprint()))
 
 
 def mask_regenerate(

@@ -1,4 +1,4 @@
-"""Grouped Cross Attention: the operator of DESIGN.md Contract 1.
+"""Grouped Cross Attention: the operator of docs/design.md, Contract 1.
 
 `gca(q, k, v, w, *, softmax_one=False, scale=None, backend="auto") -> o`
 

@@ -1,4 +1,4 @@
-"""Readable PyTorch reference of Grouped Cross Attention (DESIGN.md, Contract 1).
+"""Readable PyTorch reference of Grouped Cross Attention (docs/design.md, Contract 1).
 
     s[z,h,m,j,n] = scale * <q[z,h,m], k[z,h,j,n]>
     p[z,h,m,j,n] = exp(s) / (sum_n' exp(s[..., n']) + (1 if softmax_one else 0))

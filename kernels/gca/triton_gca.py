@@ -1,11 +1,11 @@
-"""Triton kernels of Grouped Cross Attention (DESIGN.md, Contract 1; the math is in README.md here).
+"""Triton kernels of Grouped Cross Attention (docs/design.md, Contract 1; the math is in README.md here).
 
     s[z,h,m,j,n] = scale * <q[z,h,m], k[z,h,j,n]>
     p[z,h,m,j,n] = exp(s) / (sum_n' exp(s[..., n']) + (1 if softmax_one else 0))
     o[z,h,m]     = sum_j w[z,j] * sum_n p[z,h,m,j,n] * v[z,h,j,n]
 
 FlashAttention-2 style (Dao, 2023; the Triton fused-attention tutorial), one softmax per retrieved
-chunk, as in the DRT reference kernel (`ltriton/gca.py`, drt_spec.md §4) without its defects:
+chunk, as in the DRT reference kernel (`ltriton/gca.py`, docs/spec.md §4) without its defects:
 
 - `gca_fwd_kernel`       training forward: per chunk an online softmax in base 2, fused by w in
                          registers, fp32 accumulation; saves lse[z,h,m,j] (natural log, fp32).
@@ -17,7 +17,7 @@ chunk, as in the DRT reference kernel (`ltriton/gca.py`, drt_spec.md §4) withou
 - dW = delta.sum over h and m (exact, fp32), on the host.
 
 softmax_one starts every chunk's running max at 0 and its denominator at 1 (the implicit zero logit),
-so the "+1" survives every rescale; the reference kernel starts at -inf and loses it (drt_spec §3.3).
+so the "+1" survives every rescale; the reference kernel starts at -inf and loses it (docs/spec.md §3.3).
 
 The kernels are plain Python functions made into Triton kernels per call: compiled (`JITFunction`)
 for CUDA tensors, interpreted (`InterpretedFunction`) for CPU tensors or when TRITON_INTERPRET=1.

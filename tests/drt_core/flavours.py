@@ -1,5 +1,5 @@
 """The two flavours of the model that the causality, streaming and save/load tests run on: `paper`
-(the `paper` preset: every extension off, drt_spec.md) and `shipped` (the extensions that
+(the `paper` preset: every extension off, docs/spec.md) and `shipped` (the extensions that
 checkpoints/drt-tiny/config.json switches on, read from it, so the tests follow what ships). The
 tests give both their own small sizes. And the toy word tables their `lexical_words` models use."""
 

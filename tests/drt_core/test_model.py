@@ -1,4 +1,4 @@
-"""DRTForCausalLM and its baselines on tiny CPU shapes (drt_spec.md §1-§3, §7, §10).
+"""DRTForCausalLM and its baselines on tiny CPU shapes (docs/spec.md §1-§3, §7).
 
 Causality (every architecture), the retrieval rules (strictly earlier chunks, row c serves chunk c+1,
 Gumbel noise only when training), the GCA residual bypass, gradients through the fusion weights,

@@ -100,7 +100,7 @@ def test_project_tokenizer_agrees(test_tokenizer, assets):
 
 
 def test_truncation_carried_by_tokenizer_json_is_ignored(test_tokenizer):
-    """tokenizer.json may carry a truncation block (reliability.md #12): never cut a document."""
+    """tokenizer.json may carry a truncation block (docs/reliability.md §7, row 12): never cut a document."""
     from tokenizers import Tokenizer
 
     from ingest.tokenize import tokenizer_fingerprint

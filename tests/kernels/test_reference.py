@@ -40,7 +40,7 @@ def test_bf16(Z, H, M, K, N, d, softmax_one):
 
 
 def test_softmax_one_is_a_zero_key_and_value():
-    """softmax_one == plain softmax over the chunk plus one key and value of zeros (drt_spec.md §3.3)."""
+    """softmax_one == plain softmax over the chunk plus one key and value of zeros (docs/spec.md §3.3)."""
     q, k, v, w, _ = make_inputs(2, 2, 9, 3, 11, 16, torch.float32)
     zero = torch.zeros(2, 2, 3, 1, 16)
     one = gca_reference(q, k, v, w, softmax_one=True)

@@ -137,7 +137,7 @@ def test_scale_argument():
 
 
 def test_softmax_one_survives_rescaling():
-    """Regression: the reference Triton kernel (ltriton/gca.py, drt_spec.md §3.3) starts each chunk's
+    """Regression: the reference Triton kernel (ltriton/gca.py, docs/spec.md §3.3) starts each chunk's
     running max at -inf and its denominator at sm_n = 1; the first rescale multiplies the denominator
     by exp2(-inf - m) = 0, so the "+1" of softmax_one is wiped out and the kernel computes plain
     softmax whatever the flag says. Ours starts at max 0 and denominator 1.

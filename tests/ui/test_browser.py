@@ -57,3 +57,63 @@ def test_upload_ask_heatmap_summary_map_in_chromium(drt_home, tiny_model, free_p
         out.mkdir(parents=True, exist_ok=True)
         for png in res.screenshots.values():
             shutil.copy(png, out / png.name)
+
+
+def test_no_dead_ends_in_chromium(drt_home, tiny_model, free_port, tmp_path):
+    """Issue 52's dead ends, in the browser: an empty library says what to do; asking with no
+    document says so in the chat (no HTTP 500, no "Error" badge); a bad file ends in a final status;
+    an upload runs one ingest (pressing "Add to library" afterwards does not start a second); the
+    new document is picked in every tab, and again after a reload; evidence is cut at words."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from ui.screenshots import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS
+
+    bad = tmp_path / "broken.pdf"
+    bad.write_bytes(b"%PDF-1.4\n" + b"\x00garbage" * 200)
+    ctx = h.UIContext(drt_home, tiny_model, upload_root=tmp_path / "gradio")
+    demo, url = blocks.launch(ctx, port=free_port, prevent_thread_lock=True)
+    failures: list[str] = []
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            page.set_default_timeout(TIMEOUT_MS)
+            expect.set_options(timeout=TIMEOUT_MS)
+            page.on("response", lambda r: failures.append(f"{r.status} {r.url}") if r.status >= 500 else None)
+            page.goto(url)
+            expect(page.locator("#drt-lib-note")).to_contain_text("The library is empty")
+
+            page.get_by_role("tab", name="Ask").click()
+            page.locator("#drt-question textarea").fill("What is this about?")
+            page.locator("#drt-send").click()
+            expect(page.locator("#drt-chat")).to_contain_text("add a document in the Library tab first")
+            assert page.locator(".error").count() == 0  # no "Error" badge
+
+            page.get_by_role("tab", name="Library").click()
+            page.locator("#drt-upload input[type=file]").set_input_files(str(bad))
+            expect(page.locator("#drt-status")).to_contain_text("✗")
+            assert "▶" not in page.locator("#drt-status").inner_text()
+
+            page.locator("#drt-upload input[type=file]").set_input_files(str(PDF))
+            page.locator("#drt-add").click()  # while the upload's ingest runs: it waits, then finds it added
+            expect(page.locator("#drt-status")).to_contain_text("Already added")
+            assert page.locator(".error").count() == 0
+            expect(page.locator("#drt-docs")).to_contain_text("ready")
+            assert len(ctx.library.documents()) == 1
+            page.locator("#drt-add").click()  # nothing to add now: said in place
+            expect(page.locator("#drt-status")).to_contain_text("choose a file first")
+            for tab, menu in (("Ask", "#drt-ask-doc"), ("Summary", "#drt-sum-doc"), ("Outline", "#drt-out-doc"),
+                              ("Document map", "#drt-map-doc")):
+                page.get_by_role("tab", name=tab).click()
+                expect(page.locator(f"{menu} input")).not_to_have_value("")
+            page.reload()
+            page.get_by_role("tab", name="Ask").click()
+            expect(page.locator("#drt-ask-doc input")).not_to_have_value("")
+            page.locator("#drt-question textarea").fill("What is this about?")
+            page.locator("#drt-send").click()
+            expect(page.locator("#drt-chat")).to_contain_text("Evidence", timeout=TIMEOUT_MS)
+            browser.close()
+    finally:
+        demo.close()
+        ctx.close()
+    assert not failures, failures

@@ -441,3 +441,66 @@ def test_answer_md_says_when_the_quote_is_from_a_chunk_the_model_scored_but_did_
     md = answer_md({"answer": q["text"], "quote": q, "short_answer": "Barton"})
     assert "**Barton**" in md and "scored this chunk 6th, after the chunks it retrieved" in md
     assert "scored this chunk" not in answer_md({"answer": q["text"], "quote": dict(q, retrieved=True)})
+
+
+def test_the_page_of_a_passage_and_the_export(lib):
+    ctx, doc_id = lib["ctx"], lib["doc_id"]
+    img, caption = h.page_view(ctx, doc_id, 5)
+    assert img.width > 300 and img.height > 300 and caption.startswith("Chunk 5 highlighted on p. ")
+    row = next(r for r in ctx.library.chunks(doc_id) if r["page_last"] > r["page_first"])  # over a page break
+    both, caption = h.page_view(ctx, doc_id, row["idx"])
+    assert "runs over the page break" in caption and both.height > img.height * 1.5
+    with pytest.raises(h.UIError, match="not in this document"):
+        h.page_view(ctx, doc_id, 10**6)
+    assert h.page_view(ctx, None, 3) == (None, "")
+    path = Path(h.export_conversation(ctx, doc_id))
+    assert path.suffix == ".md" and path.read_text().startswith("# GeoTopo")
+
+
+def test_user_errors_are_said_in_place(lib, tmp_path):
+    ctx, doc_id = lib["ctx"], lib["doc_id"]
+    box, history, pending = h.chat_user(ctx, None, "What is it?", [])
+    assert box == "What is it?" and pending == "" and history[-1]["role"] == "assistant"
+    assert "pick a document first" in history[-1]["content"] and history[-1]["content"].startswith("**✗**")
+    _, history, pending = h.chat_user(ctx, doc_id, "   ", [])
+    assert pending == "" and "type a question first" in history[-1]["content"]
+    empty = h.UIContext(tmp_path / "empty-home", ctx.model, upload_root=tmp_path / "up")
+    try:
+        _, history, _ = h.chat_user(empty, None, "Hi?", [])
+        assert "the library is empty" in history[-1]["content"]
+        assert h.library_note(h.list_documents(empty)) == h.EMPTY_LIBRARY
+    finally:
+        empty.close()
+    docs = h.list_documents(ctx)
+    assert h.newest_ready(docs) == doc_id and "document(s)" in h.library_note(docs)
+    assert h.error_text(ValueError("x")).startswith("internal error (ValueError)")
+
+
+def test_a_failed_stage_is_marked_not_left_running():
+    board = h.StageBoard("x.pdf")
+    board.update(Progress("parse", 0, 1, message="parsing x.pdf"))
+    assert "▶ **parsing**" in board.markdown()
+    board.fail()
+    md = board.markdown("**Failed:** bad")
+    assert "▶" not in md and "✗ parsing" in md
+
+
+def test_all_documents_and_spoiler_safe_reading_in_the_chat(lib):
+    ctx, doc_id = lib["ctx"], lib["doc_id"]
+    # spoiler-safe: no evidence at or after page 4
+    *_, last = h.chat_bot(ctx, doc_id, "Was ist ein topologischer Raum?", [], [], 16, before_page=4)
+    history, answers = last[0], last[1]
+    assert answers[-1]["evidence"] and all(p < 4 for e in answers[-1]["evidence"] for p in e["pages"])
+    # every document at once: one message, answers grouped by document, each added to the picker
+    other = next(u for u in h.ingest_upload(ctx, fake_upload(ctx, ASSETS / "frankenstein_excerpt.txt"), session="tab-9")
+                 if u.finished)
+    try:
+        assert h.chat_user(ctx, h.ALL_DOCS, "Who is Margaret?", [])[2] == "Who is Margaret?"
+        *_, last = h.chat_bot(ctx, h.ALL_DOCS, "Who is Margaret?", [], [], 16)
+        history, answers = last[0], last[1]
+        assert len(answers) == 2 and {a["doc_id"] for a in answers} == {doc_id, other.doc_id}
+        assert "**GeoTopo**" in history[-1]["content"] and "---" in history[-1]["content"]
+        with pytest.raises(h.UIError, match="pick one document"):
+            h.export_conversation(ctx, h.ALL_DOCS)
+    finally:
+        h.delete_document(ctx, other.doc_id)
