@@ -72,6 +72,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("drt-reader: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `drt-reader ... | head`: the reader has seen enough; no traceback
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except OSError:
+            pass
+        return 141
     except Exception as e:
         # each package's own errors (drt_core.errors, ingest.errors, store.errors) carry
         # `user_error = True`: they are meant for people, one line, no traceback

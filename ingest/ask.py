@@ -606,6 +606,7 @@ def ask(
     mask: list[int] | None = None,
     causal: bool = True,
     before_page: int | None = None,
+    on_answer: Callable[[dict], None] | None = None,
 ) -> dict:
     """Answer `question` about a prefilled document; record it; return the Contract 2 object
     {"answer", "evidence", "trace"} (and, beside them, how the answer was made).
@@ -620,7 +621,8 @@ def ask(
     (one batched forked pass, a row per evidence chunk; `eval qa` does not report them): they are then null.
     `before_page`: spoiler-safe reading: the model reads and retrieves only the chunks that end
     before that page (BeforePage, prefix_state): no evidence at or after it, and the answer the
-    document truncated there would get."""
+    document truncated there would get. `on_answer(result)` is called with the answer as soon as it
+    is made, before its causal effects are measured (the UI shows it, then streams the effects in)."""
     question = " ".join(str(question).split())
     if not question:
         raise IngestError("the question is empty")
@@ -644,6 +646,9 @@ def ask(
         out = _make_answer(library, engine, doc_id, question, state, gen_m, trace_m, missing)
     if cancel is not None and cancel.is_set():
         raise Cancelled("generation was stopped")
+    if on_answer is not None:  # the answer now; its causal effects (a batched pass) follow
+        on_answer({"answer": out["answer"], "evidence": out["evidence"],
+                   "trace": dict(out["trace"], answer=out["made"]), **out["made"]})
     chunks = sorted({e["chunk"] for e in out["evidence"]} | {e["chunk"] for e in original["evidence"]})
     shown, effects_on = shown_answer(out["made"])
     shown_ids = answer_ids(engine, shown) if shown else ids  # what the reader sees, else the generation

@@ -248,8 +248,10 @@ def build_app(ctx: h.UIContext) -> gr.Blocks:
             ctx.arm(_session(request), "ingest")
             return ""
 
-        def ingest(file: str | None, title: str, password: str, request: gr.Request) -> Iterator[tuple]:
-            """Every outcome ends in a final status in place: Ready, Stopped, or what went wrong."""
+        def ingest_events(file: str | None, title: str, password: str, request: gr.Request, *,
+                          in_place: bool) -> Iterator[tuple]:
+            """Every outcome ends in a final status: Ready, Stopped, or what went wrong, said in place
+            (the browser) or raised as the call's error (the `/ingest` API, for gradio_client)."""
             skip = gr.skip()
             last, listed = "", False
             try:
@@ -266,16 +268,27 @@ def build_app(ctx: h.UIContext) -> gr.Blocks:
                         yield (up.status, None if stored else skip, "" if stored else skip, up.result,
                                *refresh(up.doc_id))  # fmt: skip
             except Exception as e:  # the file stays for a password retry ("Add to library"); else it is cleared
+                if not in_place:
+                    raise h.to_gr_error(e) from e
                 keep = isinstance(e, (PasswordRequired, WrongPassword))
                 yield (failed(e, last), skip if keep else None, skip, skip, *refresh())
+
+        def add_document(file: str | None, title: str, password: str, request: gr.Request) -> Iterator[tuple]:
+            yield from ingest_events(file, title, password, request, in_place=True)
+
+        def ingest_api(file: str | None, title: str, password: str, request: gr.Request) -> Iterator[tuple]:
+            yield from ingest_events(file, title, password, request, in_place=False)
 
         ingest_outputs = [status, upload, password_in, ingest_result, *doc_outputs]
         ingest_inputs = [upload, title_in, password_in]
         add_btn.click(arm_ingest, None, cancel_note, queue=False, **PRIVATE).then(
-            ingest, ingest_inputs, ingest_outputs, api_name="ingest", show_progress="minimal", **MODEL
+            add_document, ingest_inputs, ingest_outputs, show_progress="minimal", **MODEL, **PRIVATE
         )
+        # the `/ingest` endpoint (gradio_client): the same pipeline; an error is the call's error
+        api_ingest = gr.Button(visible="hidden")  # rendered (so its endpoint exists), never shown
+        api_ingest.click(ingest_api, ingest_inputs, ingest_outputs, api_name="ingest", **MODEL)
         upload.upload(arm_ingest, None, cancel_note, queue=False, **PRIVATE).then(
-            ingest, ingest_inputs, ingest_outputs, show_progress="minimal", **MODEL, **PRIVATE
+            add_document, ingest_inputs, ingest_outputs, show_progress="minimal", **MODEL, **PRIVATE
         )
 
         def resume(doc_id: str | None, request: gr.Request) -> Iterator[tuple]:

@@ -861,13 +861,14 @@ def ask_stream(
 
         def work(emit: Callable) -> dict:
             return ask(ctx.library, engine, doc_id, question, max_new_tokens=n_new, on_delta=emit, cancel=job.cancel,
-                       before_page=before_page)
+                       before_page=before_page, on_answer=lambda r: emit(("answer", r)))
 
         try:
             for kind, payload in _run_threaded(work, job, min_interval=0.1):
                 if kind == "events":
-                    text += "".join(payload)
-                    yield {"answer": text, "done": False}
+                    text += "".join(p for p in payload if isinstance(p, str))
+                    early = [p[1] for p in payload if isinstance(p, tuple)]
+                    yield {"answer": text, "done": False, **({"early": early[-1]} if early else {})}
                 else:
                     result = payload
         except NotPrefilled as e:
@@ -959,10 +960,16 @@ def chat_bot(
     final: dict | None = None
     for ev in ask_stream(ctx, doc_id, question, max_new_tokens=max_new_tokens, session=session,
                          before_page=before_page):
-        if not ev["done"]:  # the answer is a quote chosen at the end: show progress, not the raw generation
-            yield history + [{"role": "assistant", "content": "*reading the passages the model retrieved…* ▌"}], answers, skip, skip, skip, skip
-        else:
+        if ev["done"]:
             final = ev
+        elif "early" in ev:  # the answer, before its causal effects: show it with its evidence now
+            early = {**ev["early"], "doc_id": ctx.library.resolve(doc_id), "question": question}
+            _, labels = ctx.layout(early["doc_id"])
+            note = "\n\n*Measuring each passage's causal effect on this answer…*"
+            yield (history + [{"role": "assistant", "content": answer_md(early, labels) + note}], answers, skip,
+                   answer_heatmap(ctx, early), evidence_md(early["evidence"], labels) + note, skip)
+        else:  # the answer is a quote chosen at the end: show progress, not the raw generation
+            yield history + [{"role": "assistant", "content": "*reading the passages the model retrieved…* ▌"}], answers, skip, skip, skip, skip
     assert final is not None
     _, labels = ctx.layout(final["doc_id"])
     text = final["answer"].strip()

@@ -96,6 +96,7 @@ class WalkResult:
     map_links: int = 0
     map_picked: str = ""
     outline: str = ""
+    page_caption: str = ""
     relied: str = ""
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -149,6 +150,12 @@ def walk_through(url: str, pdf: Path, out_dir: Path, question: str = "What is a 
             expect(page.locator("#drt-picked")).to_contain_text("Chunk")
             res.picked_passage = page.locator("#drt-picked").inner_text()
             expect(page.locator("#drt-evidence")).to_contain_text("Evidence")
+            # the clicked passage's page, highlighted; the conversation exported
+            expect(page.locator("#drt-page-caption")).to_contain_text("highlighted")
+            expect(page.locator("#drt-page img")).to_be_visible()
+            res.page_caption = page.locator("#drt-page-caption").inner_text()
+            page.locator("#drt-export").click()
+            expect(page.locator("#drt-export-file")).to_contain_text(".md")
             _shot(page, out_dir / "ask.png", res, "ask")
 
             # Summary (extractive)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.ingest.conftest import one_json, snapshot
@@ -285,3 +287,21 @@ def test_a_quote_that_opens_with_dialogue_gets_no_second_mark():
     assert quoted('"Who?" said he.') == '"Who?" said he.'
     out = {"quote": {"text": "\u201cWho is Planchet?\u201d said he.", "pages": [3], "chunk": 7}}
     assert answer_text(out).startswith("\u201cWho is Planchet?\u201d said he. (")
+
+
+def test_a_closed_pipe_is_no_traceback(tmp_path):
+    """`drt-reader ... | head`: the reader closing the pipe ends the command quietly (exit 141, as
+    a shell reports SIGPIPE), never with a BrokenPipeError traceback."""
+    import subprocess
+    import sys
+
+    script = ("import sys, app\n"
+              "class Closed:\n"
+              "    def write(self, s): raise BrokenPipeError(32, 'Broken pipe')\n"
+              "    def flush(self): pass\n"
+              "    def fileno(self): return sys.__stdout__.fileno()\n"
+              "sys.stdout = Closed()\n"
+              f"sys.exit(app.main(['--home', {str(tmp_path)!r}, 'list']))\n")
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                       cwd=str(Path(__file__).resolve().parents[2]))
+    assert p.returncode == 141 and "Traceback" not in p.stderr

@@ -49,6 +49,7 @@ def test_upload_ask_heatmap_summary_map_in_chromium(drt_home, tiny_model, free_p
     assert "Extractive" in res.summary
     assert res.map_links > 0 and "Querying chunk" in res.map_picked
     assert "parts" in res.outline and "Relied on" in res.relied
+    assert res.page_caption.startswith("Chunk ") and "highlighted on p" in res.page_caption
     for name in ("library", "ask", "summary", "map", "outline"):
         png = res.screenshots[name]
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000

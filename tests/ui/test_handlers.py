@@ -504,3 +504,13 @@ def test_all_documents_and_spoiler_safe_reading_in_the_chat(lib):
             h.export_conversation(ctx, h.ALL_DOCS)
     finally:
         h.delete_document(ctx, other.doc_id)
+
+
+def test_the_answer_shows_before_its_causal_effects(lib):
+    ctx, doc_id = lib["ctx"], lib["doc_id"]
+    steps = list(h.chat_bot(ctx, doc_id, "Was ist eine Metrik?", [], [], 16))
+    early = [s for s in steps if isinstance(s[0], list) and "Measuring each passage" in s[0][-1]["content"]]
+    assert early, "the answer was not shown before its causal effects"
+    final = steps[-1]
+    assert final[1][-1]["evidence"] and all("causal_effect" in e for e in final[1][-1]["evidence"])
+    assert steps.index(early[0]) < len(steps) - 1
