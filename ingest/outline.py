@@ -23,6 +23,7 @@ from collections import Counter, defaultdict
 from typing import Sequence
 
 from .boilerplate import chunk_matter
+from .parse import page_ranges
 from .parts import document_parts, document_text
 
 STATEMENT_KINDS = ("definition", "lemma", "proposition", "theorem", "corollary")
@@ -225,18 +226,6 @@ def first_mention(text: str, name: str, skip_spans: Sequence[tuple[int, int]] = 
 
 # ---------------------------------------------------------------------------------------------
 # the whole outline
-
-
-def page_ranges(nums: Sequence[int], limit: int = 12) -> str:
-    """[3, 4, 5, 9] -> "3-5, 9" (the first `limit` ranges, then "...")."""
-    runs: list[list[int]] = []
-    for n in nums:
-        if runs and n == runs[-1][1] + 1:
-            runs[-1][1] = n
-        else:
-            runs.append([n, n])
-    txt = [f"{a}" if a == b else f"{a}-{b}" for a, b in runs[:limit]]
-    return ", ".join(txt) + (", ..." if len(runs) > limit else "")
 
 
 def long_links(dependency_map: Sequence[dict], skip: set[int], n: int = 12) -> list[dict]:

@@ -459,11 +459,11 @@ def _parse_mupdf(pymupdf, req: dict, kind: str) -> tuple:
             raise ParseOutOfMemory(_oom(req, req["limits"]))
         pages.append([clean_text(label), text])
     if failed:
-        warnings.append(f"{len(failed)} page(s) could not be read and are left empty: {_ranges(failed)}")
+        warnings.append(f"{len(failed)} page(s) could not be read and are left empty: {page_ranges(failed)}")
     empty = [i + 1 for i, (_, t) in enumerate(pages) if not t.strip() and i + 1 not in failed]
     if empty and len(empty) < n:
         why = "lost to the damage, or images only" if doc.is_repaired else "images only? OCR them first"
-        warnings.append(f"{len(empty)} page(s) have no text ({why}): {_ranges(empty)}")
+        warnings.append(f"{len(empty)} page(s) have no text ({why}): {page_ranges(empty)}")
     title = clean_text((doc.metadata or {}).get("title") or "").strip()
     if title.lower() in _JUNK_TITLES:  # producers' placeholders: fall back to the file name
         title = ""
@@ -556,8 +556,8 @@ def _union(boxes: list[Box]) -> Box:
     return (min(x0), min(y0), max(x1), max(y1))
 
 
-def _ranges(nums: list[int], limit: int = 12) -> str:
-    """[1, 2, 3, 7] -> "1-3, 7" (first `limit` runs)."""
+def page_ranges(nums, limit: int = 12) -> str:
+    """[1, 2, 3, 7] -> "1-3, 7" (the first `limit` runs, then "...")."""
     runs: list[list[int]] = []
     for n in nums:
         if runs and n == runs[-1][1] + 1:

@@ -708,6 +708,8 @@ def ingest_upload(
     if result is _NOT_STARTED:
         return
     ctx.ingested[str(path)] = result.doc_id
+    while len(ctx.ingested) > 64:  # only the last uploads can be pressed again
+        ctx.ingested.pop(next(iter(ctx.ingested)))
     discard_upload(ctx, p)  # stored: the token ids are in the library, resume does not need the file
     with ctx._lock:
         ctx._layouts.pop(result.doc_id, None)
@@ -962,11 +964,14 @@ def chat_bot(
                          before_page=before_page):
         if ev["done"]:
             final = ev
-        elif "early" in ev:  # the answer, before its causal effects: show it with its evidence now
+        elif "early" in ev:  # the answer, before its causal effects: show it (and let it be picked) now
             early = {**ev["early"], "doc_id": ctx.library.resolve(doc_id), "question": question}
             _, labels = ctx.layout(early["doc_id"])
             note = "\n\n*Measuring each passage's causal effect on this answer…*"
-            yield (history + [{"role": "assistant", "content": answer_md(early, labels) + note}], answers, skip,
+            shown_now = answers + [{k: early.get(k) for k in ("doc_id", "question", "answer", "evidence", "trace",
+                                                               "quote", "abstained")}]
+            yield (history + [{"role": "assistant", "content": answer_md(early, labels) + note}], shown_now,
+                   gr.update(choices=_answer_choices(shown_now), value=len(shown_now) - 1),
                    answer_heatmap(ctx, early), evidence_md(early["evidence"], labels) + note, skip)
         else:  # the answer is a quote chosen at the end: show progress, not the raw generation
             yield history + [{"role": "assistant", "content": "*reading the passages the model retrieved…* ▌"}], answers, skip, skip, skip, skip
