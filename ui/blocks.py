@@ -100,7 +100,7 @@ def build_app(ctx: h.UIContext) -> gr.Blocks:
                 with gr.Row():
                     ask_doc = gr.Dropdown(label="Document (prefilled)", choices=[], scale=3, elem_id="drt-ask-doc")
                     max_tokens = gr.Slider(8, h.MAX_NEW_TOKENS, value=64, step=8, label="Longest answer (tokens)")
-                    before_in = gr.Number(label="Read only before page (spoiler-safe; empty = all)", precision=0,
+                    before_in = gr.Number(label="Read only before page (spoiler-safe; 0 = all)", precision=0,
                                           minimum=0, value=None, scale=1, elem_id="drt-before-page")
                 chat = gr.Chatbot(
                     label="Chat about the document", height=360, buttons=["copy", "copy_all"],

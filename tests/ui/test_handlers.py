@@ -514,3 +514,6 @@ def test_the_answer_shows_before_its_causal_effects(lib):
     final = steps[-1]
     assert final[1][-1]["evidence"] and all("causal_effect" in e for e in final[1][-1]["evidence"])
     assert steps.index(early[0]) < len(steps) - 1
+    # regression: a heatmap cell clicked before the effects arrive finds the answer ("Ask a question first." before)
+    shown_now = early[0][1]
+    assert len(shown_now) == 1 and "Chunk" in h.heatmap_pick(ctx, shown_now, 0, shown_now[0]["evidence"][0]["chunk"])
