@@ -517,3 +517,17 @@ def test_the_answer_shows_before_its_causal_effects(lib):
     # regression: a heatmap cell clicked before the effects arrive finds the answer ("Ask a question first." before)
     shown_now = early[0][1]
     assert len(shown_now) == 1 and "Chunk" in h.heatmap_pick(ctx, shown_now, 0, shown_now[0]["evidence"][0]["chunk"])
+
+
+def test_a_document_being_prefilled_is_listed_as_such(lib, monkeypatch):
+    ctx, doc_id = lib["ctx"], lib["doc_id"]
+    monkeypatch.setattr(h, "_state_of", lambda d, fp: ("partial", 630, 6300))
+    ctx.prefilling.add(doc_id)
+    try:
+        (d,) = h.list_documents(ctx)
+        assert d["state"] == "prefilling" and h._state_text(d).startswith("prefilling now: 630 / 6,300 tokens (10%)")
+        assert "prefilling now" in h.library_note([d]) and h.newest_ready([d]) is None
+    finally:
+        ctx.prefilling.discard(doc_id)
+    (d,) = h.list_documents(ctx)
+    assert d["state"] == "partial" and "resumable" in h._state_text(d)
