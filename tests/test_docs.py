@@ -147,14 +147,13 @@ PLACEHOLDER = re.compile(r"(^|/)([A-Z][A-Z_]*/|(NAME|FILE|PATH)\.)")
 
 @cache
 def repo_files() -> tuple[frozenset[str], frozenset[str]]:
-    """(every file's path relative to the root, every file's name), build outputs left out."""
-    skip = {".venv", ".git", "tmp", "drt_reader.egg-info", "__pycache__", ".pytest_cache"}
-    paths = set()
-    for p in ROOT.rglob("*"):
-        r = p.relative_to(ROOT)
-        if r.parts[0] in skip or "__pycache__" in r.parts or not p.is_file():
-            continue
-        paths.add(r.as_posix())
+    """(every file's path relative to the root, every file's name): the files a clone has (git's
+    tracked files and the new ones it does not ignore), not what a run built here (data/, tmp/)."""
+    import subprocess
+
+    out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    paths = {p for p in out.splitlines() if p and (ROOT / p).is_file()}
     return frozenset(paths), frozenset(Path(p).name for p in paths)
 
 
@@ -189,8 +188,10 @@ def resolves(token: str, source: Path) -> bool:
     if "/" not in token:  # a bare name: beside the source, or any file of that name
         return (source.parent / token).exists() or token in names
     here = (source.parent / token).resolve()
-    if here.is_relative_to(ROOT) and here.exists():
-        return True
+    if here.is_relative_to(ROOT):
+        rel = here.relative_to(ROOT).as_posix()
+        if rel in paths or any(p.startswith(rel + "/") for p in paths):
+            return True
     t = token.removeprefix("./")
     return t in paths or any(p.startswith(t + "/") for p in paths)
 
@@ -211,8 +212,8 @@ def citation_problems(source: Path, lines=None, docs_only: bool = False) -> list
             if token.startswith("../") and "shared/" in token:
                 if not docs_only or "shared/docs/" in token:
                     problems.append(f"{rel}:{no}: {token} (outside the repository)")
-            elif token.startswith((".", "/", "tmp/")) or PLACEHOLDER.search(token):
-                continue  # a path a user passes (./x.json, /tmp/..., tmp/...), a template
+            elif token.startswith((".", "/", "tmp/", "data/")) or PLACEHOLDER.search(token):
+                continue  # a path a user passes (./x.json, /tmp/..., tmp/...), what `drt-reader data` builds, a template
             elif "/" not in token and token.endswith(".json"):
                 continue  # a bare .json name is a file a run writes or a checkpoint holds
             elif NOT_OURS.search(token) or resolves(token, source):
