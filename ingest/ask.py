@@ -28,6 +28,7 @@ from . import abstain as abstain_mod
 from .boilerplate import chunk_matter
 from .errors import Cancelled, IngestError
 from .pipeline import EngineLike, ready_state
+from .reader import sentence_spans  # quotes are cut as the reader cuts
 
 MAX_EVIDENCE = 8
 # answers and summaries never repeat a 4-gram of their own (engine.generate's no_repeat_ngram): the
@@ -169,13 +170,6 @@ def abstain_threshold(engine: EngineLike) -> float | None:
     cfg = getattr(engine, "cfg", None) or getattr(getattr(engine, "model", None), "config", None)
     v = getattr(cfg, "abstain_z", None)
     return float(v) if v is not None else None
-
-
-def sentence_spans(text: str) -> list[tuple[int, int]]:
-    """[start, end) of each sentence of `text`: the reader's cut (ingest.reader.sentence_spans)."""
-    from .reader import sentence_spans as cut
-
-    return cut(text)
 
 
 QUOTE_WINDOW = 0.5  # quote_chunk's weight of the words beside a chunk (docs/history/2026-12-04-window.md)
@@ -688,16 +682,15 @@ def ask_all(library: Library, engine: EngineLike, question: str, *, max_new_toke
         raise IngestError("no document is prefilled by this model yet: `drt-reader ingest FILE` first")
     out = []
     for d in ready:
-        if before_page is not None and before_page > d["n_pages"]:
-            before_page_here = None  # the whole document ends before that page
-        else:
-            before_page_here = before_page
-        res = ask(library, engine, d["id"], question, max_new_tokens=max_new_tokens, causal=False,
-                  before_page=before_page_here)
-        reader = ((res.get("quote") or {}).get("reader") or {}).get("score")
-        out.append({"doc_id": d["id"], "title": d["title"], **res, "_rank": (bool(res.get("abstained")),
-                                                                           -(reader if reader is not None else -1e9))})
-    out.sort(key=lambda r: r.pop("_rank"))
+        page = before_page if before_page is not None and before_page <= d["n_pages"] else None  # else all of it
+        res = ask(library, engine, d["id"], question, max_new_tokens=max_new_tokens, causal=False, before_page=page)
+        out.append({"doc_id": d["id"], "title": d["title"], **res})
+
+    def surest_first(r: dict) -> tuple:
+        score = ((r.get("quote") or {}).get("reader") or {}).get("score")
+        return bool(r.get("abstained")), -(score if score is not None else -1e9)
+
+    out.sort(key=surest_first)
     return {"question": " ".join(question.split()), "documents": out}
 
 

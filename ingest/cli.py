@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from .errors import IngestError
+from .parts import pages_ref
 
 
 DOC_HELP = "document id (a unique prefix is enough), or its title or file name, or a part of one"
@@ -134,10 +135,6 @@ def _engine(args: argparse.Namespace):
     from . import pipeline
 
     return pipeline.load_engine(args.model)
-
-
-def _pages(pages: list[int]) -> str:
-    return f"p. {pages[0]}" if len(pages) == 1 else f"pp. {pages[0]}-{pages[-1]}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -339,7 +336,7 @@ def _evidence_text(evidence: list[dict]) -> str:
     lines = []
     for e in evidence:
         snippet = text_snippet(e["text"], 160)
-        lines.append(f"  [chunk {e['chunk']}, {_pages(e['pages'])}{_matter(e)}, weight {e['weight']:.3f}{_effect(e)}] "
+        lines.append(f"  [chunk {e['chunk']}, {pages_ref(e['pages'])}{_matter(e)}, weight {e['weight']:.3f}{_effect(e)}] "
                      f"{snippet}")
     return "\n".join(lines)
 
@@ -365,7 +362,7 @@ def answer_text(out: dict) -> str:
             after = f"; scored #{q.get('rank')} by the model, after the chunks it retrieved"
         else:
             after = ""
-        lines = [f"{quoted(q['text'])} ({_pages(q['pages'])}{_matter(q)}, chunk {q['chunk']}{after})"]
+        lines = [f"{quoted(q['text'])} ({pages_ref(q['pages'])}{_matter(q)}, chunk {q['chunk']}{after})"]
         if out.get("short_answer"):
             lines.append(f"Short answer: {out['short_answer']}")
         return "\n".join(lines)
@@ -445,22 +442,21 @@ def cmd_summarize(args: argparse.Namespace) -> int:
 
 
 def cmd_outline(args: argparse.Namespace) -> int:
-    from .outline import build, outline_text, relied_on
+    from .outline import build, document_statements, outline_text, relied_on
     from .summary import dependency_map
 
     with _library(args) as lib:
         doc_id = lib.resolve(args.doc_id)
         engine = _engine(args)
         dep = dependency_map(lib, engine, doc_id)
-        out = build(lib, doc_id, dep)
         title = lib.document(doc_id)["title"]
         if args.chunk is not None:
             n = lib.document(doc_id)["n_chunks"]
             if not 0 <= args.chunk < n:
                 raise IngestError(f"chunk {args.chunk} is not in this document (0 to {n - 1})")
-            rows = relied_on(out, dep, args.chunk)
+            rows = relied_on(document_statements(lib, doc_id), dep, args.chunk)
             by_idx = {r["idx"]: r for r in lib.chunks(doc_id, [args.chunk, *(r["chunk"] for r in rows)])}
-            lines = [f"chunk {args.chunk} ({_pages(list(range(by_idx[args.chunk]['page_first'], by_idx[args.chunk]['page_last'] + 1)))}) "
+            lines = [f"chunk {args.chunk} ({pages_ref(list(range(by_idx[args.chunk]['page_first'], by_idx[args.chunk]['page_last'] + 1)))}) "
                      f"relied on {len(rows)} chunk(s):"]
             for r in rows:
                 c = by_idx[r["chunk"]]
@@ -469,6 +465,7 @@ def cmd_outline(args: argparse.Namespace) -> int:
                 lines.append(f"  [chunk {r['chunk']}, p. {c['page_first']}{what}, weight {r['weight']:.3f}] {snippet}")
             _emit(args, {"doc_id": doc_id, "chunk": args.chunk, "relied_on": rows}, "\n".join(lines))
             return 0
+        out = build(lib, doc_id, dep)
     _emit(args, out, outline_text(out, title))
     return 0
 

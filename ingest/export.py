@@ -25,6 +25,7 @@ from store.library import Library
 
 from .ask import cut_words, snippet
 from .boilerplate import matter_label
+from .parts import pages_ref
 
 SNIPPET_CHARS = 160
 _SPECIAL = re.compile(r"([\\`*_\[\]<>#|~$&])")  # inline Markdown and HTML, anywhere in a line
@@ -46,10 +47,7 @@ def md_escape(text: object) -> str:
 
 def page_ref(labels: dict[int, str], pages: list[int]) -> str:
     """"p. iv" / "pp. 12-14": the printed labels of the first and last page (the number without one)."""
-    if not pages:
-        return "no page"
-    a, b = (str(labels.get(p) or p) for p in (pages[0], pages[-1]))
-    return f"p. {md_escape(a)}" if a == b else f"pp. {md_escape(a)}-{md_escape(b)}"
+    return pages_ref(pages, labels, md_escape) if pages else "no page"
 
 
 def _chunks(chunks: list[int]) -> str:

@@ -238,6 +238,33 @@ def long_links(dependency_map: Sequence[dict], skip: set[int], n: int = 12) -> l
     return links[:n]
 
 
+def statement_name(s: dict) -> str:
+    """"lemma lemma-flat-base-change" / "definition 2.3": a statement's kind and label (or number)."""
+    return f"{s['kind']} {s['label'] or s['number']}"
+
+
+def document_statements(library, doc_id: str, chunks: list[dict] | None = None) -> list[dict]:
+    """`statements` of a stored document (its chunks read once when the caller has them)."""
+    chunks = library.chunks(doc_id) if chunks is None else chunks
+    return statements(document_text(library, doc_id), library.document(doc_id)["kind"], chunks)
+
+
+def named_links(dependency_map: Sequence[dict], skip: set[int], stmts: list[dict], chunks: list[dict],
+                labels: dict[int, str]) -> list[dict]:
+    """`long_links`, each end named by what it is: the statement it lies in, else its page."""
+    owner = {c: st for st in stmts for c in st["chunks"]}
+
+    def what(c: int) -> str:
+        st = owner.get(c)
+        if st is not None:
+            return statement_name(st)
+        return f"p. {labels.get(chunks[c]['page_first'], chunks[c]['page_first'])}"
+
+    return [{**ln, "source_is": what(ln["source"]), "target_is": what(ln["target"]),
+             "source_page": chunks[ln["source"]]["page_first"], "target_page": chunks[ln["target"]]["page_first"]}
+            for ln in long_links(dependency_map, skip) if ln["source"] < len(chunks)]
+
+
 def build(library, doc_id: str, dependency_map: Sequence[dict]) -> dict:
     """{"doc_id", "kind", "parts", "statements", "names", "links"} (see the module docstring)."""
     doc = library.document(doc_id)
@@ -259,17 +286,7 @@ def build(library, doc_id: str, dependency_map: Sequence[dict]) -> dict:
                            "introduced": {"text": " ".join(text[a:b].split()), "chunk": c,
                                           "page": chunks[c]["page_first"], "char_start": a, "char_end": b},
                            "pages": mention_pages(text, o["name"], pages)})
-    owner = {c: s for s in stmts for c in s["chunks"]}
-
-    def what(c: int) -> str:
-        s = owner.get(c)
-        if s is not None:
-            return f"{s['kind']} {s['label'] or s['number']}"
-        return f"p. {labels.get(chunks[c]['page_first'], chunks[c]['page_first'])}"
-
-    links = [{**ln, "source_is": what(ln["source"]), "target_is": what(ln["target"]),
-              "source_page": chunks[ln["source"]]["page_first"], "target_page": chunks[ln["target"]]["page_first"]}
-             for ln in long_links(dependency_map, boiler) if ln["source"] < len(chunks)]
+    links = named_links(dependency_map, boiler, stmts, chunks, labels)
     parts = [p.to_json() for p in document_parts(library, doc_id)]
     for s in stmts:
         s["page_label"] = labels.get(s["page"], str(s["page"]))
@@ -277,10 +294,10 @@ def build(library, doc_id: str, dependency_map: Sequence[dict]) -> dict:
             "links": links}
 
 
-def relied_on(outline: dict, dependency_map: Sequence[dict], chunk: int) -> list[dict]:
+def relied_on(stmts: list[dict], dependency_map: Sequence[dict], chunk: int) -> list[dict]:
     """What chunk `chunk` retrieved while it was read: [{chunk, weight, statement}] (statement: the
-    "kind label" it lies in, or None)."""
-    owner = {c: f"{s['kind']} {s['label'] or s['number']}" for s in outline["statements"] for c in s["chunks"]}
+    "kind label" of the statement (`statements`) it lies in, or None)."""
+    owner = {c: statement_name(s) for s in stmts for c in s["chunks"]}
     row = next((r for r in dependency_map if int(r["chunk"]) == chunk), None)
     if row is None:
         return []

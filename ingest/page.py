@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import IngestError
+from .parts import pages_ref
 
 logger = logging.getLogger(__name__)
 
@@ -109,10 +110,6 @@ def forget_original(home: str | Path, doc_id: str) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def _pages_text(first: int, last: int) -> str:
-    return f"p. {first}" if first == last else f"pp. {first}-{last}"
-
-
 def _page_row(library: Any, doc_id: str, page: int) -> dict:
     n = int(library.document(doc_id)["n_pages"])
     rows = library.pages(doc_id, with_text=True, numbers=[page]) if 1 <= page <= n else []
@@ -133,7 +130,7 @@ def _span_on_page(library: Any, doc_id: str, page: dict, chunk: int) -> tuple[in
     """The chunk's characters on this page, as offsets into the page's text."""
     c = _chunk_row(library, doc_id, chunk)
     if not c["page_first"] <= page["number"] <= c["page_last"]:
-        where = _pages_text(c["page_first"], c["page_last"])
+        where = pages_ref([c["page_first"], c["page_last"]])
         raise IngestError(f"chunk {chunk} is on {where}, not on p. {page['number']}")
     a = max(c["char_start"], page["char_start"]) - page["char_start"]
     b = min(c["char_end"], page["char_end"]) - page["char_start"]

@@ -126,6 +126,13 @@ def headings(text: str) -> list[tuple[str, int]]:
     return best
 
 
+def pages_ref(pages, labels: dict | None = None, escape=str) -> str:
+    """"p. iv" / "pp. 12-14": the first and last of `pages` by their printed labels (the number
+    without one), each passed through `escape` (Markdown output escapes them)."""
+    a, b = (str((labels or {}).get(p) or p) for p in (pages[0], pages[-1]))
+    return f"p. {escape(a)}" if a == b else f"pp. {escape(a)}-{escape(b)}"
+
+
 def document_text(library, doc_id: str) -> str:
     """The document's text as the chunk char spans index it: each page's text at its char_start
     (the separators between pages, which belong to no page, become spaces)."""

@@ -18,7 +18,6 @@ abstractive: the model generates after `drt_core.prompts.summary_suffix()`, retr
 from __future__ import annotations
 
 import json
-import math
 import re
 from bisect import bisect_right
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from store.library import Library
 from .ask import evidence_rows, trace_json, _generate
 from .boilerplate import chunk_matter
 from .errors import IngestError
-from .parts import Part, document_parts, document_text, select
+from .parts import Part, document_parts, document_text, pages_ref, select
 from .pipeline import EngineLike, ready_state
 from .reader import sentence_spans
 
@@ -114,10 +113,8 @@ def part_sentences(text: str, part: Part, chunks: list[dict], centrality: list[f
     return out
 
 
-def per_part_budget(n_parts: int, total: int | None = None) -> int:
+def per_part_budget(n_parts: int) -> int:
     """Sentences per part: a whole book gets one or two from each chapter, a single part five."""
-    if total is not None:
-        return max(1, math.ceil(total / max(1, n_parts)))
     if n_parts <= 1:
         return 5
     if n_parts <= 6:
@@ -131,11 +128,6 @@ def pick(cands: list[Sentence], k: int) -> list[Sentence]:
     return sorted(best, key=lambda s: s.char_start)
 
 
-def _where(labels: dict, pages: list[int]) -> str:
-    a, b = labels.get(pages[0], str(pages[0])), labels.get(pages[-1], str(pages[-1]))
-    return f"p. {a}" if a == b else f"pp. {a}-{b}"
-
-
 def extractive(
     library: Library,
     doc_id: str,
@@ -144,7 +136,6 @@ def extractive(
     chapter: int | None = None,
     pages: tuple[int, int] | None = None,
     per_part: int | None = None,
-    total: int | None = None,
     span: tuple[int, int, str] | None = None,
 ) -> dict:
     """{"summary", "evidence", "trace"}: whole sentences from every part (or from one `span`: (char
@@ -169,7 +160,7 @@ def extractive(
         hi = max(p["char_end"] for p in page_rows if p["number"] <= pages[1])
         chosen = [Part(p.number, p.title, max(p.char_start, lo), min(p.char_end, hi), max(p.page_first, pages[0]),
                        min(p.page_last, pages[1]), p.source) for p in chosen]
-    k = per_part or per_part_budget(len(chosen), total)
+    k = per_part or per_part_budget(len(chosen))
     picked: list[Sentence] = []
     for part in chosen:
         picked += pick(part_sentences(text, part, chunks, cent, boiler), k)
@@ -186,7 +177,7 @@ def extractive(
         if len(chosen) > 1 and r["part"] != last_part:
             lines.append(f"## {r['part_title']}")
             last_part = r["part"]
-        lines.append(f"{r['text']} ({_where(labels, r['pages'])})")
+        lines.append(f"{r['text']} ({pages_ref(r['pages'], labels)})")
     covered = len({r["part"] for r in rows})
     intro = (f"Extractive summary: {len(rows)} sentences quoted from {covered} of {len(chosen)} "
              f"part(s) ({chosen[0].source}), the ones the rest of the document retrieved most.")

@@ -35,7 +35,7 @@ from typing import Any, Callable, Generator, Iterator
 import gradio as gr
 
 from ingest import pipeline
-from ingest.ask import abstain_reason
+from ingest.ask import abstain_reason, snippet
 from ingest.boilerplate import matter_label
 from ingest.errors import Cancelled, IngestError, NotPrefilled, TooLarge
 from ingest.tokenize import CHUNK_TOKENS
@@ -332,15 +332,7 @@ def pages_text(first: int, last: int, labels: dict[int, str] | None = None) -> s
 
 def _quote(text: str, limit: int | None = None) -> str:
     """A chunk's text as a quote block, cut at word boundaries (ingest.ask.snippet)."""
-    from ingest.ask import snippet
-
     return "> " + md_escape(snippet(text, limit))
-
-
-def _snippet(text: str, limit: int | None = None) -> str:
-    from ingest.ask import snippet
-
-    return snippet(text, limit)
 
 
 def _quote_marked(text: str, sentence: str | None) -> str:
@@ -927,7 +919,7 @@ def _evidence_note(evidence: list[dict], labels: dict[int, str]) -> dict:
     else:
         lines = [
             f"- {pages_text(e['pages'][0], e['pages'][-1], labels)}, chunk {e['chunk']}, weight "
-            f"{e['weight']:.3f}{effect_text(e).replace(' · ', ', ')}: {md_escape(_snippet(e['text'], 140))}"
+            f"{e['weight']:.3f}{effect_text(e).replace(' · ', ', ')}: {md_escape(snippet(e['text'], 140))}"
             for e in evidence
         ]
         body = "\n".join(lines)
@@ -1331,22 +1323,22 @@ def outline_view(ctx: UIContext, doc_id: str | None) -> str:
 
 def relied_on_view(ctx: UIContext, doc_id: str | None, chunk: Any) -> str:
     """What chunk `chunk` retrieved while it was read, with the statement each retrieved chunk is part of."""
-    from ingest.outline import relied_on
+    from ingest.outline import document_statements, relied_on
 
     if not doc_id or chunk is None or str(chunk) == "":
         return "Pick a document and type a chunk number."
-    o = outline_doc(ctx, doc_id)
+    doc_id = ctx.library.resolve(doc_id)
     c = int(chunk)
-    n = ctx.library.document(o["doc_id"])["n_chunks"]
+    n = ctx.library.document(doc_id)["n_chunks"]
     if not 0 <= c < n:
         raise UIError(f"chunk {c} is not in this document (0 to {n - 1})")
-    rows = relied_on(o, doc_map(ctx, o["doc_id"]), c)
-    parts = [passage_md(ctx, o["doc_id"], c, heading="Chunk")]
+    rows = relied_on(document_statements(ctx.library, doc_id), doc_map(ctx, doc_id), c)
+    parts = [passage_md(ctx, doc_id, c, heading="Chunk")]
     if not rows:
         parts.append("It retrieved nothing (the first chunks of a document have nothing to retrieve).")
     for r in sorted(rows, key=lambda r: -r["weight"]):
         what = f" — {r['statement']}" if r["statement"] else ""
-        parts.append(passage_md(ctx, o["doc_id"], r["chunk"], heading=f"Relied on (weight {r['weight']:.3f}{what}): chunk"))
+        parts.append(passage_md(ctx, doc_id, r["chunk"], heading=f"Relied on (weight {r['weight']:.3f}{what}): chunk"))
     return "\n\n---\n\n".join(parts)
 
 
@@ -1365,12 +1357,13 @@ def doc_map_view(ctx: UIContext, doc_id: str | None) -> tuple[str, str]:
     """(map SVG, Markdown list of the strongest long-range links named by what they join) for the
     Document map tab; licence, contents and index pages are left out of both."""
     from ingest.boilerplate import chunk_matter
-    from ingest.outline import build
+    from ingest.outline import document_statements, named_links
 
     dep = doc_map(ctx, doc_id)
     doc_id = ctx.library.resolve(doc_id)  # type: ignore[arg-type]
     chunk_pages, labels = ctx.layout(doc_id)
-    skip = set(chunk_matter(ctx.library, doc_id, ctx.library.chunks(doc_id)))
+    chunks = ctx.library.chunks(doc_id)
+    skip = set(chunk_matter(ctx.library, doc_id, chunks))
     shown = [{**r, "retrieved": [j for j in r["retrieved"] if int(j) not in skip],
               "weights": [w for j, w in zip(r["retrieved"], r["weights"]) if int(j) not in skip]}
              for r in dep if int(r.get("chunk", -1)) not in skip]
@@ -1382,7 +1375,7 @@ def doc_map_view(ctx: UIContext, doc_id: str | None) -> tuple[str, str]:
     lines = [f"{len(chunk_pages):,} chunks on {n_pages} pages, {len(links):,} retrieval links"
              + (f" ({len(skip)} chunks on licence, contents or index pages left out)" if skip else "")
              + ". Click a dot (or type two chunk numbers) to read both passages."]
-    strong = build(ctx.library, doc_id, dep)["links"]
+    strong = named_links(dep, skip, document_statements(ctx.library, doc_id, chunks), chunks, labels)
     if strong:
         lines.append("\nStrongest long links (a chunk retrieving one more than 8 chunks back):")
         for ln in strong[:8]:

@@ -30,7 +30,7 @@ def test_tex_statements_with_label_page_and_users(library):
     assert first["used_by"] == [{"chunk": later, "weight": 0.8}]
     o = build(library, doc, dep)
     assert o["statements"][0]["used_by"] == [{"chunk": later, "weight": 0.8}] and o["names"] == []
-    rel = relied_on(o, dep, later)
+    rel = relied_on(o["statements"], dep, later)
     assert rel[0] == {"chunk": first["chunks"][0], "weight": 0.8, "statement": f"{first['kind']} {first['label']}"}
 
 
