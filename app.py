@@ -22,12 +22,18 @@ DEFAULT_MODEL = str(ROOT / "checkpoints" / "drt-tiny")
 
 # module that registers each group of commands; imported lazily so `--help` stays fast
 COMMAND_MODULES = [
-    "ingest.cli",  # ingest, list, ask, summarize, trace, rm
-    "drt_core.evaluate",  # eval niah | ppl
-    "drt_core.train",  # train
-    "drt_core.data",  # data (corpora -> token files)
+    "ingest.cli",  # ingest, list, page, rm
+    "qa.cli",  # ask, summarize, outline, trace, export
+    "drt_core.train.loop",  # train
+    "drt_core.train.data",  # data (corpora -> token files)
     "bench.cli",  # bench gca | prefill | train | ingest
     "ui.cli",  # serve
+]
+# modules that add subcommands to `eval` (register_eval(esub))
+EVAL_MODULES = [
+    "drt_core.train.evaluate",  # eval niah | ppl
+    "qa.eval_qa",  # eval qa
+    "qa.eval_summary",  # eval summary
 ]
 
 
@@ -42,13 +48,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
-        try:
-            mod = importlib.import_module(name)
-        except ModuleNotFoundError as e:  # a package not built yet must not break the others
-            if e.name and name.startswith(e.name.split(".")[0]):
-                continue
-            raise
-        mod.register(sub)
+        importlib.import_module(name).register(sub)
+        if name == "qa.cli":  # `eval` listed where it was, after the reading commands
+            ev = sub.add_parser("eval", help="evaluate checkpoints: NIAH accuracy, perplexity, QA, summaries")
+            esub = ev.add_subparsers(dest="eval_command", metavar="EVAL", required=True)
+            for e in EVAL_MODULES:
+                importlib.import_module(e).register_eval(esub)
     return p
 
 

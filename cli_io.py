@@ -20,3 +20,8 @@ def emit(args: argparse.Namespace, obj: dict, text: str | None = None) -> None:
         print(json.dumps(obj, ensure_ascii=False, default=str))
     else:
         print(text if text is not None else json.dumps(obj, indent=2, ensure_ascii=False, default=str))
+
+
+def table_head(cols: list[str]) -> list[str]:
+    """The header and rule of a Markdown table (the evaluations' reports)."""
+    return ["| " + " | ".join(cols) + " |", "|---" * len(cols) + "|"]

@@ -2,7 +2,7 @@
 (`drt-reader bench ask ...`).
 
 Ingests the document (once; a library under --home keeps it), loads the shipped model, then times
-`ingest.ask.ask(..., causal=False)` (the answer the reader sees, without the causal effects) for each
+`qa.ask.ask(..., causal=False)` (the answer the reader sees, without the causal effects) for each
 question: the first question of the process (it builds the document's BM25 and reader statistics)
 and the p50 / p95 / max of the rest. Questions: one per line from --questions, else a built-in list
 of plain reader questions (who / what / where / how many). Prints the document's tokens and chunks.
@@ -44,7 +44,7 @@ def main(argv=None) -> int:
     if a.server:
         return served(a)
     from ingest import pipeline
-    from ingest.ask import ask
+    from qa.ask import ask
     from store.library import Library
 
     qs = ([q.strip() for q in Path(a.questions).read_text().splitlines() if q.strip()] if a.questions else QUESTIONS)

@@ -1,6 +1,6 @@
 """`python -m bench.causal [--model M] [--text FILE | --bin FILE --length 64k] [--question Q]`: the
 cost of `ask`'s causal effects, one forked pass per masked chunk against the batched pass
-(`Engine._answer_logprobs`, every mask a row of one batch), on the same document and answer, timed
+(`Engine.answer_logprobs`, every mask a row of one batch), on the same document and answer, timed
 interleaved in one run; and the largest difference between the two's log-likelihoods."""
 from __future__ import annotations
 
@@ -42,18 +42,16 @@ def main(argv: list[str] | None = None) -> int:
     ev = list(eng.generate(st, a.question, max_new_tokens=a.max_new_tokens, stop_at_newline=False))
     answer = ev[-1].ids
     prompt = eng.prompt_ids(st, a.question)
-    _, picked = eng._answer_logprob(st, prompt, answer, frozenset())
-    # ask's case: the evidence chunks (at most 8) that some selection picked; then other picked chunks, to --masks
-    chunks = [c for c, _ in eng.evidence(st, ev[-1].trace) if c in picked][:8]
-    chunks += sorted(picked - set(chunks))[: max(0, a.masks - len(chunks))]
-    masks = [frozenset({c}) for c in chunks]
+    # ask's case: one mask per evidence chunk (what the retrieval of the answer's chunks picked), --masks of them
+    chunks = [c for c, _ in eng.evidence(st, ev[-1].trace)][: a.masks]
+    masks = [[c] for c in chunks]
     seq_s, bat_s, diff = [], [], 0.0
     for _ in range(a.reps):
         t0 = time.perf_counter()
-        one = [eng._answer_logprob(st, prompt, answer, m)[0] for m in masks]
+        one = [eng.answer_logprob(st, a.question, answer, m, prompt_ids=prompt) for m in masks]
         seq_s.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        many = eng._answer_logprobs(st, prompt, answer, masks)
+        many = eng.answer_logprobs(st, a.question, answer, masks, prompt_ids=prompt)
         bat_s.append(time.perf_counter() - t0)
         diff = max(diff, max(abs(x - y) for x, y in zip(one, many)))
     res = {"model": a.model, "doc_tokens": len(ids), "doc_chunks": st.n_chunks, "prefill_s": round(prefill_s, 2),

@@ -61,10 +61,10 @@ def run(home: str, chapters: list[Path], model: str, with_minilm: bool = True) -
     import numpy as np
 
     from ingest import pipeline
-    from ingest.baselines import BM25Index
-    from ingest.outline import build
+    from qa.baselines import BM25Index
+    from qa.outline import build
     from ingest.parts import document_text
-    from ingest.summary import dependency_map
+    from qa.summary import dependency_map
     from store.library import Library
 
     engine = pipeline.load_engine(model)

@@ -2,7 +2,8 @@
 # The device checks of a session that is lent a GPU (issue 32), in one run of at most 8 minutes:
 #   1. the CUDA tests: the Triton kernels and the engine on CUDA   (pytest -m gpu)
 #   2. GCA forward / backward / decode: Triton against the reference and SDPA at equal FLOPs
-#   3. the paper preset's training tokens/s and MFU, for 100 s of steps (2.5 minutes capped, compile included)
+#   3. the paper preset's training tokens/s and MFU, for 100 s of steps (2.5 minutes capped, compile included),
+#      8 x 4032 tokens a step or fewer where the memory estimate does not fit them (GPU_SH_BATCH: a fixed batch)
 #   4. prefill tokens/s at 1M tokens, the engine on CUDA (Triton kernels, chunk memory on disk)
 # Each step has its own time cap (100 + 90 + 150 + 120 s: under 8 minutes in all), so one that hangs cannot eat the others' time. Figures go to
 # $OUT: gpu.md (markdown for docs/RESULTS.md), env.txt, pytest.txt and one JSON per benchmark.
@@ -35,7 +36,11 @@ cat "$OUT/env.txt"
 if [ "$QUICK" = 1 ]; then  # the script's own smoke test on a CPU: tiny shapes, seconds each
   DEV=cpu; PRESET=tiny; SEQ=252; BATCH=1; SECS=3; LEN=16k; PRESET_PF=tiny
 else
-  DEV=cuda; PRESET=paper; SEQ=4032; BATCH=${GPU_SH_BATCH:-8}; SECS=100; LEN=1m; PRESET_PF=${GPU_SH_PREFILL_PRESET:-paper}
+  DEV=cuda; PRESET=paper; SEQ=4032; BATCH=${GPU_SH_BATCH:-auto}; SECS=100; LEN=1m; PRESET_PF=${GPU_SH_PREFILL_PRESET:-paper}
+fi
+if [ "$BATCH" = auto ]; then  # 8 samples, or as many as the memory estimate fits on this GPU (issue 53)
+  BATCH=$("$PY" -m bench.train --fit-batch --preset "$PRESET" --seq-len "$SEQ" --bf16 auto --max-batch 8 2>>"$OUT/steps.txt") || BATCH=1
+  echo "training batch $BATCH x $SEQ (bench.train --fit-batch)" | tee -a "$OUT/steps.txt"
 fi
 
 # 1. CUDA tests (the kernels' own, then the engine's)
@@ -44,7 +49,7 @@ step pytest.txt 100 "$PY" -m pytest -m gpu -p no:cacheprovider tests/kernels tes
 step gca.json 90 "$PY" -m bench.gca --json
 # 3. paper-preset training throughput and MFU (bf16 autocast)
 step train.json $((SECS + 50)) "$PY" -m bench.train --preset "$PRESET" --seq-len "$SEQ" --batch "$BATCH" \
-  --seconds "$SECS" --train-steps 2 --skip-forward --bf16 auto --device "$DEV" --json
+  --seconds "$SECS" --train-steps 2 --skip-forward --skip-memory --bf16 auto --device "$DEV" --json
 # 4. prefill at 1M: token ids of the repository's own text (data/ is not on the device machine; the
 #    speed does not depend on the text), the engine on $DEV
 TOK=data/books/val.bin

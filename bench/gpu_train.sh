@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 29, item 7: the capacity run for a session lent a GPU, under 10 minutes. It pretrains a
 # larger DRT than the shipped `tiny` (the `small` preset at hidden 384: 22.3M parameters, 5.6x tiny)
-# on the corpora's training split, and brings its checkpoint back in bf16 shards of at most 15 MiB
+# on the corpora's training split, BATCH (default auto: 32 x 4032 tokens, or fewer where the memory
+# estimate says 32 do not fit the GPU: bench.train --fit-batch), and brings its checkpoint back in bf16 shards of at most 15 MiB
 # (45 MB in all; the device returns 8 files of at most 16 MiB, 64 MiB together).
 #
 # Here, before the call (the tree that travels must stay under 64 MiB: see docs/gpu.md):
@@ -25,13 +26,19 @@ if [ "${GPU_SH_QUICK:-0}" = 1 ]; then
   MODEL=(--preset tiny --set hidden_size=64 --set num_heads=2 --set intermediate_size=128)
   SEQ=504; BATCH=2; MINUTES=0.2; PROBE_MIN=0.05
 else
-  SEQ=4032; BATCH=${BATCH:-32}; MINUTES=${MINUTES:-6.5}; PROBE_MIN=0.75
+  SEQ=4032; BATCH=${BATCH:-auto}; MINUTES=${MINUTES:-6.5}; PROBE_MIN=0.75
+fi
+if [ "$BATCH" = auto ]; then  # 32 samples, or as many as the memory estimate fits on this GPU (issue 53)
+  BATCH=$("$PY" -m bench.train --fit-batch --preset small --set hidden_size=384 --set num_heads=6 \
+    --set intermediate_size=1024 --seq-len "$SEQ" --bf16 auto --max-batch 32) \
+    || { echo "sizing the batch failed"; exit 1; }
+  echo "batch $BATCH x $SEQ tokens (bench.train --fit-batch)" | tee "$OUT/batch.txt"
 fi
 COMMON=(--data "$DATA" --seq-len "$SEQ" --batch-size "$BATCH" --bf16 auto --eval-every 0 --lr 1.5e-3 --min-lr 1.5e-4)
 
 # 1. a short probe of the speed (compilation and allocator warm-up included), to size the run
 rm -rf "$RUN.probe" "$RUN"
-timeout 120 "$PY" -m drt_core.train "${MODEL[@]}" "${COMMON[@]}" --out "$RUN.probe" --steps 100000 \
+timeout 120 "$PY" -m drt_core.train.loop "${MODEL[@]}" "${COMMON[@]}" --out "$RUN.probe" --steps 100000 \
   --warmup 10 --ckpt-every 100000 --max-minutes "$PROBE_MIN" >"$OUT/probe.log" 2>&1
 STEPS=$("$PY" - "$RUN.probe/log.jsonl" "$MINUTES" "$BATCH" "$SEQ" <<'PYEOF'
 import json, sys
@@ -45,7 +52,7 @@ echo "probe: $(wc -l <"$RUN.probe/log.jsonl") steps; the run: $STEPS steps, abou
 rm -rf "$RUN.probe"
 
 # 2. the run: a cosine schedule over STEPS, stopped (and saved) by --max-minutes if it runs slow
-timeout 540 "$PY" -m drt_core.train "${MODEL[@]}" "${COMMON[@]}" --out "$RUN" --steps "$STEPS" \
+timeout 540 "$PY" -m drt_core.train.loop "${MODEL[@]}" "${COMMON[@]}" --out "$RUN" --steps "$STEPS" \
   --warmup $((STEPS / 20 + 1)) --ckpt-every 100000 --max-minutes "$(awk "BEGIN { print $MINUTES + 0.5 }")" \
   >"$OUT/train.log" 2>&1
 RC=$?

@@ -14,9 +14,9 @@ import numpy as np
 import torch
 
 sys.path.insert(0, ".")
-from drt_core.evaluate import parse_length  # noqa: E402
+from drt_core.train.evaluate import parse_length  # noqa: E402
 from drt_core.modeling import DRTForCausalLM  # noqa: E402
-from drt_core.tasks import build  # noqa: E402
+from drt_core.train.tasks import build  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

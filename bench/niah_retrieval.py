@@ -1,6 +1,6 @@
 """Does the model RETRIEVE the needle? `python -m bench.niah_retrieval --model DIR --lengths 4k,16k`.
 
-For single-needle NIAH examples (drt_core.tasks, the app's prompt layout), streams the haystack and
+For single-needle NIAH examples (drt_core.train.tasks, the app's prompt layout), streams the haystack and
 the question through the engine and looks at the selection that serves the answer chunk (made by
 the landmark just before it, after the question was read):
     hit@k        the chunk holding the answer value is among the top-k selected (weight > 0), group 0
@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 
-from drt_core.evaluate import parse_length as parse_len  # noqa: E402  (one length syntax: 4k, 1m)
+from drt_core.train.evaluate import parse_length as parse_len  # noqa: E402  (one length syntax: 4k, 1m)
 
 
 def semantic_hit(prompt: list[int], row: int, target: int, cfg) -> bool:
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(a.state_dir).mkdir(parents=True, exist_ok=True)
 
     from drt_core.engine import Engine
-    from drt_core.tasks import build, score_answer, value_span
+    from drt_core.train.tasks import build, score_answer, value_span
 
     eng = Engine.from_pretrained(a.model)
     S1 = eng.cfg.chunk_size - 1

@@ -1,6 +1,6 @@
 """Plot training curves from run logs: `python -m bench.plot_curves OUT.png RUN_DIR[:LABEL] ... [--keys=loss,ret_loss]`.
 
-Reads RUN_DIR/log.jsonl (one JSON object per step, written by drt_core.train) and draws each logged
+Reads RUN_DIR/log.jsonl (one JSON object per step, written by drt_core.train.loop) and draws each logged
 quantity of --keys (default: the training loss; smoothed) and the validation loss against steps."""
 
 from __future__ import annotations

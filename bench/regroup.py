@@ -17,7 +17,7 @@ from pathlib import Path
 
 def regroup(model_dir: str, groups: list[int], out: str) -> Path:
     from drt_core import DRTForCausalLM
-    from drt_core.train import _copy_tokenizer
+    from drt_core.train.loop import _copy_tokenizer
 
     src = DRTForCausalLM.from_pretrained(model_dir)
     old = list(src.config.upper_groups)

@@ -61,7 +61,7 @@ def run(home: str, pdfs: list[Path], model: str) -> list[dict]:
     from ingest import pipeline
     from ingest.boilerplate import matter_of
     from ingest.parts import document_text
-    from ingest.summary import extractive, dependency_map, whole_sentences
+    from qa.summary import extractive, dependency_map, whole_sentences
     from store.library import Library
 
     engine = pipeline.load_engine(model)

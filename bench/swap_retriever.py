@@ -20,7 +20,7 @@ RETRIEVAL_ONLY = dict(key_encoder=0, key_context=0, query_encoder=0, query_key=F
 
 def swap(model_dir: str, out: str) -> Path:
     from drt_core import DRTForCausalLM
-    from drt_core.train import _copy_tokenizer
+    from drt_core.train.loop import _copy_tokenizer
 
     src = DRTForCausalLM.from_pretrained(model_dir)
     if src.config.arch != "drt":

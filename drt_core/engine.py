@@ -48,20 +48,12 @@ import torch.nn.functional as F
 
 from store.chunk_store import ChunkMemory, MemmapChunkMemory, RamChunkMemory, atomic_write_bytes
 
-from .config import DRTConfig
-from .modeling import (
-    DRTForCausalLM,
-    KVWindow,
-    copy_selection,
-    mix_copy,
-    recall_lengths,
-    recall_limits,
-    retrieval_scores,
-    select_topk,
-    slot_contexts,
-    slot_predecessors,
-    suffix_match,
-)
+from .attention import KVWindow
+from .config import RETIRED, DRTConfig
+from .copy_head import copy_selection, mix_copy
+from .fixed_retriever import fixed_scores
+from .lexical import LexicalStats, distinct_tokens
+from .modeling import DRTForCausalLM, select_topk
 
 logger = logging.getLogger(__name__)
 
@@ -187,73 +179,6 @@ class Transfers:
     reused: int = 0
 
 
-class LexicalStats:
-    """The in-document counts a lexical model's scores need (LexicalScorer.scores' `stats`), kept
-    per memory by the engine: each chunk's distinct token and word ids (cached per chunk), and
-    running counts over chunks [0, n) of how many hold each token and each word. A landmark's df
-    is then the counts before the run's first landmark plus the run's own earlier chunks: linear
-    in the new chunks, where counting over every past chunk at every landmark made a 4M-token
-    stream's lexical scores 50x its dense ones (2.6 s a block of 16 chunks at 65K chunks)."""
-
-    def __init__(self, vocab: int, key_tokens: torch.Tensor, key_words: torch.Tensor | None):
-        self.n = 0
-        self.tok = torch.zeros(vocab, dtype=torch.float64)
-        self.words: dict[int, int] = {}
-        self.key_tokens, self.key_words = key_tokens, key_words  # [1, Ck, N] (distinct per chunk)
-
-    def copy_for(self, key_tokens: torch.Tensor, key_words: torch.Tensor | None) -> "LexicalStats":
-        out = LexicalStats(self.tok.shape[0], key_tokens, key_words)
-        out.n, out.tok, out.words = self.n, self.tok.clone(), dict(self.words)
-        return out
-
-    def advance(self, upto: int, block: int = 1024) -> None:
-        """Count chunks [n, upto)."""
-        kt = self.key_tokens[0]
-        for a in range(self.n, upto, block):
-            b = min(upto, a + block)
-            rows = kt[a:b].long()
-            self.tok += torch.zeros(b - a, self.tok.shape[0], dtype=self.tok.dtype).scatter_(1, rows.cpu(), 1.0).sum(0)
-            if self.key_words is not None:
-                w = self.key_words[0, a:b]
-                vals, cnt = torch.unique(w[w != 0], return_counts=True)
-                for h, c in zip(vals.tolist(), cnt.tolist()):
-                    self.words[h] = self.words.get(h, 0) + c
-        self.n = max(self.n, upto)
-
-    def _count_before(self, c: int) -> None:
-        """Make the counts cover exactly chunks [0, c) (recounted from 0 if they went past it)."""
-        if c < self.n:
-            self.n, self.words = 0, {}
-            self.tok.zero_()
-        self.advance(c)
-
-    def _df(self, U: torch.Tensor, q_chunk: torch.Tensor, ids: torch.Tensor, base: torch.Tensor) -> torch.Tensor:
-        """[Cq, |U|]: in how many chunks before each query chunk each item of U occurs. `base` [|U|]:
-        the counts over chunks [0, c_min) (c_min = min(q_chunk), brought up to date by the caller);
-        the chunks [c_min, q) of the query's own run are read from `ids` [1, Ck, N] (their distinct ids)."""
-        c_min, c_max = int(q_chunk.min()), int(q_chunk.max())
-        rows = ids[0, c_min:c_max].cpu()
-        hold = (rows[:, :, None] == U.reshape(1, 1, -1)).any(1).to(torch.float64)  # [J, |U|]
-        cum = torch.cat([hold.new_zeros(1, hold.shape[1]), hold.cumsum(0)])  # cum[j] = chunks c_min..c_min+j-1
-        return base[None] + cum[(q_chunk.cpu() - c_min).clamp(min=0, max=len(cum) - 1)]
-
-    def token_df(self, qd: torch.Tensor, q_chunk: torch.Tensor) -> torch.Tensor:
-        """doc_df with these counts: qd [1, Cq, N] -> [1, Cq, N]."""
-        self._count_before(int(q_chunk.min()))
-        U, inv = torch.unique(qd[0].long().cpu(), return_inverse=True)
-        df = self._df(U, q_chunk, self.key_tokens, self.tok[U])
-        return df.gather(1, inv.view(qd.shape[1], -1)).to(torch.float32).to(qd.device)[None]
-
-    def word_df(self, U: torch.Tensor, q_chunk: torch.Tensor) -> torch.Tensor:
-        """word_overlap's df_fn: U [|U|] sorted query words (0 included) -> [1, Cq, |U|]."""
-        self._count_before(int(q_chunk.min()))
-        Uc = U.cpu()
-        df = self._df(Uc, q_chunk, self.key_words,
-                      torch.tensor([self.words.get(h, 0) for h in Uc.tolist()], dtype=torch.float64))
-        df[:, Uc == 0] = 0.0  # "no word" is never counted
-        return df.to(torch.float32).to(U.device)[None]
-
-
 class DocState:
     """The stream state of one document under one model: chunk memory + carry (+ a directory)."""
 
@@ -368,6 +293,7 @@ class Engine:
         self.memory_dtype = np.dtype(memory_dtype)
         self.use_faiss = use_faiss
         self.fingerprint = fingerprint or self._fingerprint_of(model, tokenizer)
+        self.model_dir: Path | None = None  # the checkpoint folder (from_pretrained sets it)
         c = self.cfg
         if c.uses_chunks:
             self.attn_layers = [b.attn for b in model.lower] + [b.attn for g in model.groups for b in g]
@@ -401,13 +327,12 @@ class Engine:
                 from .words import word_tables
 
                 model.lexical.set_word_tables(word_tables(tok))  # this checkpoint's own tokenizer
-        # the config as the states depend on it (_state_config), not config.json's bytes: calibrating
-        # abstain_z (eval qa --write-threshold) must not orphan every stored document
+        # the config as the states depend on it (_state_config), not config.json's bytes
         fp = _hash_files([p / "model.safetensors", p / "tokenizer.json"],
                          extra=json.dumps(_state_config(model.config), sort_keys=True)
                          + f"engine{ENGINE_VERSION}/{np.dtype(kw.get('memory_dtype', np.float16)).name}")
         eng = cls(model, tok, device=device, fingerprint=fp, **kw)
-        eng.model_dir = p  # what else the checkpoint ships (ingest.abstain's common-word list)
+        eng.model_dir = p  # what else the checkpoint ships (qa.abstain's common-word list)
         return eng
 
     def _fingerprint_of(self, model, tokenizer) -> str:
@@ -428,7 +353,6 @@ class Engine:
         win = c.window if c.arch != "full_attention" else self.full_attention_capacity + c.preamble_len
         if c.arch == "landmark":  # every position is kept (LandmarkAttention grows the array)
             win = 64 * c.chunk_size
-        win += int(c.smear_keys)  # smeared keys: the oldest key in the window needs its predecessor
         windows, tail = self._preamble_windows(win)
         if tail is None and c.uses_chunks and c.key_context:
             tail = torch.zeros(c.key_context, c.hidden_size, device=dev)
@@ -579,10 +503,10 @@ class Engine:
     @property
     def _catch_up_span(self) -> int:
         """Positions of lower-layer outputs kept while the groups are deferred: each upper layer's
-        window reaches `window` positions back (one more with smeared keys), so the last layer's
-        keys are exact after n_upper x window positions from anywhere; +1 each for safety."""
+        window reaches `window` positions back, so the last layer's keys are exact after n_upper x
+        window positions from anywhere; +1 each for safety."""
         n_up = sum(len(g) for g in self.model.groups)
-        return n_up * (self.cfg.window + int(self.cfg.smear_keys) + 1)
+        return n_up * (self.cfg.window + 1)
 
     def _catch_up(self, state: DocState) -> None:
         """Run the deferred retrieval groups over the positions kept in carry.mid, rebuilding their
@@ -625,137 +549,57 @@ class Engine:
 
     def _run(self, state: DocState, aug: list[int], real: list[bool], want_logits: bool, record: list | None,
              defer: bool = False, select: bool = True):
-        model, c, car, mem = self.model, self.cfg, state.carry, state.memory
+        """One run of augmented positions (inside one block of chunks) through the model, in stages:
+        the lower layers; the chunks the run completes, encoded and stored (_store_chunks); per
+        retrieval group, the selections of the run's landmarks (_select) and the group's layers
+        with GCA over them (_run_group); the selections stored; the logits, through the copy head's
+        mixture where there is one (_copy). With `defer`, the groups' layers wait for _catch_up."""
+        model, c, car = self.model, self.cfg, state.carry
         if not defer:
             self._catch_up(state)
-        dev = self.device
-        pos0 = car.pos
+        pos0, T = car.pos, len(aug)
         apos = pos0 + c.preamble_len  # attention positions: the stream preamble holds 0..P-1
-        T = len(aug)
-        x = emb = model.embed(torch.tensor(aug, device=dev)[None])  # [1, T, D]; emb: the copy head's queries
-        if not c.uses_chunks:
-            for layer, win in zip(model.layers, car.windows):
-                x = layer(x, apos, win)
+        x = emb = model.embed(torch.tensor(aug, device=self.device)[None])  # [1, T, D]; emb: the copy head's queries
+        layers = model.layers if not c.uses_chunks else model.lower
+        for layer, win in zip(layers, car.windows):
+            x = layer(x, apos, win)
+        if not c.uses_chunks:  # the baselines: self-attention only
             car.pos += T
             car.upper_pos = car.pos
             return self._logits(x, real)[0] if want_logits else None
-        S, D = c.chunk_size, c.hidden_size
-        nl = len(model.lower)
-        for layer, win in zip(model.lower, car.windows[:nl]):
-            x = layer(x, apos, win)
-        # complete chunks: encoder -> landmark keys and memory, appended before the groups run
-        full = torch.cat([car.h_buf, x[0]])  # starts at the current chunk's first slot
-        if len(car.tok_buf) != len(car.h_buf):  # a state saved before token ids were kept: pad ids
-            n = len(car.h_buf)
-            tail = car.tok_buf[len(car.tok_buf) - n:] if n else []
-            car.tok_buf = [c.pad_token_id] * (n - len(tail)) + tail
-        full_tok = car.tok_buf + list(aug)  # the token id of every slot of `full`
-        # the copy head's bigram query: read before the token buffer moves on, and only for logits
-        bigram = want_logits and model.copy_head is not None and model.copy_head.bigram
-        before = self._tokens_before(mem, car.tok_buf, pos0, aug, real) if bigram else None
-        n_match = model.copy_head.match if want_logits and model.copy_head is not None else 0
-        history = self._token_history(mem, car.tok_buf, pos0, aug, real, n_match) if n_match else None
-        c0 = (pos0 - len(car.h_buf)) // S  # chunk index of full[0]
-        m = len(full) // S  # chunks completed in this run
-        if m:
-            done = full[: m * S].view(1, m, S, D)
-            keys, mk, mv, own = model.encode_chunks(done[0], car.key_tail)
-            if car.key_tail is not None:
-                car.key_tail = done[0, -1, S - 1 - c.key_context: S - 1].clone()
-            assert mem.n == c0, f"memory has {mem.n} chunks, stream is at chunk {c0}"
-            G, k = c.num_groups, c.chunk_topk
-            toks = np.asarray(full_tok[: m * S], dtype=np.int32).reshape(m, S)[:, : S - 1]
-            mem.append(keys.float().cpu().numpy(), mk.float().cpu().numpy(), mv.float().cpu().numpy(),
-                       np.zeros((m, G, k), np.int32), np.zeros((m, G, k), np.float32), toks)
-        car.h_buf = full[m * S:].clone()
-        car.tok_buf = full_tok[m * S:]
-        # landmark positions (local indices in this run) and the chunk each position belongs to
-        lmk_local = [t for t in range(T) if (pos0 + t) % S == S - 1]
-        chunk_of = (pos0 + torch.arange(T, device=dev)) // S
-        first_chunk = pos0 // S
-        n_seg = int(chunk_of[-1]) - first_chunk + 1
-        all_keys = torch.from_numpy(mem.keys()).to(dev) if lmk_local else None
+        # the copy head's query-side tokens, read before the token buffer moves on (logits only)
+        queries = self._copy_queries(state, aug, real) if want_logits and model.copy_head is not None else None
+        own, toks, c0, m = self._store_chunks(state, x[0], aug)
+        lmk_local = [t for t in range(T) if (pos0 + t) % c.chunk_size == c.chunk_size - 1]  # the run's landmarks
+        n_seg = (pos0 + T - 1) // c.chunk_size - pos0 // c.chunk_size + 1  # chunks the run touches
         # the groups run once per variant (a fork of _fork_variants: one row per set of barred chunks,
         # batched) or once (every other state); nothing before them depends on the selection
-        masks = state.variants or [state.mask]
-        Bv = len(masks)
+        Bv = len(state.variants or [state.mask])
         sel_idx = car.sel_idx if state.variants else car.sel_idx[None]  # [Bv, G, k] (views: writes land in car)
         sel_w = car.sel_w if state.variants else car.sel_w[None]
         if Bv > 1:
             x = x.expand(Bv, -1, -1)
         new_idx, new_w, reads = [], [], []
-        wi = nl
+        all_keys = torch.from_numpy(state.memory.keys()).to(self.device) if lmk_local else None
+        wi = len(model.lower)
         for g, group in enumerate(model.groups):
             # selections of the chunks touched by this run: the carried one, then the in-run ones
             seg_idx, seg_w = [sel_idx[:, g]], [sel_w[:, g]]  # each [Bv, k]
-            if lmk_local and not select:  # feed(select=False): rows marked unselected (NaN weights)
-                idx = torch.zeros(Bv, len(lmk_local), c.chunk_topk, dtype=torch.long, device=dev)
-                w = torch.full((Bv, len(lmk_local), c.chunk_topk), float("nan"), device=dev)
-                new_idx.append(idx[0]), new_w.append(w[0])
-            elif lmk_local:
-                # [Bv, m', D] group input at the landmarks; the landmarks of this run close the m chunks
-                # completed in it, whose own-chunk features (`own`) were just computed
-                q = model.landmark_query(g, x[:, lmk_local], own)
-                q_chunk = torch.tensor([(pos0 + t) // S for t in lmk_local], device=dev)
-                k_chunk = torch.arange(all_keys.shape[0], device=dev)
-                barring = any(masks)
-                if c.arch == "fixed_retriever":  # the frozen MiniLM's cosines of the chunks' texts, / temperature
-                    e = self._memory_embeddings(mem)  # [n, 384]: the landmarks' own chunks are stored by now
-                    scores = torch.einsum("ce,fe->cf", e[q_chunk], e) / c.retriever_temperature  # as _fixed_scores
-                    scores = scores.masked_fill(~(k_chunk[None, :] < q_chunk[:, None]), float("-inf"))
-                    scores = scores[None].expand(Bv, -1, -1)
-                    q = None  # a faiss index holds landmark keys, which this model does not rank by
-                else:
-                    # with use_faiss the dense scores are only computed when a trace records them
-                    lex = model.lexical is not None
-                    q_toks = torch.from_numpy(toks).to(dev)[None] if lex else None  # the chunks those landmarks close
-                    k_toks = self._memory_tokens(mem)[None] if lex else None
-                    stats = self._lexical_stats(mem) if lex else None  # running in-document counts
-                    scores = (model.chunk_scores(g, q, all_keys[None].expand(Bv, -1, -1), q_chunk, k_chunk, q_toks,
-                                                 k_toks, stats=stats)  # [Bv, m', n]
-                              if not self.use_faiss or record is not None or lex or barring
-                              or state.bias is not None else None)
-                    if scores is not None and state.bias is not None:  # the question's BM25 term (question_bias)
-                        nb = min(state.bias.shape[0], scores.shape[-1])
-                        scores = torch.cat([scores[..., :nb] + state.bias[:nb].to(scores), scores[..., nb:]], -1)
-                idx, w = [], []
-                for b, barred in enumerate(masks):
-                    # counterfactual masking (generate's `mask`, a variant's): barred chunks are never selected
-                    sb = None if scores is None else self._apply_mask(scores[b], barred) if barred else scores[b]
-                    # a mask needs the exact scores: the faiss path would not see it
-                    ib, wb = self._topk(sb, mem, None if barred or q is None else q[b], q_chunk)
-                    idx.append(ib), w.append(wb)
-                    if record is not None and b == 0:
-                        for j, qc in enumerate(q_chunk.tolist()):
-                            sc = sb[j, :qc].tolist()
-                            if barred:  # a barred chunk has no score (None in JSON, not -inf)
-                                sc = [None if e in barred else v for e, v in enumerate(sc)]
-                            record.append({"group": g, "lmk_chunk": qc, "serves": qc + 1, "idx": ib[j].tolist(),
-                                           "weights": wb[j].tolist(), "scores": sc})
-                idx, w = torch.stack(idx), torch.stack(w)  # [Bv, m', k]
+            if lmk_local:
+                idx, w = self._select(state, g, x, pos0, lmk_local, all_keys, own, toks, record, select)  # [Bv, m', k]
                 new_idx.append(idx[0]), new_w.append(w[0])  # the memory keeps the first variant's
                 seg_idx += list(idx[:, : n_seg - 1].unbind(1))
                 seg_w += list(w[:, : n_seg - 1].unbind(1))
             gi, gw = torch.stack(seg_idx[:n_seg], 1), torch.stack(seg_w[:n_seg], 1)  # [Bv, n_seg, k]
-            if defer:  # the group's windows wait for _catch_up; its selections are made above
-                if lmk_local:
-                    sel_idx[:, g], sel_w[:, g] = idx[:, -1], w[:, -1]
-                continue
-            if torch.isnan(gw).any():
-                raise RuntimeError("this run reads a selection that feed(select=False) skipped")
-            gca_fn = self._stream_gca_fn(mem, gi, gw, pos0, T, state, g)
-            reads.append((gi, gw, gca_fn.mem_k))
-            for layer in group:
-                x = layer(x, gca_fn, apos, car.windows[wi])
-                wi += 1
+            if not defer:
+                x = self._run_group(state, g, group, x, gi, gw, pos0, T, car.windows[wi: wi + len(group)], reads)
+                wi += len(group)
             if lmk_local:
                 sel_idx[:, g], sel_w[:, g] = idx[:, -1], w[:, -1]
-        if m:
-            rows = np.arange(c0, c0 + m)
-            # rows are chunks whose landmark is in this run (the m completed chunks)
-            si = torch.stack([ni for ni in new_idx], dim=1).cpu().numpy().astype(np.int32)  # [m, G, k]
-            sw = torch.stack([nw for nw in new_w], dim=1).float().cpu().numpy()
-            mem.set_selection(rows, si, sw)
+        if m:  # rows are chunks whose landmark is in this run (the m completed chunks)
+            state.memory.set_selection(np.arange(c0, c0 + m),
+                                       torch.stack(new_idx, dim=1).cpu().numpy().astype(np.int32),  # [m, G, k]
+                                       torch.stack(new_w, dim=1).float().cpu().numpy())
         car.pos += T
         if defer:  # the lower layers' outputs that the deferred groups will need
             keep = self._catch_up_span
@@ -764,19 +608,129 @@ class Engine:
             car.upper_pos, car.mid = car.pos, None
         if not want_logits:
             return None
-        copy = None
-        if model.copy_head is not None:  # the groups' selections it reads (copy_selection), with their keys
-            if c.copy_groups == "all" and len(reads) > 1:
-                N = S - 1
-                ks = [mk if mk is not None else torch.zeros(si.numel() // si.shape[-1], si.shape[-1], N, D,
-                                                            device=dev) for si, _, mk in reads]
-                mem_k = None if all(mk is None for *_, mk in reads) else torch.cat(ks, dim=1)
-            else:
-                mem_k = reads[-1][2]
-            gi, gw = copy_selection([(si, sw) for si, sw, _ in reads], c.copy_groups)
-            copy = self._stream_copy(mem, gi, gw, pos0, x, emb[0], before, mem_k, history, car.tok_buf)
+        copy = self._copy(state, reads, pos0, x, emb[0], queries) if model.copy_head is not None else None
         logits = self._logits(x, real, copy)  # [Bv, T', V]
         return logits if state.variants else logits[0]
+
+    def _store_chunks(self, state: DocState, x: torch.Tensor, aug: list[int]):
+        """The chunks a run completes: their lower-layer states (the carry's buffer, then the run's
+        x [T, D]) through the chunk encoder, appended to the memory with their token ids (the
+        selections are set after the groups run). Returns (own-chunk features of the m completed
+        chunks or None, their token ids [m, N] as numpy, the chunk index of the first, m)."""
+        model, c, car, mem = self.model, self.cfg, state.carry, state.memory
+        S, D = c.chunk_size, c.hidden_size
+        full = torch.cat([car.h_buf, x])  # starts at the current chunk's first slot
+        if len(car.tok_buf) != len(car.h_buf):  # a state saved before token ids were kept: pad ids
+            n = len(car.h_buf)
+            tail = car.tok_buf[len(car.tok_buf) - n:] if n else []
+            car.tok_buf = [c.pad_token_id] * (n - len(tail)) + tail
+        full_tok = car.tok_buf + list(aug)  # the token id of every slot of `full`
+        c0 = (car.pos - len(car.h_buf)) // S  # chunk index of full[0]
+        m = len(full) // S  # chunks completed in this run
+        own = toks = None
+        if m:
+            done = full[: m * S].view(m, S, D)
+            keys, mk, mv, own = model.encode_chunks(done, car.key_tail)
+            if car.key_tail is not None:
+                car.key_tail = done[-1, S - 1 - c.key_context: S - 1].clone()
+            assert mem.n == c0, f"memory has {mem.n} chunks, stream is at chunk {c0}"
+            G, k = c.num_groups, c.chunk_topk
+            toks = np.asarray(full_tok[: m * S], dtype=np.int32).reshape(m, S)[:, : S - 1]
+            mem.append(keys.float().cpu().numpy(), mk.float().cpu().numpy(), mv.float().cpu().numpy(),
+                       np.zeros((m, G, k), np.int32), np.zeros((m, G, k), np.float32), toks)
+        car.h_buf = full[m * S:].clone()
+        car.tok_buf = full_tok[m * S:]
+        return own, toks, c0, m
+
+    def _select(self, state: DocState, g: int, x: torch.Tensor, pos0: int, lmk_local: list[int],
+                all_keys: torch.Tensor, own, toks, record: list | None,
+                select: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+        """Group g's selections [Bv, m', k] (chunks, fusion weights) for the landmarks of a run from
+        stream position pos0 at local positions lmk_local: the landmark queries of x [Bv, T, D]
+        scored against every stored chunk's key (all_keys [n, D]) (model.chunk_scores, with the lexical terms; the fixed retriever's cosines; the
+        question's BM25 term when the state has one), each variant's barred chunks masked, top-k
+        (through faiss where the exact scores are not needed). Appends the rows to `record`.
+        select=False (a deferred feed of a haystack): rows marked unselected, NaN weights."""
+        model, c, mem, dev = self.model, self.cfg, state.memory, self.device
+        masks = state.variants or [state.mask]
+        Bv, S = len(masks), c.chunk_size
+        if not select:
+            return (torch.zeros(Bv, len(lmk_local), c.chunk_topk, dtype=torch.long, device=dev),
+                    torch.full((Bv, len(lmk_local), c.chunk_topk), float("nan"), device=dev))
+        # [Bv, m', D] group input at the landmarks; the landmarks of this run close the chunks
+        # completed in it, whose own-chunk features (`own`) were just computed
+        q = model.landmark_query(g, x[:, lmk_local], own)
+        q_chunk = torch.tensor([(pos0 + t) // S for t in lmk_local], device=dev)
+        k_chunk = torch.arange(all_keys.shape[0], device=dev)
+        if c.arch == "fixed_retriever":  # the frozen MiniLM's cosines of the chunks' texts, / temperature
+            e = self._memory_embeddings(mem)  # [n, 384]: the landmarks' own chunks are stored by now
+            scores = fixed_scores(e[q_chunk], e, q_chunk, k_chunk, c.retriever_temperature)[None].expand(Bv, -1, -1)
+            q = None  # a faiss index holds landmark keys, which this model does not rank by
+        else:
+            # with use_faiss the dense scores are only computed when a trace records them
+            lex = model.lexical is not None
+            q_toks = torch.from_numpy(toks).to(dev)[None] if lex else None  # the chunks those landmarks close
+            k_toks = self._memory_tokens(mem)[None] if lex else None
+            stats = self._lexical_stats(mem) if lex else None  # running in-document counts
+            exact = not self.use_faiss or record is not None or lex or any(masks) or state.bias is not None
+            scores = (model.chunk_scores(g, q, all_keys[None].expand(Bv, -1, -1), q_chunk, k_chunk, q_toks,
+                                         k_toks, stats=stats) if exact else None)  # [Bv, m', n]
+            if scores is not None and state.bias is not None:  # the question's BM25 term (question_bias)
+                nb = min(state.bias.shape[0], scores.shape[-1])
+                scores = torch.cat([scores[..., :nb] + state.bias[:nb].to(scores), scores[..., nb:]], -1)
+        idx, w = [], []
+        for b, barred in enumerate(masks):
+            # counterfactual masking (generate's `mask`, a variant's): barred chunks are never selected
+            sb = None if scores is None else self._apply_mask(scores[b], barred) if barred else scores[b]
+            # a mask needs the exact scores: the faiss path would not see it
+            ib, wb = self._topk(sb, mem, None if barred or q is None else q[b], q_chunk)
+            idx.append(ib), w.append(wb)
+            if record is not None and b == 0:
+                for j, qc in enumerate(q_chunk.tolist()):
+                    sc = sb[j, :qc].tolist()
+                    if barred:  # a barred chunk has no score (None in JSON, not -inf)
+                        sc = [None if e in barred else v for e, v in enumerate(sc)]
+                    record.append({"group": g, "lmk_chunk": qc, "serves": qc + 1, "idx": ib[j].tolist(),
+                                   "weights": wb[j].tolist(), "scores": sc})
+        return torch.stack(idx), torch.stack(w)
+
+    def _run_group(self, state: DocState, g: int, group, x: torch.Tensor, gi: torch.Tensor, gw: torch.Tensor,
+                   pos0: int, T: int, windows: list, reads: list) -> torch.Tensor:
+        """Group g's upper layers over the run, their GCA reading the selections gi, gw [Bv, n_seg,
+        k] of the chunks the run touches. Appends (gi, gw, the memory keys GCA read) to `reads`
+        (the copy head reads them)."""
+        if torch.isnan(gw).any():
+            raise RuntimeError("this run reads a selection that feed(select=False) skipped")
+        gca_fn = self._stream_gca_fn(state.memory, gi, gw, pos0, T, state, g)
+        reads.append((gi, gw, gca_fn.mem_k))
+        apos = pos0 + self.cfg.preamble_len
+        for layer, win in zip(group, windows):
+            x = layer(x, gca_fn, apos, win)
+        return x
+
+    def _copy_queries(self, state: DocState, aug: list[int], real: list[bool]) -> dict:
+        """The copy head's query-side tokens of a run, from the carry's token buffer before the run
+        moves it on: the real token before each position (copy_bigram) and the n real tokens ending
+        at each (copy_match)."""
+        head, car, mem = self.model.copy_head, state.carry, state.memory
+        return {"before": self._tokens_before(mem, car.tok_buf, car.pos, aug, real) if head.bigram else None,
+                "history": (self._token_history(mem, car.tok_buf, car.pos, aug, real, head.match)
+                            if head.match else None)}
+
+    def _copy(self, state: DocState, reads: list, pos0: int, x: torch.Tensor, emb: torch.Tensor, queries: dict):
+        """The copy head over the groups' selections it reads (copy_selection) with their memory keys:
+        _stream_copy's (gate, pointer weights, their token ids)."""
+        c = self.cfg
+        if c.copy_groups == "all" and len(reads) > 1:
+            N, D = c.chunk_size - 1, c.hidden_size
+            ks = [mk if mk is not None else torch.zeros(si.numel() // si.shape[-1], si.shape[-1], N, D,
+                                                        device=self.device) for si, _, mk in reads]
+            mem_k = None if all(mk is None for *_, mk in reads) else torch.cat(ks, dim=1)
+        else:
+            mem_k = reads[-1][2]
+        gi, gw = copy_selection([(si, sw) for si, sw, _ in reads], c.copy_groups)
+        return self._stream_copy(state.memory, gi, gw, pos0, x, emb, queries["before"], mem_k, queries["history"],
+                                 state.carry.tok_buf)
 
     def _memory_tokens(self, mem: ChunkMemory) -> torch.Tensor:
         """[n, N] token ids of every stored chunk (what a lexical model's scores read), cached per
@@ -813,8 +767,6 @@ class Engine:
         a stored document then counts only its own new chunks (the first one after a reopen counts
         the document once, for all the questions after it)."""
         import weakref
-
-        from .modeling import distinct_tokens
 
         lex, pad = self.model.lexical, self.cfg.pad_token_id
         kt = self._per_chunk("_distinct_token_cache", mem, lambda t: distinct_tokens(t, pad),
@@ -926,7 +878,6 @@ class Engine:
         n_seg, k = sel_idx.shape[-2:]
         sel_idx, sel_w = sel_idx.reshape(-1, k), sel_w.reshape(-1, k)  # [Bv * n_seg, k]
         rows = sel_idx.shape[0]
-        dev = self.device
         active = sel_w.sum(-1) > 0
         if not bool(active.any()):
             def off_fn(gca_mod, a):
@@ -1076,28 +1027,22 @@ class Engine:
         padded = F.pad(x, (0, 0, off, n_seg * S - off - T)).reshape(rows, S, D)
         emb = segments(emb)  # the run's token embeddings
         toks = toks.to(dev)
-        prev_emb = self.model.embed(slot_predecessors(toks, c.pad_token_id))  # [rows, k, R, D]
-        bigram = None
-        if self.model.copy_head.bigram:
-            q_prev = self.model.embed(torch.tensor(before, device=dev))
-            bigram = (segments(q_prev), self.model.embed(slot_predecessors(toks, c.pad_token_id, 2)),
-                      self.model.embed(toks))
-        match = None
-        if history is not None:
-            n = self.model.copy_head.match
-            q_ctx = torch.full((n_seg * S, n), c.pad_token_id, dtype=torch.long, device=dev)
-            q_ctx[off: off + T] = torch.tensor(history, dtype=torch.long, device=dev)
-            match = suffix_match(q_ctx.view(n_seg, S, n).repeat(Bv, 1, 1), slot_contexts(toks, c.pad_token_id, n),
-                                 c.pad_token_id)
-        recall = None
-        if self.model.copy_head.recall:  # segment i's query side: its chunk before and its own chunk
+        head, pad = self.model.copy_head, c.pad_token_id
+
+        def id_segments(ids) -> torch.Tensor:  # the run's [T, ...] token ids -> [rows, S, ...], pads around
+            t = torch.full((n_seg * S, *ids.shape[1:]), pad, dtype=torch.long, device=dev)
+            t[off: off + T] = ids
+            return t.view(n_seg, S, *ids.shape[1:]).repeat(Bv, *[1] * ids.dim())
+
+        q_before = id_segments(torch.tensor(before, device=dev)) if head.bigram else None
+        q_hist = id_segments(torch.tensor(history, dtype=torch.long, device=dev)) if history is not None else None
+        ctx = None
+        if head.recall:  # segment i's query side: its chunk before and its own chunk
             first = pos0 // S
             ctx = torch.from_numpy(np.stack([np.concatenate([self._chunk_tokens(mem, first + i - 1, tok_buf),
                                                              self._chunk_tokens(mem, first + i, tok_buf)])
-                                             for i in range(n_seg)]).astype(np.int64)).to(dev)
-            recall = recall_lengths(toks, ctx.repeat(Bv, 1), recall_limits(N, dev), c.pad_token_id,
-                                    ages=c.copy_recall_age)
-        gate, p = self.model.copy_head(padded, emb, gk, prev_emb, sel_w.float(), bigram, match, recall)  # [rows, S], [rows, S, k, R]
+                                             for i in range(n_seg)]).astype(np.int64)).to(dev).repeat(Bv, 1)
+        gate, p = head.point(self.model.embed, padded, emb, toks, gk, sel_w.float(), q_before, q_hist, ctx)
         toks = toks.view(rows, 1, k * R).expand(rows, S, k * R)
         return (gate.reshape(Bv, n_seg * S)[:, off: off + T], p.reshape(Bv, n_seg * S, k * R)[:, off: off + T],
                 toks.reshape(Bv, n_seg * S, k * R)[:, off: off + T])
@@ -1400,6 +1345,15 @@ class Engine:
             prompt_ids = self.prompt_ids(state, question)
         return self._answer_logprob(state, prompt_ids, answer_ids, barred, self.question_bias(state, question))[0]
 
+    def answer_logprobs(self, state: DocState, question: str | None, answer_ids: Sequence[int],
+                        masks: Sequence[Iterable[int]], *, prompt_ids: Sequence[int] | None = None) -> list[float]:
+        """answer_logprob for each mask of `masks` (chunks barred from retrieval), in one batched
+        teacher-forced pass: one row per mask (_fork_variants). The state is untouched."""
+        barred = [frozenset(self.check_mask(state, m)) for m in masks]
+        if prompt_ids is None:
+            prompt_ids = self.prompt_ids(state, question)
+        return self._answer_logprobs(state, prompt_ids, answer_ids, barred, self.question_bias(state, question))
+
     def causal_effects(self, state: DocState, question: str | None, answer_ids: Sequence[int],
                        chunks: Iterable[int], *, prompt_ids: Sequence[int] | None = None) -> dict[int, float]:
         """The causal effect of each chunk on an answer: answer_logprob(nothing masked) minus
@@ -1486,14 +1440,14 @@ def _state_config(cfg: DRTConfig) -> dict:
     d = cfg.to_dict()
     for k in ("gca_backend", "transformers_version", "_name_or_path", "architectures", "dtype", "torch_dtype"):
         d.pop(k, None)
-    # the abstention threshold is read by `ask` only: calibrating it (eval qa --write-threshold) must
-    # not orphan every stored document. Kept as null, so fingerprints of uncalibrated models stay as they were
-    d["abstain_z"] = None
+    # the retired extensions (config.RETIRED) at their "off" values, as every config held them:
+    # the fingerprints of the models that never used them stay as they were
+    d.update({k: v for k, v in RETIRED.items() if k != "lexical_window"})
     for key in ("bm25_weight", "bm25_window"):  # question time only: prefilled states do not depend on them
         d.pop(key, None)
     if d.get("stream_preamble") is None:  # added later: off, it leaves the fingerprints as they were
         d.pop("stream_preamble", None)
-    for key in ("lexical_window", "lexical_word_carry"):  # likewise
+    for key in ("lexical_word_carry",):  # likewise
         if not d.get(key):
             d.pop(key, None)
     return d

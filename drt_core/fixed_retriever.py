@@ -8,7 +8,8 @@ then L2 normalisation (the model's own modules.json: Transformer -> Pooling(mean
 `embed_chunks(input_ids, cfg)` cuts the ids into the model's chunks of `cfg.chunk_tokens` (63) real
 tokens exactly as `DRTForCausalLM.augment` does (the last chunk padded), decodes each chunk's text
 with the repository tokenizer and embeds it. The landmark slot has no text. The retrieval scores are
-then cosine similarities (dot products of these unit vectors), see `DRTForCausalLM._fixed_scores`.
+then cosine similarities (dot products of these unit vectors): `fixed_scores`, which the batch forward
+and the engine both call.
 
 Loaded with transformers directly (no sentence_transformers import: same weights and pooling, much
 faster to import), once per device, and never trained: the encoder runs under `torch.inference_mode`.
@@ -103,3 +104,12 @@ def embed_chunks(input_ids: torch.Tensor, cfg, batch_size: int = 64) -> torch.Te
     flat = [t for row in texts for t in row]
     e = embed_texts(flat, input_ids.device, batch_size)
     return e.view(B, C, -1)
+
+
+def fixed_scores(q_emb: torch.Tensor, k_emb: torch.Tensor, q_chunk: torch.Tensor, k_chunk: torch.Tensor,
+                 temperature: float) -> torch.Tensor:
+    """The fixed retriever's retrieval scores [..., Cq, Ck]: cosine similarities of the chunks' unit
+    embeddings q_emb [..., Cq, E] and k_emb [..., Ck, E], / temperature, -inf unless the key chunk
+    precedes the query's (k_chunk[e] < q_chunk[q]). The batch forward's and the engine's."""
+    s = torch.einsum("...ce,...fe->...cf", q_emb.float(), k_emb.float()) / temperature
+    return s.masked_fill(~(k_chunk[None, :] < q_chunk[:, None]), float("-inf"))

@@ -1,4 +1,4 @@
-"""Landmark Attention (Mohtashami & Jaggi, NeurIPS 2023): the baseline of issue 31, in this framework.
+"""Landmark Attention (Mohtashami & Jaggi, NeurIPS 2023): a baseline, in this framework.
 
 A transformer on the token stream with a landmark token after every 63 tokens: blocks of
 S = chunk_size = 64 slots, the layout of DRT's chunks (`DRTForCausalLM.augment`). The reference is
@@ -38,7 +38,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .modeling import KVWindow, SelfAttention
+from .attention import KVWindow, SelfAttention
 
 NEG_INF = float("-inf")
 
@@ -157,8 +157,7 @@ class LandmarkAttention(SelfAttention):
     def _block_scores(self, q: torch.Tensor, blocks_k: torch.Tensor, kk: int, qpos: torch.Tensor) -> torch.Tensor:
         """The landmark scores [H, m, b] of queries q [H, m, d] (layout positions qpos [m]) against
         the b earlier blocks' landmark keys (blocks_k [H, b, S, d]): the kk most recent landmarks at
-        their layout positions, older ones at block 0's. What top-k ranks (research/landmark_recall.py
-        reads them)."""
+        their layout positions, older ones at block 0's. What top-k ranks."""
         b, S = blocks_k.shape[1], self.S
         lay = torch.zeros(b, dtype=torch.long, device=q.device)
         lay[b - kk:] = torch.arange(kk, device=q.device)
@@ -171,7 +170,7 @@ class LandmarkAttention(SelfAttention):
         recent block. At layer 0 every landmark key is the same vector (the landmark token's
         embedding), so the older blocks' scores tie up to the last bits that a matmul's blocking
         changes: scores are compared in steps of 2^-10, so the selection does not depend on how the
-        stream was cut into runs. The engine's choice; research/landmark_recall.py ranks with it."""
+        stream was cut into runs. The engine's choice."""
         order = raw.mul(1024.0).round().flip(-1).sort(dim=-1, descending=True, stable=True).indices[..., :kk]
         return raw.shape[-1] - 1 - order
 

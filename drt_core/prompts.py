@@ -1,4 +1,4 @@
-"""The ONE prompt format, shared by fine-tuning (drt_core.tasks) and the app (ask / summarize).
+"""The ONE prompt format, shared by fine-tuning (drt_core.train.tasks) and the app (ask / summarize).
 
 One function lays out questions for fine-tuning and for the app alike, so the shipped model is
 asked in the form it was taught (docs/design.md, "Rules we keep"). Everything that turns a question into
@@ -44,11 +44,10 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from .tokenizer import EOT_ID, PAD_ID
+from .tokenizer import PAD_ID
 
 CHUNK_TOKENS = 63  # real tokens per chunk (spec §1.1 S)
 STOP_TEXT = "\n"  # an answer ends with a newline (or <|endoftext|>); generation stops at either
-STOP_IDS_EXTRA = (EOT_ID,)
 
 QUESTION_PREFIX = "\n\nQuestion: "
 ANSWER_PREFIX = "\nAnswer:"
@@ -57,7 +56,7 @@ SUMMARY_SUFFIX = "\n\nSummary:"
 # What every stream begins with (config stream_preamble holds its token ids; the model runs it
 # before a stream's first token, in training, the store and every measurement alike). Neutral
 # text, long enough to fill the key encoder's context of chunk 0 (key_context = 16) and to give
-# the first tokens of a document some text to attend to, as every later token has (issue 31:
+# the first tokens of a document some text to attend to, as every later token has (measured:
 # 81 tokens put depth-0 needles' dense scores beside other needles'; 12 tokens did not).
 STREAM_PREAMBLE = (
     "This is the beginning of a document. What follows is its text, as it was written, from the first word "
@@ -118,11 +117,6 @@ def layout_prompt(
     return [int(pad_id)] * n_layout_pads(n_context_tokens, len(ids), chunk_tokens) + ids
 
 
-def prompt_end_position(n_context_tokens: int, laid_out: Sequence[int]) -> int:
-    """Position (in the whole sequence) of the last prompt token of a laid-out prompt."""
-    return n_context_tokens + len(laid_out) - 1
-
-
 def _default_encode() -> Callable[[str], list[int]]:
     from .tokenizer import encode
 
@@ -149,11 +143,6 @@ def summary_prompt_ids(
     """Ids to append after a context to ask for its summary (pads included)."""
     enc = encode or _default_encode()
     return layout_prompt(n_context_tokens, enc(summary_suffix()), chunk_tokens=chunk_tokens)
-
-
-def is_stop(token_text: str, token_id: int | None = None) -> bool:
-    """Whether generation should stop at this token: <|endoftext|> or a newline."""
-    return (token_id is not None and token_id in STOP_IDS_EXTRA) or STOP_TEXT in token_text
 
 
 def clean_answer(generated: str) -> str:

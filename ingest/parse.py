@@ -77,10 +77,6 @@ class ParsedDocument:
     warnings: list[str] = field(default_factory=list)
     outline: list[tuple[int, str, int]] = field(default_factory=list)  # the PDF's bookmarks: (level, title, page)
 
-    @property
-    def empty_pages(self) -> list[int]:
-        return [p.number for p in self.pages if not p.text.strip()]
-
 
 @dataclass(frozen=True)
 class ParseLimits:

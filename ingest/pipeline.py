@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from drt_core.protocol import DocumentEngine
 from store.library import Library
 
 from .errors import Cancelled, EngineUnavailable, IngestError, PrefillBusy
@@ -98,7 +99,6 @@ class IngestResult:
 
 
 ProgressFn = Callable[[Progress], None]
-EngineLike = Any  # drt_core.engine.Engine, or anything with the same surface (tests: a fake)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -111,7 +111,7 @@ def default_device() -> str:
 
 
 @functools.lru_cache(maxsize=2)
-def load_engine(model: str, device: str | None = None) -> EngineLike:
+def load_engine(model: str, device: str | None = None) -> DocumentEngine:
     """`Engine.from_pretrained(model)`, cached per (model, device); EngineUnavailable if it cannot."""
     try:
         from drt_core.engine import Engine
@@ -127,7 +127,7 @@ def load_engine(model: str, device: str | None = None) -> EngineLike:
         raise EngineUnavailable(f"cannot load the model {model}: {e}") from e
 
 
-def _resolve_engine(engine: EngineLike | Callable[[], EngineLike] | None) -> EngineLike | None:
+def _resolve_engine(engine: DocumentEngine | Callable[[], DocumentEngine] | None) -> DocumentEngine | None:
     if engine is None or hasattr(engine, "prefill"):
         return engine
     return engine()  # a factory: the model is loaded only once the file has parsed
@@ -240,7 +240,7 @@ def ingest(
     path: str | Path,
     *,
     library: Library,
-    engine: EngineLike | Callable[[], EngineLike] | None,
+    engine: DocumentEngine | Callable[[], DocumentEngine] | None,
     title: str | None = None,
     password: str | None = None,
     progress: ProgressFn | None = None,
@@ -285,7 +285,7 @@ def ingest(
         eng = _resolve_engine(engine)
         n_chars = len(parsed.text)
         emit(Progress("tokenize", 0, n_chars, message="tokenizing"))  # the stage starts here
-        tok = getattr(eng, "tokenizer", None) if eng is not None else None
+        tok = eng.tokenizer if eng is not None else None
         encode = make_encoder(tok)
         tok_fp = tokenizer_fingerprint(tok)
         tokenized = tokenize_document(
@@ -370,7 +370,7 @@ def ingest(
 
 def prefill_document(
     library: Library,
-    engine: EngineLike,
+    engine: DocumentEngine,
     doc_id: str,
     *,
     progress: ProgressFn | None = None,
@@ -380,7 +380,7 @@ def prefill_document(
     emit = progress or (lambda p: None)
     doc = library.document(doc_id)
     fp = str(engine.fingerprint)
-    tok_fp = tokenizer_fingerprint(getattr(engine, "tokenizer", None))
+    tok_fp = tokenizer_fingerprint(engine.tokenizer)
     if doc["tokenizer_fp"] not in (tok_fp, "unknown"):
         raise IngestError(
             f"document {doc_id[:12]} was tokenized with another tokenizer than this model's; "
@@ -395,7 +395,7 @@ def prefill_document(
 
 def _prefill_locked(
     library: Library,
-    engine: EngineLike,
+    engine: DocumentEngine,
     doc: dict,
     doc_id: str,
     fp: str,
@@ -492,7 +492,7 @@ def _complete(
     return library.prefill_state(doc_id, fp) or {}
 
 
-def ready_state(library: Library, engine: EngineLike, doc_id: str) -> Any:
+def ready_state(library: Library, engine: DocumentEngine, doc_id: str) -> Any:
     """The engine state of a fully prefilled document, or NotPrefilled with what to do."""
     from .errors import NotPrefilled
 

@@ -309,19 +309,6 @@ class Library:
             raise StoreError(f"unknown token dtype {rows[0]['dtype']!r} for {doc_id}")
         return blob_to_ids(rows[0]["ids"])
 
-    def search(self, doc_id: str, query: str, limit: int = 10) -> list[dict]:
-        """Chunks of one document matching `query` (FTS5, BM25 order; user input is quoted)."""
-        q = self._r.quote_fts(query)
-        return self._rows(
-            """
-            SELECT c.idx, c.page_first, c.page_last, c.text, chunks_fts.rank AS rank
-            FROM chunks_fts JOIN chunks c ON c.rowid = chunks_fts.rowid
-            WHERE chunks_fts MATCH ? AND c.doc_id = ?
-            ORDER BY chunks_fts.rank LIMIT ?
-            """,
-            [q, doc_id, int(limit)],
-        )
-
     # -- prefill states -------------------------------------------------------------------------
 
     def prefill_state(self, doc_id: str, model_fp: str) -> dict | None:

@@ -7,7 +7,7 @@ that has shipped: add the next one. tests/store/test_migrations.py pins the resu
 Tables:
   documents       one row per file, id = sha256 of its bytes (the same file twice is one document)
   pages           page number (1-based), printed label, char span in the document text, text
-  chunks          63-token chunks: token span, char span, page span, text (FTS5 index: chunks_fts)
+  chunks          63-token chunks: token span, char span, page span, text
   tokens          the document's token ids (little-endian uint32 blob): resume needs no re-parse
   prefill_states  per (document, model fingerprint): pending / partial / done, progress counters
   traces          JSON: dependency maps, answer and summary retrieval traces
@@ -138,6 +138,15 @@ def m003_outline(db: Database) -> None:
         );
         """
     )
+
+
+@migrations()
+def m004_drop_chunks_fts(db: Database) -> None:
+    """m002's full-text index goes: nothing read it (the question-time BM25 of drt_core/bm25.py has
+    its own index), and its triggers wrote every chunk twice. Applied to a library that has it, the
+    table and its triggers are dropped; the chunks stay."""
+    if "chunks_fts" in db.table_names():
+        db["chunks"].disable_fts()
 
 
 def known_names() -> list[str]:

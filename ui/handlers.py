@@ -2,7 +2,7 @@
 
 `ui.blocks` only lays out components and wires events to these functions. Everything that touches
 the library or the model goes through the same code as the command line (`ingest.pipeline`,
-`ingest.ask`, `ingest.summary`, `store.library`): one code path for the app, the CLI and the UI.
+`qa.ask`, `qa.summary`, `store.library`): one code path for the app, the CLI and the UI.
 
 - Long work (ingest, resume, ask) runs in a worker thread; the handler is a generator that yields
   UI updates as the worker reports progress (`_run_threaded`). Cancel sets the pipeline's
@@ -35,7 +35,7 @@ from typing import Any, Callable, Generator, Iterator
 import gradio as gr
 
 from ingest import pipeline
-from ingest.ask import abstain_reason, snippet
+from qa.ask import abstain_reason, snippet
 from ingest.boilerplate import matter_label
 from ingest.errors import Cancelled, IngestError, NotPrefilled, TooLarge
 from ingest.tokenize import CHUNK_TOKENS
@@ -331,7 +331,7 @@ def pages_text(first: int, last: int, labels: dict[int, str] | None = None) -> s
 
 
 def _quote(text: str, limit: int | None = None) -> str:
-    """A chunk's text as a quote block, cut at word boundaries (ingest.ask.snippet)."""
+    """A chunk's text as a quote block, cut at word boundaries (qa.ask.snippet)."""
     return "> " + md_escape(snippet(text, limit))
 
 
@@ -835,13 +835,13 @@ def ask_stream(
 ) -> Iterator[dict]:
     """Answer a question about a document, streaming: {"answer": text so far, "done": False} ...
     then {"answer", "evidence", "trace", "done": True, "stopped", "doc_id", "question"}.
-    `before_page`: spoiler-safe reading (ingest.ask.BeforePage)."""
+    `before_page`: spoiler-safe reading (qa.ask.BeforePage)."""
     doc_id = _ready(ctx, doc_id)
     question = " ".join(str(question or "").split())
     if not question:
         raise UIError("type a question first")
     n_new = max(1, min(int(max_new_tokens or 64), MAX_NEW_TOKENS))
-    from ingest.ask import ask
+    from qa.ask import ask
 
     job = ctx.begin(session, "ask")
     text = ""
@@ -985,10 +985,10 @@ def chat_bot(
 
 def chat_all(ctx: UIContext, question: str, history: list, answers: list, max_new_tokens: int,
              before_page: int | None) -> Iterator[tuple]:
-    """"All documents": every ready document's model retrieves on its own (ingest.ask.ask_all); one
+    """"All documents": every ready document's model retrieves on its own (qa.ask.ask_all); one
     chat message with the answers grouped by document, the surest first; each answer is also added
     to the answer picker (its heatmap and evidence)."""
-    from ingest.ask import ask_all
+    from qa.ask import ask_all
 
     skip = gr.skip()
     yield history + [{"role": "assistant", "content": "*asking every document…* ▌"}], answers, skip, skip, skip, skip
@@ -1145,8 +1145,8 @@ def _stack_png(pngs: list[bytes]) -> Any:
 
 
 def export_conversation(ctx: UIContext, doc_id: str | None) -> str:
-    """The document's conversation and latest summary as a Markdown file (ingest.export); its path."""
-    from ingest.export import export_file
+    """The document's conversation and latest summary as a Markdown file (qa.export); its path."""
+    from qa.export import export_file
 
     if doc_id == ALL_DOCS:
         raise UIError("pick one document to export its conversation")
@@ -1158,10 +1158,10 @@ def mask_regenerate(
     ctx: UIContext, answers: list | None, index: int | None, chunks: Any, max_new_tokens: int = 64
 ) -> tuple[str, str, str, dict | None]:
     """Mask and regenerate: ask the picked answer's question again with `chunks` ("12" or "12,40",
-    or a number) barred from retrieval (ingest.ask.ask's `mask`). Returns (the unmasked answer,
+    or a number) barred from retrieval (qa.ask.ask's `mask`). Returns (the unmasked answer,
     the new answer, the new evidence with each passage's weight and causal effect, the new result
     JSON): Markdown for the two answers side by side."""
-    from ingest.ask import ask, parse_mask
+    from qa.ask import ask, parse_mask
 
     answers = answers or []
     if index is None or not (0 <= int(index) < len(answers)):
@@ -1216,7 +1216,7 @@ def summarize_doc(ctx: UIContext, doc_id: str | None, mode: str = "extractive", 
                   chapter: int | None = None, pages: str | None = None) -> dict:
     """Contract 2 `summarize` ({"summary", "evidence", "trace"}) plus "mode" (the one used) and
     "doc_id"; of the whole document, part `chapter`, or `pages` ("12-30")."""
-    from ingest.summary import parse_pages, summarize
+    from qa.summary import parse_pages, summarize
 
     doc_id = _ready(ctx, doc_id)
     mode = (mode or "extractive").lower()
@@ -1280,9 +1280,9 @@ def summary_view(ctx: UIContext, doc_id: str | None, mode: str = "extractive", m
 
 
 def outline_doc(ctx: UIContext, doc_id: str | None) -> dict:
-    """API: the document's outline (ingest.outline.build): parts, statements and their users,
+    """API: the document's outline (qa.outline.build): parts, statements and their users,
     people and places with where they are introduced, the strongest long links."""
-    from ingest.outline import build
+    from qa.outline import build
 
     dep = doc_map(ctx, doc_id)
     return build(ctx.library, ctx.library.resolve(doc_id), dep)  # type: ignore[arg-type]
@@ -1290,7 +1290,7 @@ def outline_doc(ctx: UIContext, doc_id: str | None) -> dict:
 
 def outline_view(ctx: UIContext, doc_id: str | None) -> str:
     """The Outline tab's Markdown."""
-    from ingest.outline import page_ranges
+    from qa.outline import page_ranges
 
     o = outline_doc(ctx, doc_id)
     _, labels = ctx.layout(o["doc_id"])
@@ -1323,7 +1323,7 @@ def outline_view(ctx: UIContext, doc_id: str | None) -> str:
 
 def relied_on_view(ctx: UIContext, doc_id: str | None, chunk: Any) -> str:
     """What chunk `chunk` retrieved while it was read, with the statement each retrieved chunk is part of."""
-    from ingest.outline import document_statements, relied_on
+    from qa.outline import document_statements, relied_on
 
     if not doc_id or chunk is None or str(chunk) == "":
         return "Pick a document and type a chunk number."
@@ -1344,7 +1344,7 @@ def relied_on_view(ctx: UIContext, doc_id: str | None, chunk: Any) -> str:
 
 def doc_map(ctx: UIContext, doc_id: str | None) -> list[dict]:
     """API: the document's dependency map (what each chunk retrieved at prefill)."""
-    from ingest.summary import dependency_map
+    from qa.summary import dependency_map
 
     doc_id = _ready(ctx, doc_id)
     try:
@@ -1357,7 +1357,7 @@ def doc_map_view(ctx: UIContext, doc_id: str | None) -> tuple[str, str]:
     """(map SVG, Markdown list of the strongest long-range links named by what they join) for the
     Document map tab; licence, contents and index pages are left out of both."""
     from ingest.boilerplate import chunk_matter
-    from ingest.outline import document_statements, named_links
+    from qa.outline import document_statements, named_links
 
     dep = doc_map(ctx, doc_id)
     doc_id = ctx.library.resolve(doc_id)  # type: ignore[arg-type]

@@ -3,7 +3,9 @@
 `gca(q, k, v, w, *, softmax_one=False, scale=None, backend="auto") -> o`
 
 backend:
-    "reference"  readable PyTorch (kernels/gca/reference.py), autograd through einsums;
+    "reference"  readable PyTorch (kernels/gca/reference.py), autograd through einsums; when a
+                 gradient is wanted, the same forward saving only what the Triton kernel saves, with
+                 a recomputing backward (kernels/gca/recompute.py: the memory of CPU training);
     "triton"     the fused Triton kernels (CUDA, or the CPU interpreter with TRITON_INTERPRET=1);
     "auto"       Triton on CUDA tensors, Triton on CPU when TRITON_INTERPRET=1, else the reference.
 """
@@ -15,6 +17,7 @@ import os
 
 import torch
 
+from .recompute import gca_recompute
 from .reference import gca_naive_loop, gca_reference
 
 __all__ = ["gca", "gca_reference", "gca_naive_loop", "resolve_backend"]
@@ -58,6 +61,8 @@ def gca(
     """
     which = resolve_backend(backend, q.device)
     if which == "reference":
+        if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, w)):
+            return gca_recompute(q, k, v, w, softmax_one=softmax_one, scale=scale)
         return gca_reference(q, k, v, w, softmax_one=softmax_one, scale=scale)
     from .triton_gca import gca_triton  # lazy: triton is optional on CPU
 

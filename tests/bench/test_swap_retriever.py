@@ -19,7 +19,7 @@ ASSETS = Path(__file__).resolve().parents[1] / "assets"
 def test_swapped_checkpoint_selects_by_minilm(tmp_path):
     from bench.lemma_retrieval import semantic_selection
     from bench.swap_retriever import swap
-    from drt_core.train import _copy_tokenizer
+    from drt_core.train.loop import _copy_tokenizer
 
     torch.manual_seed(0)
     cfg = DRTConfig.from_preset("tiny", hidden_size=64, num_heads=2, intermediate_size=128, chunk_topk=3,

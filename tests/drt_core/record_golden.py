@@ -6,7 +6,7 @@ Trains `golden_config()` (tiny preset, seq_len 504, batch 2, 5 steps, seed 1234,
 built from tests/assets text by `build_token_dir`, and writes the per-step losses. Re-record only
 for a change that is MEANT to change the numerics, and say so in the commit (torchtitan's rule: a
 refactor must leave the curve unchanged). tests/drt_core/test_golden.py checks the file;
-tests/drt_core/test_ddp.py reuses the token files.
+tests/drt_core/train/test_ddp.py reuses the token files.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ GOLDEN = ASSETS / "losses" / "tiny_cpu.json"
 def build_token_dir(root: str | Path) -> Path:
     """A `drt-reader data`-like directory with books/{train,val}.bin from the test assets:
     Frankenstein (train, ~10K tokens) and the Stacks Brauer chapter (val), shipped tokenizer."""
-    from drt_core.data import TOKEN_DTYPE
+    from drt_core.train.data import TOKEN_DTYPE
     from drt_core.tokenizer import EOT_ID, encode
 
     root = Path(root)
@@ -40,7 +40,7 @@ def build_token_dir(root: str | Path) -> Path:
 
 def golden_config(data: str | Path, out: str | Path, **overrides):
     """The recorded run: tiny preset, fp32, no validation, checkpoint only at the end."""
-    from drt_core.train import TrainConfig
+    from drt_core.train.loop import TrainConfig
 
     kw = dict(
         preset="tiny", data=str(data), out=str(out), seq_len=504, batch_size=2, steps=5, warmup=2,
@@ -51,7 +51,7 @@ def golden_config(data: str | Path, out: str | Path, **overrides):
 
 
 def run_golden() -> list[float]:
-    from drt_core.train import train
+    from drt_core.train.loop import train
 
     with tempfile.TemporaryDirectory() as tmp:
         data = build_token_dir(Path(tmp) / "data")

@@ -24,9 +24,6 @@ def make_model(arch="drt", groups=(2,), seed=0, preset="tiny", **kw):
         upper_groups=list(groups), window=128, chunk_topk=3, **kw,
     )
     m = DRTForCausalLM(cfg).eval()
-    with torch.no_grad():  # smeared keys: a different own/previous mix per head
-        for p in (mod.smear for mod in m.modules() if getattr(mod, "smear", None) is not None):
-            p.copy_(torch.linspace(-1.5, 2.0, p.numel()))
     if getattr(m, "copy_head", None) is not None:  # an open gate and a peaked pointer
         with torch.no_grad():
             m.copy_head.gate.bias.fill_(0.5)
@@ -70,27 +67,25 @@ def ids_of(L, seed=1):
     return torch.randint(3, V, (1, L), generator=g)
 
 
-def copy_kw(smear):
-    """make_model options of a streaming-test variant: smeared keys, then the copy head's options;
+def copy_kw(variant):
+    """make_model options of a streaming-test variant: the copy head's options, the lexical terms, the preamble;
     "paper" and "shipped" are the two flavours (tests/drt_core/flavours.py)."""
-    if smear in FLAVOURS:
-        return flavour_kw(smear)
-    full = smear in ("match", "lead", "allgroups")  # every copy option; "lead" adds copy_lead and key_context,
+    if variant in FLAVOURS:
+        return flavour_kw(variant)
+    full = variant in ("match", "lead", "allgroups")  # every copy option; "lead" adds copy_lead and key_context,
     # "allgroups" copy_groups="all" (with G = 2, the pointer reads both groups' selections)
-    return dict(**({} if smear == "preamble_smear" else {"smear_keys": bool(smear) and smear != "preamble"}),
-                copy_head=smear in ("copy", "bigram", "global", "match", "lead", "allgroups"),
-                copy_bigram=smear in ("bigram", "global") or full, copy_global=smear == "global" or full,
+    return dict(copy_head=variant in ("copy", "bigram", "global", "match", "lead", "allgroups"),
+                copy_bigram=variant in ("bigram", "global") or full, copy_global=variant == "global" or full,
                 copy_match=6 if full else 0, copy_recall=5 if full else 0,
                 copy_span=9 if full else 0, query_encoder=1 if full else 0,
-                copy_lead=11 if smear == "lead" else 0, key_encoder=int(smear == "lead"),
-                key_context=5 if smear == "lead" else 0,
-                copy_groups="all" if smear == "allgroups" else "last",
-                copy_recall_age=4 if smear in ("lead", "allgroups") else 0,
-                copy_qk_cap=2.0 if smear == "allgroups" else 0.0, lexical=smear in ("lexical", "lexdf", "lexwords"),
-                lexical_doc_df=0.8 if smear in ("lexdf", "lexwords") else 0.0,
-                lexical_words=1.3 if smear == "lexwords" else 0.0,
-                stream_preamble=[5, 17, 42, 9, 250, 33, 7] if smear in ("preamble", "preamble_smear") else None,
-                **({"smear_keys": True} if smear == "preamble_smear" else {}))
+                copy_lead=11 if variant == "lead" else 0, key_encoder=int(variant == "lead"),
+                key_context=5 if variant == "lead" else 0,
+                copy_groups="all" if variant == "allgroups" else "last",
+                copy_recall_age=4 if variant in ("lead", "allgroups") else 0,
+                copy_qk_cap=2.0 if variant == "allgroups" else 0.0, lexical=variant in ("lexical", "lexdf", "lexwords"),
+                lexical_doc_df=0.8 if variant in ("lexdf", "lexwords") else 0.0,
+                lexical_words=1.3 if variant == "lexwords" else 0.0,
+                stream_preamble=[5, 17, 42, 9, 250, 33, 7] if variant == "preamble" else None)
 
 
 @pytest.fixture
@@ -110,10 +105,9 @@ def repeating_ids(L, period=130, seed=1):
     return ids_of(period, seed).repeat(1, L // period + 1)[:, :L]
 
 
-@pytest.mark.parametrize("arch,groups,smear", [("drt", (2,), False), ("drt", (1, 1), False),
+@pytest.mark.parametrize("arch,groups,variant", [("drt", (2,), False), ("drt", (1, 1), False),
                                                 ("sliding_window", (2,), False), ("full_attention", (2,), False),
-                                                ("drt", (2,), True), ("sliding_window", (2,), True),
-                                                ("full_attention", (2,), True), ("drt", (2,), "copy"),
+                                                ("drt", (2,), "copy"),
                                                 ("drt", (1, 1), "copy"), ("drt", (2,), "bigram"),
                                                 ("drt", (2,), "global"), ("drt", (2,), "match"),
                                                 ("drt", (1, 1), "match"), ("drt", (2,), "lead"),
@@ -121,16 +115,15 @@ def repeating_ids(L, period=130, seed=1):
                                                 ("drt", (1, 1), "lexdf"), ("drt", (1, 1), "lexwords"),
                                                 ("drt", (2,), "paper"),
                                                 ("drt", (2,), "shipped"), ("drt", (2,), "preamble"),
-                                                ("drt", (1, 1), "preamble_smear"),
+                                                ("drt", (1, 1), "preamble"),
                                                 ("sliding_window", (2,), "preamble"),
-                                                ("full_attention", (2,), "preamble_smear"),
+                                                ("full_attention", (2,), "preamble"),
                                                 ("fixed_retriever", (2,), False), ("fixed_retriever", (1, 1), "preamble")])
-def test_streaming_logits_equal_batch(arch, groups, smear, one_thread):
+def test_streaming_logits_equal_batch(arch, groups, variant, one_thread):
     """Teacher-forced streaming in uneven pieces == one batch forward (within the training length);
-    with smeared keys too (the ring then holds raw keys and one slot more than the window), and with
-    the copy head (smeared keys and a pointer over the stored chunks' tokens)."""
-    m = make_model(arch, groups, **copy_kw(smear))
-    ids = repeating_ids(700) if smear in ("match", "lead", "allgroups", "shipped") else ids_of(700)
+    with each extension too (the copy head: a pointer over the stored chunks' tokens)."""
+    m = make_model(arch, groups, **copy_kw(variant))
+    ids = repeating_ids(700) if variant in ("match", "lead", "allgroups", "shipped") else ids_of(700)
     with torch.no_grad():
         ref = m(ids).logits[0]
     eng = Engine(m, memory_dtype=np.float32)
@@ -140,7 +133,7 @@ def test_streaming_logits_equal_batch(arch, groups, smear, one_thread):
         outs.append(eng.feed(st, ids[0, a:b].tolist(), want_logits=True, block_chunks=blk))
     # the shipped flavour's copy head (every extension on, large pointer scores) turns float noise
     # in the retrieval scores into up to 1.1e-4 relative at a few positions (one_thread)
-    torch.testing.assert_close(torch.cat(outs), ref, atol=2e-5, rtol=2e-4 if smear == "shipped" else 1e-4)
+    torch.testing.assert_close(torch.cat(outs), ref, atol=2e-5, rtol=2e-4 if variant == "shipped" else 1e-4)
 
 
 def test_streaming_attends_only_to_filled_cache_slots(monkeypatch):
@@ -163,17 +156,16 @@ def test_streaming_attends_only_to_filled_cache_slots(monkeypatch):
     assert seen and max(seen) <= 200
 
 
-@pytest.mark.parametrize("arch,groups,smear", [("drt", (2,), False), ("drt", (1, 1), False),
-                                                ("sliding_window", (2,), False), ("drt", (2,), True),
-                                                ("drt", (2,), "copy"), ("drt", (2,), "bigram"),
+@pytest.mark.parametrize("arch,groups,variant", [("drt", (2,), False), ("drt", (1, 1), False),
+                                                ("sliding_window", (2,), False), ("drt", (2,), "copy"), ("drt", (2,), "bigram"),
                                                 ("drt", (2,), "global"), ("drt", (2,), "match"),
                                                 ("drt", (2,), "lead"), ("drt", (1, 1), "allgroups"),
                                                 ("drt", (2,), "paper"), ("drt", (2,), "shipped"),
-                                                ("drt", (2,), "preamble_smear"), ("sliding_window", (2,), "preamble")])
-def test_token_by_token_equals_batch(arch, groups, smear, one_thread):
+                                                ("drt", (2,), "preamble"), ("sliding_window", (2,), "preamble")])
+def test_token_by_token_equals_batch(arch, groups, variant, one_thread):
     """Decoding one token at a time (the landmark inserted at chunk completion) == batch forward."""
-    m = make_model(arch, groups, **copy_kw(smear))
-    repeats = smear in ("match", "lead", "allgroups", "shipped")
+    m = make_model(arch, groups, **copy_kw(variant))
+    repeats = variant in ("match", "lead", "allgroups", "shipped")
     ids = repeating_ids(260, seed=2) if repeats else ids_of(260, seed=2)
     with torch.no_grad():
         ref = m(ids).logits[0]
@@ -183,19 +175,18 @@ def test_token_by_token_equals_batch(arch, groups, smear, one_thread):
     torch.testing.assert_close(out, ref, atol=2e-5, rtol=1e-4)
 
 
-@pytest.mark.parametrize("query", [None, "key", "encoder", "key_encoder", "key_context", "lexical", "lexdf",
-                                   "lexwords", "lexwin", "lexcarry"])
+@pytest.mark.parametrize("query", [None, "encoder", "key_encoder", "key_context", "lexical", "lexdf",
+                                   "lexwords", "lexcarry"])
 def test_selections_equal_batch_retrieval(query):
     """The stored dependency map is the batch model's retrieval (row c serves chunk c+1), also with
-    landmark queries that read their own chunk (query_key, query_encoder), keys of their own
+    landmark queries that read their own chunk (query_encoder), keys of their own
     encoder (key_encoder) and keys that read the end of the chunk before (key_context, fed in
     pieces that cut chunks, so the carried tail is what the batch model reads)."""
-    m = make_model("drt", (1, 1), query_key=query in ("key", "key_encoder"), query_encoder=2 if query == "encoder" else 0,
+    m = make_model("drt", (1, 1), query_encoder=2 if query == "encoder" else 0,
                    key_encoder=1 if query in ("key_encoder", "key_context") else 0,
-                   key_context=7 if query == "key_context" else 0, lexical=query in ("lexical", "lexdf", "lexwords", "lexwin", "lexcarry"),
+                   key_context=7 if query == "key_context" else 0, lexical=query in ("lexical", "lexdf", "lexwords", "lexcarry"),
                    lexical_doc_df=0.8 if query == "lexdf" else 0.0,
-                   lexical_words=1.1 if query in ("lexwords", "lexwin", "lexcarry") else 0.0,
-                   lexical_window=0.5 if query == "lexwin" else 0.0, lexical_word_carry=query == "lexcarry")
+                   lexical_words=1.1 if query in ("lexwords", "lexcarry") else 0.0, lexical_word_carry=query == "lexcarry")
     ids = ids_of(63 * 12, seed=3)
     if query == "lexcarry":  # toy words (every third id starts one): 6 7 8 cut as 6 | 7 8 by chunk 6's start, whole in chunk 10
         ids[0, 63 * 6 - 1: 63 * 6 + 3] = torch.tensor([6, 7, 8, 9])
@@ -254,7 +245,7 @@ def test_store_reload_equals_recompute(tmp_path, copy):
     With key_context, the last chunk's tail that the next key reads (the carry's key_tail)."""
     ctx = copy == "key_context"
     m = make_model(**flavour_kw(copy)) if copy in FLAVOURS else make_model(
-        copy_head=copy in (True, "bigram"), smear_keys=copy is True, copy_bigram=copy == "bigram",
+        copy_head=copy in (True, "bigram"), copy_bigram=copy == "bigram",
         key_encoder=int(ctx), key_context=9 if ctx else 0)
     ids = ids_of(900, seed=5)[0].tolist()
     eng = Engine(m, memory_dtype=np.float32)
@@ -306,14 +297,14 @@ def test_resume_after_crash_matches_uninterrupted(tmp_path):
     np.testing.assert_allclose(ka, kb, rtol=1e-5, atol=1e-6)
 
 
-def test_abstention_threshold_does_not_change_the_fingerprint(tmp_path):
-    """Regression: `eval qa --write-threshold` writes abstain_z into config.json, which changed the
-    fingerprint, so every document prefilled before calibration had to be prefilled again."""
+def test_question_time_settings_do_not_change_the_fingerprint(tmp_path):
+    """Regression: a setting read at question time only (bm25_weight; abstain_z before it was
+    retired) changed the fingerprint, so every prefilled document had to be prefilled again."""
     m = make_model(seed=0)
     eng = Engine(m, memory_dtype=np.float32)
     st = eng.open_state(tmp_path / "s")
     list(eng.prefill(st, ids_of(200)[0].tolist()))
-    m.config.abstain_z = 5.0
+    m.config.bm25_weight = 5.0
     again = Engine(m, memory_dtype=np.float32)
     assert again.fingerprint == eng.fingerprint
     again.open_state(tmp_path / "s")  # not refused
@@ -321,16 +312,22 @@ def test_abstention_threshold_does_not_change_the_fingerprint(tmp_path):
     assert Engine(m, memory_dtype=np.float32).fingerprint != eng.fingerprint
 
 
-def test_calibrating_a_checkpoint_keeps_its_fingerprint(tmp_path):
-    """Regression: Engine.from_pretrained hashed config.json's bytes, so writing abstain_z into it
-    (eval qa --write-threshold) still gave every stored document of that model another fingerprint."""
+def test_retired_keys_and_config_bytes_keep_the_fingerprint(tmp_path):
+    """Regression: Engine.from_pretrained hashed config.json's bytes, so writing a question-time key
+    into it gave every stored document of that model another fingerprint. And a config.json that
+    still names the retired extensions at their "off" values (config.RETIRED: every checkpoint saved
+    before they were removed) keeps the fingerprint it had."""
     import json
 
     m = make_model(seed=0)
     m.save_pretrained(tmp_path / "m")
     before = Engine.from_pretrained(tmp_path / "m").fingerprint
     cfg = json.loads((tmp_path / "m" / "config.json").read_text())
-    (tmp_path / "m" / "config.json").write_text(json.dumps(cfg | {"abstain_z": 4.5}, indent=1))
+    (tmp_path / "m" / "config.json").write_text(json.dumps(cfg | {"bm25_weight": 4.5}, indent=1))
+    assert Engine.from_pretrained(tmp_path / "m").fingerprint == before
+    old = {"abstain_z": None, "smear_keys": False, "smear_init": 0.0, "detach_fusion_weights": False, "query_key": False,
+           "lexical_window": 0.0}
+    (tmp_path / "m" / "config.json").write_text(json.dumps(cfg | old))
     assert Engine.from_pretrained(tmp_path / "m").fingerprint == before
     (tmp_path / "m" / "config.json").write_text(json.dumps(cfg | {"window": 64}))
     assert Engine.from_pretrained(tmp_path / "m").fingerprint != before
@@ -456,7 +453,7 @@ def test_ban_repeats_forbids_only_the_tokens_that_repeat_an_ngram():
 
 def test_generate_with_no_repeat_ngram_does_not_loop():
     """Greedy decoding of a random model loops; with no_repeat_ngram = 2 no bigram of the answer
-    repeats (the app asks with 4: ingest.ask.NO_REPEAT_NGRAM)."""
+    repeats (the app asks with 4: qa.ask.NO_REPEAT_NGRAM)."""
     m = make_model(copy_head=True)
     eng = Engine(m, tokenizer=_Tok(), memory_dtype=np.float32)
     st = eng.new_state()
@@ -567,6 +564,10 @@ def test_masked_chunks_are_never_selected_and_effects_are_logprob_differences():
     assert eff[top[0]] == pytest.approx(lp - eng.answer_logprob(st, "tell me", ids, mask=[top[0]]), abs=1e-9)
     assert any(v != 0.0 for v in eff.values())
     assert eng.causal_effects(st, "tell me", [], ev) == {c: 0.0 for c in ev}
+    # the batched public form: one row per mask, the numbers of one pass each (float noise)
+    many = eng.answer_logprobs(st, "tell me", ids, [[], top[:1], top])
+    one = [eng.answer_logprob(st, "tell me", ids, mask=m) for m in ([], top[:1], top)]
+    assert many == pytest.approx(one, abs=1e-4) and many[0] == pytest.approx(lp, abs=1e-4)
 
 
 @pytest.mark.parametrize("flavour,groups", [("paper", (2,)), ("shipped", (1, 1)), ("allgroups", (1, 1))])
@@ -621,11 +622,11 @@ ASSETS = Path(__file__).resolve().parents[1] / "assets"
 
 @pytest.mark.skipif(not (SHIPPED_DIR / "model.safetensors").exists(), reason="no shipped checkpoint")
 def test_masking_the_needles_chunk_destroys_the_answer():
-    """A 4K passkey needle (drt_core.tasks.single over the Frankenstein excerpt's tokens, the
+    """A 4K passkey needle (drt_core.train.tasks.single over the Frankenstein excerpt's tokens, the
     question laid out as the app lays it out): the shipped model retrieves the needle's chunk and
     copies the value; with that chunk masked it no longer can, and that chunk's causal effect on
     the answer dwarfs every other evidence chunk's."""
-    from drt_core.tasks import score_answer, single, value_span
+    from drt_core.train.tasks import score_answer, single, value_span
 
     eng = Engine.from_pretrained(SHIPPED_DIR)
     text = (ASSETS / "frankenstein_excerpt.txt").read_text(encoding="utf-8")
@@ -693,7 +694,7 @@ def test_train_set_stream_preamble_default_is_the_shipped_preamble():
     import json
 
     from drt_core.prompts import stream_preamble_ids
-    from drt_core.train import add_args, config_from_args
+    from drt_core.train.loop import add_args, config_from_args
     from tests.drt_core.flavours import SHIPPED_CONFIG
 
     p = argparse.ArgumentParser()
@@ -733,16 +734,16 @@ def _prefilled(eng, ids, defer, directory=None):
     return st
 
 
-@pytest.mark.parametrize("arch,smear", [("drt", False), ("drt", "shipped"), ("drt", "preamble_smear"),
+@pytest.mark.parametrize("arch,variant", [("drt", False), ("drt", "shipped"), ("drt", "preamble"),
                                         ("fixed_retriever", "preamble")])
-def test_deferred_groups_give_the_numbers_of_running_them(arch, smear, one_thread, tmp_path):
+def test_deferred_groups_give_the_numbers_of_running_them(arch, variant, one_thread, tmp_path):
     """A prefill that defers the retrieval groups, caught up when forked (generate) or fed again,
     reopened from disk or not: the same memory (bit for bit), the same logits after it (float noise:
     the catch-up runs the last positions in one run, not block by block) and the same answer."""
-    m = make_model(arch, (2,), **copy_kw(smear))
+    m = make_model(arch, (2,), **copy_kw(variant))
     eng = Engine(m, memory_dtype=np.float32)
     assert eng.can_defer
-    ids = (repeating_ids(1000) if smear == "shipped" else ids_of(1000, seed=3))[0].tolist()
+    ids = (repeating_ids(1000) if variant == "shipped" else ids_of(1000, seed=3))[0].tolist()
     doc, q = ids[:900], ids[900:]
     full = _prefilled(eng, doc, defer=False)
     lazy = _prefilled(eng, doc, defer=True)
@@ -789,16 +790,16 @@ def test_two_groups_are_never_deferred():
         assert torch.equal(a.k, b.k) and torch.equal(a.pos, b.pos)
 
 
-@pytest.mark.parametrize("smear", [False, "shipped"])
-def test_a_haystack_fed_without_selections_gives_the_same_answer(smear, one_thread):
+@pytest.mark.parametrize("variant", [False, "shipped"])
+def test_a_haystack_fed_without_selections_gives_the_same_answer(variant, one_thread):
     """feed(select=False), the NIAH bench's haystack at 16M: a deferred prefix whose landmarks select
     nothing, then a tail fed with selections that covers the catch-up span: the same memory keys,
     the same selections in the tail, the same logits and answer as selecting everywhere. A catch-up
     that reaches an unselected chunk raises instead of reading it, and select=False needs a deferral."""
-    m = make_model("drt", (2,), **copy_kw(smear))
+    m = make_model("drt", (2,), **copy_kw(variant))
     eng = Engine(m, memory_dtype=np.float32)
     S = eng.cfg.chunk_size
-    ids = (repeating_ids(1700) if smear == "shipped" else ids_of(1700, seed=5))[0].tolist()
+    ids = (repeating_ids(1700) if variant == "shipped" else ids_of(1700, seed=5))[0].tolist()
     doc, q = ids[:1600], ids[1600:]
     cut = 16 * (S - 1)  # a block boundary of feed's default blocks: both streams run the same blocks
     assert cut <= len(doc) - eng._catch_up_span - S

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from drt_core import tasks as K
+from drt_core.train import tasks as K
 from drt_core import tokenizer as T
 from drt_core.config import DRTConfig
-from drt_core.modeling import DRTForCausalLM, force_selection, forced_retrieval_loss, select_topk
+from drt_core.modeling import DRTForCausalLM, select_topk
+from drt_core.train.objective import force_selection, forced_retrieval_loss, scorer_loss, training_forward
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +106,7 @@ def test_model_oracle_reads_only_the_forced_chunk_and_the_loss_trains_the_scores
     ids = torch.randint(3, 8000, (1, 63 * 8))
     forced = torch.full((1, 8), -1)
     forced[0, 6] = 1
-    out = m(ids, forced_chunks=forced, forced_oracle=True, output_retrieval=True)
+    out = training_forward(m, ids, forced_chunks=forced, forced_oracle=True, output_retrieval=True)
     r = out.retrieval[0]
     assert r["weights"][0, 6][r["idx"][0, 6] == 1].item() == 1.0 and r["weights"][0, 6].sum() == 1.0
     out.retrieval_loss.backward()
@@ -115,8 +116,8 @@ def test_model_oracle_reads_only_the_forced_chunk_and_the_loss_trains_the_scores
     ids2 = ids.clone()
     ids2[0, 63:126] = torch.randint(3, 8000, (63,))
     with torch.no_grad():
-        a = m(ids, forced_chunks=forced, forced_oracle=True).logits[0, 7 * 63:]
-        b = m(ids2, forced_chunks=forced, forced_oracle=True).logits[0, 7 * 63:]
+        a = training_forward(m, ids, forced_chunks=forced, forced_oracle=True).logits[0, 7 * 63:]
+        b = training_forward(m, ids2, forced_chunks=forced, forced_oracle=True).logits[0, 7 * 63:]
     assert (a - b).abs().max() > 1e-4
 
 
@@ -155,7 +156,7 @@ def test_retrieval_targets_point_at_the_value(hay):
 def test_training_with_the_copy_warm_up_and_forced_retrieval(tmp_path):
     """Two steps of the fine-tuning recipe: oracle copy warm-up, then forced selection with the
     retrieval cross-entropy; the batch carries the forced chunks and the log the retrieval loss."""
-    from drt_core.train import Batches, train
+    from drt_core.train.loop import Batches, train
     from tests.drt_core.record_golden import build_token_dir, golden_config
 
     data = build_token_dir(tmp_path / "data")
@@ -181,7 +182,7 @@ def test_row_tasks_name_the_rows_the_batch_builds(tmp_path):
     """Batches.row_tasks: the task cycle per row and step, "lm" for the plain-text rows past
     task_frac, each rank its own slice; and the rows built match (the needle row carries a
     retrieval target, the plain row none)."""
-    from drt_core.train import Batches
+    from drt_core.train.loop import Batches
     from tests.drt_core.record_golden import build_token_dir, golden_config
 
     data = build_token_dir(tmp_path / "data")
@@ -212,7 +213,7 @@ def test_task_losses_probe_reads_logged_and_cycled_tasks():
 def test_training_the_retrieval_scorer_alone_leaves_the_rest_untouched(tmp_path):
     """--train-only encoder.,lmk_norms. --lm-loss 0: only those parameters move, from the retrieval
     loss alone; the language model's other weights stay bit-identical."""
-    from drt_core.train import build_model, train
+    from drt_core.train.loop import build_model, train
     from tests.drt_core.record_golden import build_token_dir, golden_config
 
     data = build_token_dir(tmp_path / "data")
@@ -260,7 +261,7 @@ def test_training_the_retrieval_scorer_alone_leaves_the_rest_untouched(tmp_path)
 
 
 def test_scorer_only_gives_the_scorer_the_same_gradients_without_a_graph_through_the_upper_layers():
-    """forward(scorer_only=True) (used by --lm-loss 0): same logits and retrieval loss; the retrieval
+    """training_forward(scorer_only=True) (used by --lm-loss 0): same logits and retrieval loss; the retrieval
     loss's gradients on the encoder and query norms are those of the full graph (one group); the LM
     loss carries no graph."""
     cfg = DRTConfig.from_preset("tiny", hidden_size=64, num_heads=2, intermediate_size=128, window=64,
@@ -274,7 +275,7 @@ def test_scorer_only_gives_the_scorer_the_same_gradients_without_a_graph_through
     outs, grads = [], []
     for so in (False, True):
         m.zero_grad()
-        out = m(ids, labels=ids, retrieval_targets=targets, scorer_only=so)
+        out = training_forward(m, ids, ids, retrieval_targets=targets, scorer_only=so)
         out.retrieval_loss.backward()
         outs.append(out)
         grads.append({n: p.grad.clone() for n, p in m.named_parameters()
@@ -287,14 +288,14 @@ def test_scorer_only_gives_the_scorer_the_same_gradients_without_a_graph_through
         assert torch.allclose(grads[0][k], grads[1][k], atol=1e-6), k
 
 
-@pytest.mark.parametrize("qenc", [None, "key", "encoder", "both", "context"])
+@pytest.mark.parametrize("qenc", [None, "encoder", "both", "context"])
 def test_scorer_loss_is_the_forward_retrieval_loss_with_its_gradients(qenc):
-    """model.scorer_loss (what --lm-loss 0 trains for one group, without the upper layers) equals
-    forward(...).retrieval_loss, value and gradients, also with query_key's or query_encoder's
+    """objective.scorer_loss (what --lm-loss 0 trains for one group, without the upper layers) equals
+    forward(...).retrieval_loss, value and gradients, also with query_encoder's
     projection and a key encoder (with key_context, one that reads the chunk before)."""
     both = qenc in ("both", "context")
     cfg = DRTConfig.from_preset("tiny", hidden_size=64, num_heads=2, intermediate_size=128, window=64,
-                                gca_backend="reference", query_key=qenc == "key",
+                                gca_backend="reference",
                                 query_encoder=1 if qenc in ("encoder", "both", "context") else 0,
                                 key_encoder=int(both), key_context=5 if qenc == "context" else 0)
     torch.manual_seed(0)
@@ -312,8 +313,8 @@ def test_scorer_loss_is_the_forward_retrieval_loss_with_its_gradients(qenc):
     for fast in (False, True):
         m.zero_grad()
         M = 4.0 if qenc == "context" else 1.0  # --retrieval-distractors: the same weight on both paths
-        loss = (m.scorer_loss(ids, targets, M) if fast
-                else m(ids, retrieval_targets=targets, retrieval_distractors=M).retrieval_loss)
+        loss = (scorer_loss(m, ids, targets, M) if fast
+                else training_forward(m, ids, retrieval_targets=targets, retrieval_distractors=M).retrieval_loss)
         loss.backward()
         losses.append(loss.detach())
         grads.append({n: p.grad.clone() for n, p in m.named_parameters() if p.grad is not None
@@ -327,7 +328,7 @@ def test_scorer_loss_is_the_forward_retrieval_loss_with_its_gradients(qenc):
     for k in grads[0]:
         torch.testing.assert_close(grads[0][k], grads[1][k], atol=1e-6, rtol=1e-4)
     none = torch.full((2, C), -1)
-    assert m.scorer_loss(ids, none) is None
+    assert scorer_loss(m, ids, none) is None
 
 
 def test_citation_pairs_and_targets():
@@ -375,7 +376,7 @@ def test_task_split_writes_the_training_needles_across_chunk_boundaries(tmp_path
     the value, with the needle's words in the chunk before (tasks.build split_frac); 0 keeps the
     natural positions, where such rows are rare."""
     from drt_core import tokenizer as T
-    from drt_core.train import Batches
+    from drt_core.train.loop import Batches
     from tests.drt_core.record_golden import build_token_dir, golden_config
 
     data = build_token_dir(tmp_path / "data")
@@ -402,7 +403,7 @@ def test_train_retrieval_distractors_reaches_the_loss(tmp_path):
     import argparse
     import json
 
-    from drt_core.train import add_args, build_model, config_from_args, train
+    from drt_core.train.loop import add_args, build_model, config_from_args, train
     from tests.drt_core.record_golden import build_token_dir, golden_config
 
     p = argparse.ArgumentParser()
@@ -434,7 +435,7 @@ def test_train_hard_negatives_reach_the_rows(tmp_path):
 
     import numpy as np
 
-    from drt_core.train import add_args, build_model, config_from_args, train
+    from drt_core.train.loop import add_args, build_model, config_from_args, train
     from tests.drt_core.record_golden import build_token_dir, golden_config
 
     p = argparse.ArgumentParser()

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from drt_core.train import train
+from drt_core.train.loop import train
 from tests.drt_core.record_golden import GOLDEN, build_token_dir, golden_config
 
 

@@ -10,7 +10,9 @@ import argparse
 import pytest
 import torch
 
-from drt_core import DRTConfig, DRTForCausalLM, modeling
+from drt_core import DRTConfig, DRTForCausalLM
+from drt_core.train import objective
+from drt_core.train.objective import training_forward
 
 V = 300
 S1 = 63
@@ -43,15 +45,17 @@ def test_copy_groups_is_validated():
 def test_copy_head_reads_the_selections_copy_groups_names(monkeypatch, mode):
     """The batch forward hands the copy head the last group's (idx, w), or with "all" both groups'
     side by side, each weight halved; the groups do select different chunks here."""
+    from drt_core import modeling
+
     m = make(copy_head=True, copy_groups=mode)
     seen = {}
-    orig = m._batch_copy
+    orig = modeling.batch_copy
 
-    def spy(x, emb, aug, flat_k, idx, w, *rest):
+    def spy(head, embed, x, emb, aug, flat_k, idx, w, *rest):
         seen["idx"], seen["w"] = idx, w
-        return orig(x, emb, aug, flat_k, idx, w, *rest)
+        return orig(head, embed, x, emb, aug, flat_k, idx, w, *rest)
 
-    monkeypatch.setattr(m, "_batch_copy", spy)
+    monkeypatch.setattr(modeling, "batch_copy", spy)
     with torch.no_grad():
         r = m(ids_of(12 * S1), output_retrieval=True).retrieval
     assert not torch.equal(r[0]["idx"], r[1]["idx"])
@@ -86,7 +90,7 @@ def test_a_chunk_two_groups_select_weighs_as_one_read_under_copy_global():
 
 
 def test_group_targets_give_group_g_column_g():
-    """forward(group_targets=True): group g's retrieval loss reads target column g alone, and
+    """training_forward(group_targets=True): group g's retrieval loss reads target column g alone, and
     force_selection forces only that column into group g's selection."""
     m = make()
     ids = ids_of(10 * S1)
@@ -95,19 +99,20 @@ def test_group_targets_give_group_g_column_g():
     targets[0, 7] = torch.tensor([2, 5])  # row 7: hop 1 in chunk 2, hop 2 in chunk 5
     targets[0, 8, 0] = 3  # a row with one column: group 1 has nothing to learn there
     with torch.no_grad():
-        out = m(ids, output_retrieval=True, retrieval_targets=targets, forced_chunks=targets, group_targets=True)
-        both = m(ids, retrieval_targets=targets, forced_chunks=targets).retrieval_loss
+        out = training_forward(m, ids, output_retrieval=True, retrieval_targets=targets, forced_chunks=targets,
+                              group_targets=True)
+        both = training_forward(m, ids, retrieval_targets=targets, forced_chunks=targets).retrieval_loss
     s0, s1 = out.retrieval[0]["scores"], out.retrieval[1]["scores"]
-    want = (modeling.forced_retrieval_loss(s0, targets[..., :1]) + modeling.forced_retrieval_loss(s1, targets[..., 1:])) / 2
+    want = (objective.forced_retrieval_loss(s0, targets[..., :1]) + objective.forced_retrieval_loss(s1, targets[..., 1:])) / 2
     torch.testing.assert_close(out.retrieval_loss, want)
     assert not torch.allclose(both, want)
     assert 2 in out.retrieval[0]["idx"][0, 7].tolist() and 5 in out.retrieval[1]["idx"][0, 7].tolist()
-    assert modeling._group_column(targets, 2, True).eq(-1).all()
-    assert modeling._group_column(targets, 1, False) is targets
+    assert objective._group_column(targets, 2, True).eq(-1).all()
+    assert objective._group_column(targets, 1, False) is targets
 
 
 def test_train_refuses_group_targets_with_alternative_columns():
-    from drt_core.train import add_args, config_from_args
+    from drt_core.train.loop import add_args, config_from_args
 
     p = argparse.ArgumentParser()
     add_args(p)

@@ -13,7 +13,7 @@ import torch
 from drt_core import DRTConfig, DRTForCausalLM
 from drt_core.engine import Engine
 from drt_core.landmark import LandmarkAttention, grouped_softmax_attention, grouped_softmax_reference
-from drt_core.modeling import KVWindow
+from drt_core.attention import KVWindow
 
 V = 300
 S = 8  # block: 7 tokens + the landmark

@@ -15,6 +15,8 @@ import torch.nn.functional as F
 
 from drt_core import DRTConfig, DRTForCausalLM, modeling
 from drt_core.config import EXTENSIONS, PAPER_FLAVOUR
+from drt_core.train.loop import init_added_encoder_layers, init_retrieval_encoders
+from drt_core.train.objective import training_forward
 from tests.drt_core.flavours import FLAVOURS, flavour_kw, toy_word_tables
 
 V = 300
@@ -102,14 +104,12 @@ def test_causal_flavours(flavour):
     assert_causal(model, rand_ids(2, 5 * S1 - 20), EDGES)
 
 
-def test_causal_with_copy_head_and_smeared_keys():
-    """The pointer reads only chunks that retrieval may read; smeared keys only the previous key."""
-    model = make("drt", copy_head=True, smear_keys=True)
+def test_causal_with_copy_head():
+    """The pointer reads only chunks that retrieval may read."""
+    model = make("drt", copy_head=True)
     with torch.no_grad():
         model.copy_head.gate.bias.fill_(0.5)
         model.copy_head.q.weight.normal_(0, 0.3)
-        for p in (m.smear for m in model.modules() if getattr(m, "smear", None) is not None):
-            p.fill_(-0.5)
     ids = rand_ids(2, 5 * S1 - 20)
     assert_causal(model, ids, EDGES)
 
@@ -303,21 +303,6 @@ def test_gradients_flow_through_fusion_weights(monkeypatch, groups):
         _nonzero_finite(grads, names)
 
 
-@pytest.mark.parametrize("detach", [False, True])
-def test_detached_fusion_weights_cut_only_the_scorer_gradient(detach):
-    """The ablation `detach_fusion_weights`: the loss no longer reaches the landmark query norms
-    (which only the scores use); GCA and the rest still train."""
-    model = make("drt", chunk_topk=2, detach_fusion_weights=detach).train()
-    ids = rand_ids(2, 6 * S1)
-    model(ids, labels=ids).loss.backward()
-    g = model.lmk_norms[0].weight.grad
-    if detach:
-        assert g is None or not g.any()
-    else:
-        assert g is not None and g.abs().sum() > 0
-    assert model.groups[0][0].gca.q.weight.grad.abs().sum() > 0
-
-
 def test_loss_gradients_with_memory_detached(monkeypatch):
     """Training loss with the K/V chunk memory cut off: the encoder and the query norm still learn
     (through w alone); the memory projections get nothing. All gradients finite, incl. chunk 1's
@@ -369,7 +354,7 @@ def test_loss_is_mean_ce_over_real_tokens(arch):
     # weighted mean with label_weights aligned to labels
     wts = torch.rand(ids.shape, generator=torch.Generator().manual_seed(2)) * 4
     with torch.no_grad():
-        wl = model(ids, labels=labels, label_weights=wts).loss
+        wl = training_forward(model, ids, labels, wts).loss
     ww = wts[:, 1:] * keep
     torch.testing.assert_close(wl, (ce * ww).sum() / ww.sum())
 
@@ -411,40 +396,6 @@ def test_from_pretrained_restores_alibi_slopes(tmp_path):
         assert torch.equal(b, modeling.alibi_slopes(2)), name
 
 
-def test_smear_mixes_each_key_with_the_previous():
-    k = torch.randn(2, 3, 5, 4)
-    logit = torch.tensor([-30.0, 0.0, 30.0])  # head 0: previous key only, 1: half/half, 2: own key
-    out = modeling.smear(k, logit)
-    prev = torch.cat([torch.zeros_like(k[:, :, :1]), k[:, :, :-1]], dim=2)
-    torch.testing.assert_close(out[:, 0], prev[:, 0])
-    torch.testing.assert_close(out[:, 1], 0.5 * (k[:, 1] + prev[:, 1]))
-    torch.testing.assert_close(out[:, 2], k[:, 2])
-
-
-def test_smeared_keys_save_load_and_start_from_a_plain_checkpoint(tmp_path):
-    """The smear logits are saved and restored; a plain checkpoint loaded with smear_keys=True gets
-    them at smear_init (so `train --init plain --set smear_keys=true` starts near the old model)."""
-    model = make("drt", smear_keys=True)
-    with torch.no_grad():
-        for p in (m.smear for m in model.modules() if getattr(m, "smear", None) is not None):
-            p.copy_(torch.linspace(-1.0, 1.0, p.numel()))
-    ids = rand_ids(1, 3 * S1)
-    model.save_pretrained(tmp_path / "smear")
-    loaded = DRTForCausalLM.from_pretrained(tmp_path / "smear").eval()
-    assert torch.equal(logits_of(loaded, ids), logits_of(model, ids))
-    n_smear = sum(1 for m in loaded.modules() if getattr(m, "smear", None) is not None)
-    assert n_smear == 3  # lower and upper self-attention, chunk memory keys
-
-    plain = make("drt")
-    plain.save_pretrained(tmp_path / "plain")
-    conv = DRTForCausalLM.from_pretrained(tmp_path / "plain", smear_keys=True, smear_init=6.0).eval()
-    for m in conv.modules():
-        if getattr(m, "smear", None) is not None:
-            assert torch.equal(m.smear.data, torch.full_like(m.smear.data, 6.0))
-    # own-key share sigmoid(6) = 0.9975: nearly the plain model
-    assert (logits_of(conv, ids) - logits_of(plain, ids)).abs().max() < 0.05
-
-
 def _expected_params(cfg: DRTConfig) -> int:
     """Parameter count of the architecture of spec §1.1, written out by hand."""
     D, F_, V_ = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size
@@ -464,22 +415,38 @@ def _count(cfg: DRTConfig) -> int:
 
 
 def test_every_config_field_is_the_papers_or_a_named_extension():
-    """DRTConfig's fields are the paper's architecture, the baselines' and implementation's choices,
-    or one of our extensions; a new extension joins PAPER_FLAVOUR (with its off value, its default)
-    and gets its comment in config.py and its row in docs/model.md."""
-    import inspect
+    """DRTConfig's fields are declared once, in one of four tables: the paper's architecture, the
+    baselines' and implementation's choices, our extensions (PAPER_FLAVOUR, at their off values,
+    their defaults), the special ids; a new extension joins PAPER_FLAVOUR with its comment in
+    config.py and its row in docs/model.md."""
+    from drt_core.config import ARCHITECTURE, FIELDS, IMPLEMENTATION, SPECIAL_IDS
 
-    params = inspect.signature(DRTConfig.__init__).parameters
-    papers = {"arch", "vocab_size", "hidden_size", "num_heads", "intermediate_size", "lower_layers",
-              "encoder_layers", "upper_groups", "window", "chunk_size", "chunk_topk", "softmax_one",
-              "rms_eps", "rope_theta", "init_std", "pad_token_id", "eos_token_id", "lmk_token_id",
-              "tie_word_embeddings",
-              "baseline_layers", "retriever_temperature", "gca_backend"}
-    assert set(params) - {"self", "kwargs"} - papers == set(EXTENSIONS), "classify the new DRTConfig field"
+    tables = [ARCHITECTURE, IMPLEMENTATION, PAPER_FLAVOUR, SPECIAL_IDS]
+    assert sum(len(t) for t in tables) == len(FIELDS)  # disjoint
+    assert tuple(PAPER_FLAVOUR) == EXTENSIONS
     # off by default: a checkpoint whose config.json predates an extension loads without it
-    assert {k: params[k].default for k in EXTENSIONS} == PAPER_FLAVOUR
+    cfg = DRTConfig()
+    assert {k: getattr(cfg, k) for k in EXTENSIONS} == PAPER_FLAVOUR
+    assert {k: getattr(cfg, k) for k in ("arch", "hidden_size", "window", "gca_backend", "lmk_token_id")} == \
+        {k: FIELDS[k] for k in ("arch", "hidden_size", "window", "gca_backend", "lmk_token_id")}
     assert DRTConfig.from_preset("paper").extensions_on() == {} and DRTConfig().extensions_on() == {}
     assert DRTConfig.from_preset("paper", copy_head=True).extensions_on() == {"copy_head": True}
+
+
+def test_unknown_and_retired_config_keys():
+    """A typo is refused, naming the valid keys (`copy_heads=true` trained without a copy head and
+    said nothing); a retired extension loads at its off value (old config.json files) and is refused
+    at any other; PretrainedConfig's own keys pass."""
+    with pytest.raises(ValueError, match="unknown config key copy_heads; valid keys: arch, .*copy_head, "):
+        DRTConfig(copy_heads=True)
+    with pytest.raises(ValueError, match="unknown config keys bogus, copy_heads"):
+        DRTConfig(copy_heads=True, bogus=1)
+    old = DRTConfig(smear_keys=False, smear_init=0.0, detach_fusion_weights=False, query_key=False,
+                    lexical_window=0.0, abstain_z=None, architectures=["DRTForCausalLM"], transformers_version="4")
+    assert not hasattr(old, "smear_keys") and "abstain_z" not in old.to_dict()
+    for key, on in [("smear_keys", True), ("abstain_z", 5.0), ("lexical_window", 0.5), ("query_key", True)]:
+        with pytest.raises(ValueError, match=f"config {key}=.*retired"):
+            DRTConfig(**{key: on})
 
 
 def test_presets():
@@ -568,7 +535,7 @@ def test_copy_head_mixture_against_a_naive_reference(bigram, glob, match, recall
     with copy_qk_cap the learned scores (before those biases) go through cap * tanh(s / cap);
     with copy_span each retrieved chunk runs on into the first slots of the chunk after it; with
     copy_lead it starts with the last slots of the chunk before it (pads before chunk 0)."""
-    model = make("drt", chunk_topk=2, copy_head=True, smear_keys=True, copy_bigram=bigram, copy_global=glob,
+    model = make("drt", chunk_topk=2, copy_head=True, copy_bigram=bigram, copy_global=glob,
                  copy_match=match, copy_recall=recall, copy_span=span, copy_lead=lead, copy_recall_age=ages,
                  copy_qk_cap=qk_cap)
     ch = model.copy_head
@@ -682,7 +649,7 @@ def test_recall_ages_are_those_of_the_latest_longest_occurrence():
     the answer so far v1 = (4, 5, 6) then ","; the slot after v0 recalls it from long ago, the
     slot after v1 from one token ago. An earlier longer occurrence beats a later shorter one, and
     of two equal ones the later counts. Buckets floor(log2(age + 1)), capped at ages - 1."""
-    from drt_core.modeling import recall_lengths
+    from drt_core.copy_head import recall_lengths
 
     ctx = torch.tensor([[1, 2, 3, 8, 7, 2, 3, 8, 8, 4, 5, 6, 9]])  # "... v0 ... (2 3) ... v1 ,"
     slots = torch.tensor([[[1, 2, 3, 4, 5, 6, 7]]])  # [Z=1, k=1, N=7]
@@ -787,9 +754,9 @@ def test_landmarks_equal_the_forward_scores(lower, window, seg, qenc, kctx):
         assert not torch.allclose(alone, queries[5], atol=1e-4)
 
 
-@pytest.mark.parametrize("opt", [{"query_key": True}, {"query_encoder": 1}])
+@pytest.mark.parametrize("opt", [{"query_encoder": 1}])
 def test_query_features_read_the_own_chunk_and_start_as_a_no_op(tmp_path, opt):
-    """--set query_key=true / query_encoder=1 on a saved model adds zero projections (outputs
+    """--set query_encoder=N on a saved model adds zero projections (outputs
     unchanged); trained, row c's query moves with the text of chunk c and not with that of chunk
     c + 1 (causal). init_retrieval_encoders makes the query encoder's state the chunk's landmark key."""
     model = make("drt", chunk_topk=2)
@@ -801,14 +768,14 @@ def test_query_features_read_the_own_chunk_and_start_as_a_no_op(tmp_path, opt):
         torch.testing.assert_close(grown(ids).logits, model(ids).logits, atol=1e-6, rtol=1e-6)
         grown.query_projs[0].weight.normal_(0, 0.3)
     if "query_encoder" in opt:
-        grown.init_retrieval_encoders()
+        init_retrieval_encoders(grown)
         aug, C = grown.augment(ids)
         with torch.no_grad():
             x = grown.embed(aug)
             for layer in grown.lower:
                 x = layer(x)
             h = x.view(C, 64, -1)
-            torch.testing.assert_close(grown.own_chunk_features(h, None), grown.encoder(h)[0])
+            torch.testing.assert_close(grown.own_chunk_features(h), grown.encoder(h)[0])
     _, q = grown.landmarks(ids[0])
     changed = ids.clone()
     changed[0, 2 * S1 + 3] = (changed[0, 2 * S1 + 3] + 1) % V  # a token of chunk 2 (far from chunk 3's landmark)
@@ -851,9 +818,7 @@ def test_key_context_reads_the_end_of_the_chunk_before_and_starts_as_a_no_op(tmp
         DRTConfig(key_encoder=1, key_context=64)
 
 
-def test_query_key_and_query_encoder_are_alternatives():
-    with pytest.raises(ValueError, match="alternatives"):
-        DRTConfig(query_key=True, query_encoder=1)
+def test_query_encoder_needs_landmark_scores():
     with pytest.raises(ValueError, match="arch 'drt'"):
         DRTConfig(arch="sliding_window", query_encoder=1)
 
@@ -865,7 +830,7 @@ def test_key_encoder_copied_from_the_chunk_encoder_changes_nothing_until_trained
     model = make("drt", chunk_topk=2)
     model.save_pretrained(tmp_path)
     grown = DRTForCausalLM.from_pretrained(tmp_path, key_encoder=1, query_encoder=1).eval()
-    grown.init_retrieval_encoders()
+    init_retrieval_encoders(grown)
     ids = rand_ids(1, 7 * S1)
     with torch.no_grad():
         a, b = model(ids, output_retrieval=True), grown(ids, output_retrieval=True)
@@ -894,7 +859,7 @@ def test_encoder_layers_added_to_a_trained_encoder_start_as_the_identity(tmp_pat
         k0, q0 = model.landmarks(ids[0])
         k_raw, _ = grown.landmarks(ids[0])
         assert not torch.allclose(k_raw, k0, atol=1e-3)  # the random second layer
-        assert sorted(grown.init_added_encoder_layers(info["missing_keys"])) == ["key_enc.layers.1",
+        assert sorted(init_added_encoder_layers(grown, info["missing_keys"])) == ["key_enc.layers.1",
                                                                                "query_enc.layers.1"]
         k1, q1 = grown.landmarks(ids[0])
         torch.testing.assert_close(k1, k0, atol=1e-6, rtol=1e-6)
@@ -904,13 +869,13 @@ def test_encoder_layers_added_to_a_trained_encoder_start_as_the_identity(tmp_pat
         k2, _ = grown.landmarks(ids[0])
     assert not torch.allclose(k2, k0, atol=1e-3)
     # a checkpoint with every layer: nothing is zeroed
-    assert model.init_added_encoder_layers([]) == []
+    assert init_added_encoder_layers(model, []) == []
 
 
 def _random_lexical_scorer(vocab: int, seed: int, **kw):
     """A LexicalScorer with G = 2, random weights in [-1, 3), its generator (to draw chunks from) and
     the weights it should use: relu(w) with the special ids 0, 1, 2 at 0."""
-    from drt_core.modeling import LexicalScorer
+    from drt_core.lexical import LexicalScorer
 
     cfg = DRTConfig.from_preset("tiny", vocab_size=vocab, hidden_size=32, num_heads=2, intermediate_size=64,
                                 upper_groups=[1, 1], lexical=True, **kw)
@@ -949,7 +914,7 @@ def test_lexical_doc_df_adds_each_shared_tokens_idf_over_the_past_chunks():
     """config lexical_doc_df: a shared non-special token t adds doc_g * relu(log((n + 1) / (1 + df)))
     to relu(w_t), n = the key chunks e with e < c (chunk indices), df = those holding t; brute force
     over random chunks, with key chunks that are not all before the query, and gradients to doc_g."""
-    from drt_core.modeling import distinct_tokens, doc_df
+    from drt_core.lexical import distinct_tokens, doc_df
 
     lex, g, w = _random_lexical_scorer(40, seed=1, lexical_doc_df=0.7)
     assert torch.allclose(lex.doc.detach(), torch.full((2,), 0.7))
@@ -985,22 +950,21 @@ def test_lexical_doc_df_adds_each_shared_tokens_idf_over_the_past_chunks():
         DRTConfig.from_preset("tiny", lexical_doc_df=0.5)
 
 
-@pytest.mark.parametrize("term", ["lexical_doc_df", "lexical_words", "lexical_window", "lexical_word_carry"])
+@pytest.mark.parametrize("term", ["lexical_doc_df", "lexical_words", "lexical_word_carry"])
 def test_lexical_doc_df_model_is_causal(term):
     """With lexical_doc_df (or lexical_words: the same counts over whole words; with this toy
-    vocabulary every token is a word; or lexical_window: the words of the chunks beside a key) the
+    vocabulary every token is a word) the
     counts read only past chunks: changing later chunks changes no earlier row's scores; the weight
     starts at the configured value."""
     torch.manual_seed(0)
     kw = dict(vocab_size=60, hidden_size=32, num_heads=2, intermediate_size=64, upper_groups=[2], window=64)
-    terms = {term: 0.5} | ({"lexical_words": 0.5} if term in ("lexical_window", "lexical_word_carry") else {})
+    terms = {term: 0.5} | ({"lexical_words": 0.5} if term == "lexical_word_carry" else {})
     m = DRTForCausalLM(DRTConfig.from_preset("tiny", lexical=True, **terms, **kw)).eval()
     if term == "lexical_word_carry":  # words of 1-3 tokens (every third token starts one), cut by chunk ends
         m.lexical.set_word_tables(toy_word_tables(60))
         assert m.lexical.carry
     assert torch.allclose((m.lexical.doc if term == "lexical_doc_df" else m.lexical.words).detach(),
                           torch.full((1,), 0.5))
-    assert m.lexical.window == (0.5 if term == "lexical_window" else 0.0)
     with torch.no_grad():
         m.lexical.weight.uniform_(0.5, 2.0)
         ids = torch.randint(3, 60, (1, 63 * 6))

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from drt_core import DRTConfig
-from drt_core.modeling import LexicalScorer, word_overlap
+from drt_core.lexical import LexicalScorer, word_overlap
 from drt_core.tokenizer import backend, encode
 from drt_core.words import BASE, MOD, default_word_tables, word_ids, word_tail
 
@@ -94,41 +94,6 @@ def test_the_prompt_template_words_are_not_query_words():
     q = chunk(qa_suffix("Where is Donwell?"))[None, None]
     s = lex.scores(0, q, keys, torch.tensor([2]), torch.arange(2))[0, 0]
     assert s[0].item() == 0.0 and s[1].item() > 0.0
-
-
-def test_word_overlap_neighbours_add_the_words_of_the_chunks_beside():
-    """config lexical_window (word_overlap's neighbours): brute force. Key e also gets, at weight
-    `nb`, the query words it lacks that chunk e - 1 or chunk e + 1 holds, the chunk after it only
-    when that chunk is before the query too (causal); with gaps in the key rows (k_chunk not
-    consecutive) a row is a neighbour only of the chunk indices next to its own."""
-    g = torch.Generator().manual_seed(1)
-    q = torch.randint(0, 12, (2, 3, 5), generator=g)
-    k = torch.randint(0, 12, (2, 7, 5), generator=g)
-    nb = 0.5
-    for q_chunk, k_chunk in [(torch.tensor([2, 5, 7]), torch.arange(7)),
-                             (torch.tensor([3, 9, 12]), torch.tensor([0, 1, 2, 5, 6, 8, 9]))]:
-        got = word_overlap(q, q_chunk, k, k_chunk, neighbours=nb)
-        base = word_overlap(q, q_chunk, k, k_chunk)
-        pos = {int(c): i for i, c in enumerate(k_chunk)}
-        for b in range(2):
-            for c in range(3):
-                qc = int(q_chunk[c])
-                past = [x for x in range(7) if int(k_chunk[x]) < qc]
-                n = len(past)
-                qw = set(q[b, c].tolist()) - {0}
-                idf = {w: max(0.0, math.log((n + 1) / (1 + sum(w in k[b, x].tolist() for x in past)))) for w in qw}
-                for e in past:
-                    own = set(k[b, e].tolist())
-                    near = set()
-                    for d in (-1, 1):
-                        x = pos.get(int(k_chunk[e]) + d)
-                        if x is not None and int(k_chunk[x]) < qc:
-                            near |= set(k[b, x].tolist())
-                    want = sum(idf[w] for w in qw & own) + nb * sum(idf[w] for w in (qw & near) - own)
-                    assert abs(got[b, c, e].item() - want) < 1e-4, (q_chunk, e)
-        assert (got >= base - 1e-6).all() and (got > base + 1e-3).any()
-    with pytest.raises(ValueError, match="needs lexical_words"):
-        DRTConfig.from_preset("tiny", lexical=True, lexical_window=0.5)
 
 
 def test_word_ids_carry_a_word_cut_by_the_chunk_boundary():

@@ -53,7 +53,7 @@ def snapshot(home: Path) -> dict:
     tables: dict = {}
     if db.exists():
         con = sqlite3.connect(db)
-        sql = "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'chunks_fts%'"
+        sql = "SELECT name FROM sqlite_master WHERE type='table'"
         for n in sorted(r[0] for r in con.execute(sql)):
             if n != "_migrations":
                 tables[n] = con.execute(f"SELECT * FROM [{n}] ORDER BY 1").fetchall()

@@ -130,6 +130,7 @@ class FakeEngine:
         self.fail_at_chunk = fail_at_chunk
         self.answer = answer
         self.prefill_calls = 0
+        self.model_dir = None  # no checkpoint folder: no answer reader, no common-word list
 
     @classmethod
     def from_pretrained(cls, path_or_name=None, device: str = "cpu") -> "FakeEngine":
@@ -219,6 +220,10 @@ class FakeEngine:
         q = set(self.tokenizer.encode(question or "Summary:", add_special_tokens=False).ids)
         bags = self._bags(state._ids)
         return {int(c): len(q & bags[c]) / 10 for c in chunks}
+
+    def bm25_index(self, state: FakeState):
+        """No BM25 index: the fake retrieves by shared token ids alone."""
+        return None
 
     def evidence(self, state: FakeState, trace: FakeTrace) -> list[tuple[int, float]]:
         agg: dict[int, float] = {}

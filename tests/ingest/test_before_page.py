@@ -7,7 +7,7 @@ import hashlib
 
 import pytest
 
-from ingest.ask import BeforePage, ask, ask_all
+from qa.ask import BeforePage, ask, ask_all
 from ingest.errors import IngestError
 from ingest.pipeline import ingest, prefill_document
 

@@ -141,7 +141,7 @@ def test_text_outputs(cli, assets):
 
 def test_abstractive_mode_is_off_until_the_model_passes_its_summary_check(cli, assets, fake_engine, tmp_path):
     """The abstractive mode is offered only when the model's summary check shows it beat the
-    extractive summary (ingest.summary.abstractive_allowed); otherwise one line says so and the
+    extractive summary (qa.summary.abstractive_allowed); otherwise one line says so and the
     extractive summary is shown."""
     res = _ingest(cli, assets / "emma-pp2-21.pdf")
     fake_engine.model_dir = tmp_path
@@ -188,7 +188,7 @@ def test_empty_generation_is_said_in_text_mode(cli, assets, fake_engine, tmp_pat
     printed a blank line and `summarize --mode abstractive` an empty summary, which read like a hang.
     Text mode now says so. `ask` answers with a quote from the passage the model retrieved first,
     whether or not it generated text (its quote does not depend on the generation)."""
-    from ingest.cli import EMPTY_GENERATION
+    from qa.cli import EMPTY_GENERATION
 
     res = _ingest(cli, assets / "emma-pp2-21.pdf")
     fake_engine.answer = ""
@@ -243,7 +243,7 @@ def test_ask_mask_errors_are_one_line(cli, assets, drt_home, mask, message):
 
 
 def test_parse_mask():
-    from ingest.ask import parse_mask
+    from qa.ask import parse_mask
 
     assert parse_mask(None) == [] and parse_mask("3") == [3] and parse_mask(" 3 ,17") == [3, 17]
 
@@ -280,7 +280,7 @@ def test_evidence_and_quote_on_a_licence_page_are_tagged(cli, tmp_path):
 def test_a_quote_that_opens_with_dialogue_gets_no_second_mark():
     """Regression: `ask` printed ““Who is Planchet?” said ...” for a passage that opens with a
     quotation mark."""
-    from ingest.cli import answer_text, quoted
+    from qa.cli import answer_text, quoted
 
     assert quoted("Planchet was his lackey.") == "\u201cPlanchet was his lackey.\u201d"
     assert quoted("\u201cWho is Planchet?\u201d said he.") == "\u201cWho is Planchet?\u201d said he."

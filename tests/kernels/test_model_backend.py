@@ -3,13 +3,10 @@
 
 from __future__ import annotations
 
-import pytest
 import torch
 
-modeling = pytest.importorskip("drt_core.modeling", reason="drt_core.modeling is not written yet")
-from drt_core import DRTConfig, DRTForCausalLM  # noqa: E402
-
-from kernels.gca import triton_gca  # noqa: E402
+from drt_core import DRTConfig, DRTForCausalLM
+from kernels.gca import triton_gca
 
 TINY = dict(
     hidden_size=64, num_heads=2, intermediate_size=128, vocab_size=96, lower_layers=1, encoder_layers=1,

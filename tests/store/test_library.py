@@ -56,7 +56,6 @@ def _id(s: str) -> str:
 
 def _counts(lib: Library) -> dict:
     tables = ["documents", "pages", "chunks", "tokens", "prefill_states", "traces", "questions", "answers"]
-    tables.append("chunks_fts")
     return {t: lib._w.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}
 
 
@@ -144,14 +143,6 @@ def test_prefill_state_and_completion(library):
     assert (row["status"], row["n_tokens_done"], row["n_chunks_done"]) == ("done", 189, 3)
     assert library.latest_trace(d, "fp", "dependency_map")["data"] == dep
     assert library.documents()[0]["prefill"][0]["model_fp"] == "fp"
-
-
-def test_full_text_search(library):
-    d = _id("e")
-    library.add_document(*_doc(d, n_chunks=4))
-    hits = library.search(d, "morphism")  # porter stemming
-    assert [h["idx"] for h in hits] == [1, 3]
-    assert library.search(d, 'lemma" OR "x') == []  # user input is quoted, never FTS syntax
 
 
 def test_token_blob_roundtrip():

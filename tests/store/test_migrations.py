@@ -65,21 +65,22 @@ EXPECTED = {
         "seconds": float,
         "created_at": str,
     },
-    "chunks_fts": {"text": str},
 }
+APPLIED = ["m001_initial", "m002_chunks_fts", "m003_outline", "m004_drop_chunks_fts"]
 
 
 def test_blank_database_migrates_to_the_expected_schema():
     db = Database(memory=True)
     applied = migrations.apply(db)
-    assert applied == ["m001_initial", "m002_chunks_fts", "m003_outline"]
-    tables = {t: db[t].columns_dict for t in db.table_names() if not t.startswith("chunks_fts_")}
+    assert applied == APPLIED
+    tables = {t: db[t].columns_dict for t in db.table_names()}
     assert tables == EXPECTED
     assert db["documents"].pks == ["id"]
     assert db["pages"].pks == ["doc_id", "number"]
     assert db["chunks"].pks == ["doc_id", "idx"]
     assert db["prefill_states"].pks == ["doc_id", "model_fp"]
-    assert migrations.applied(db) == ["m001_initial", "m002_chunks_fts", "m003_outline"]
+    assert migrations.applied(db) == APPLIED
+    assert not [r for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall()]
     assert migrations.apply(db) == []  # idempotent
 
 
@@ -138,4 +139,22 @@ def test_concurrent_first_opens_migrate_once(drt_home):
     con = sqlite3.connect(drt_home / "library.db")
     names = [r[0] for r in con.execute("SELECT name FROM _migrations ORDER BY id")]
     con.close()
-    assert names == ["m001_initial", "m002_chunks_fts", "m003_outline"]
+    assert names == APPLIED
+
+
+def test_the_full_text_index_is_dropped_from_a_library_that_has_it():
+    """m004: a library made before it (m001-m003, chunks indexed by FTS5 with triggers) loses the
+    index and its triggers; its chunks stay, and a chunk written after is written once."""
+    db = Database(memory=True)
+    migrations.migrations.apply(db, stop_before="m004_drop_chunks_fts")
+    assert "chunks_fts" in db.table_names()
+    db.execute("PRAGMA foreign_keys = OFF")  # the chunk alone: no document row needed for this
+    row = {"doc_id": "d", "idx": 0, "tok_start": 0, "tok_end": 63, "char_start": 0, "char_end": 5,
+           "page_first": 1, "page_last": 1, "text": "lemma"}
+    db["chunks"].insert(row)
+    assert db.execute("SELECT count(*) FROM chunks_fts").fetchone()[0] == 1
+    assert migrations.apply(db) == ["m004_drop_chunks_fts"]
+    assert not [t for t in db.table_names() if t.startswith("chunks_fts")]
+    assert not db.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall()
+    db["chunks"].insert({**row, "idx": 1})
+    assert db.execute("SELECT count(*) FROM chunks").fetchone()[0] == 2

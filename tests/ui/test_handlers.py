@@ -251,10 +251,10 @@ def test_mask_and_regenerate_shows_both_answers_and_causal_effects(lib):
 
 
 def test_ask_masking_a_chunk_never_retrieved_changes_nothing(lib):
-    """ingest.ask.ask with a chunk that no selection picked (the answer's, the prompt's, the carried
+    """qa.ask.ask with a chunk that no selection picked (the answer's, the prompt's, the carried
     one) masked: the same answer, evidence (weights and causal effects) and trace, bit for bit, but
     for that chunk's score (None), the retrieval z-score over the others, and the mask's own record."""
-    from ingest.ask import ask, retrieval_z
+    from qa.ask import ask, retrieval_z
     from ingest.pipeline import ready_state
 
     ctx, doc_id, q = lib["ctx"], lib["doc_id"], "What is a metric?"

@@ -1,0 +1,139 @@
+"""When `ask` says "Not found in this document": the question names a word the document never uses.
+
+A reader's question about something the document does not contain ("Who is Raoul?" of a book where
+no Raoul appears) still gets a best-scoring chunk, and the retrieval scores alone do not tell it
+from a found passage well (RESULTS §6: the z-score calibrated on validation questions abstained on
+33% of the answerable hand-written ones). What does tell: the question names a RARE word (one that
+fewer than `min_share` of the training documents use, so not "text", "passage" or "renamed") and
+the document never uses it, not even with another ending ("cofinal" covers "cofinality").
+
+    common = load_common_words(model_dir)     # the model's list (common_words.txt), or None
+    vocab = DocVocabulary(chunk_texts)        # the document's words (cached per document by ask)
+    missing_words(question, vocab, common)    # -> ["raoul"]: abstain, and say which
+
+The list is built from the training split only (`python -m qa.abstain --data data`), and
+`min_share` was chosen on validation questions (docs/history/2026-12-03-word-lexical.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import json
+import math
+from collections import Counter
+from pathlib import Path
+from typing import Iterable
+
+import re
+import unicodedata
+
+from .baselines import words as _plain_words  # lower-cased letters and digits, as drt_core.words cuts them
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased words with their accents taken off, so a question's "étale" meets the LaTeX
+    source's "\\'etale" and "Fère" meets "Fere"."""
+    folded = unicodedata.normalize("NFKD", text)
+    return _plain_words("".join(ch for ch in folded if not unicodedata.combining(ch)))
+
+COMMON_WORDS_FILE = "common_words.txt"
+MIN_SHARE = 0.10  # a word in at least this share of the training documents is common
+PREFIX = 5  # a question word is "used" if a document word shares its first max(PREFIX, len - 3) letters
+
+
+class DocVocabulary:
+    """The distinct words of a document's chunks, for exact and same-stem lookups, and in how many
+    chunks each occurs (`idf`: the in-document idf of the model's word term, config lexical_words)."""
+
+    def __init__(self, texts: Iterable[str]):
+        self.df: Counter = Counter()
+        self.n = 0
+        for t in texts:
+            self.df.update(set(words(t)))
+            self.n += 1
+        self.words = set(self.df)
+        self.sorted = sorted(self.words)
+
+    def idf(self, word: str) -> float:
+        """relu(log((n + 1) / (1 + df))) over the document's n chunks, as drt_core.lexical.word_overlap."""
+        return max(0.0, math.log((self.n + 1) / (1 + self.df.get(word, 0))))
+
+    def uses(self, word: str) -> bool:
+        """The document has `word`, or a word sharing its first max(PREFIX, len(word) - 3) letters
+        (another ending: "recognises" / "recognised", "cofinality" / "cofinal")."""
+        if word in self.words:
+            return True
+        k = max(PREFIX, len(word) - 3)
+        if len(word) <= k:
+            return False
+        stem = word[:k]
+        i = bisect.bisect_left(self.sorted, stem)
+        return i < len(self.sorted) and self.sorted[i].startswith(stem)
+
+
+def load_common_words(model_dir: str | Path | None) -> frozenset[str] | None:
+    """The model's common-word list (one word a line, '#' comments), or None when it has none."""
+    if model_dir is None:
+        return None
+    p = Path(model_dir) / COMMON_WORDS_FILE
+    if not p.is_file():
+        return None
+    return frozenset(w for w in (line.strip() for line in p.read_text(encoding="utf-8").splitlines())
+                     if w and not w.startswith("#"))
+
+
+def missing_words(question: str, vocab: DocVocabulary, common: frozenset[str]) -> list[str]:
+    """The question's rare words (not common, not numbers) that the document never uses, in order."""
+    out = []
+    for w in dict.fromkeys(words(question)):
+        if w.isdigit() or w in common or vocab.uses(w):
+            continue
+        out.append(w)
+    return out
+
+
+def decisive(question: str, missing: list[str]) -> bool:
+    """Whether the missing words say the document does not answer: one of them is a name (capitalised
+    in the question, not as its first word: "Who is Raoul?"), or two or more are missing. A single
+    missing lower-case word is most often the question's paraphrase ("hilltop" for "top of the
+    hill", "renamed"): on the written validation questions it abstained on 3 of 40 answerable
+    questions and on none of the 32 unanswerable ones (docs/history/2026-12-05-issue50-answers.md)."""
+    if len(missing) >= 2:
+        return True
+    folded = "".join(ch for ch in unicodedata.normalize("NFKD", question) if not unicodedata.combining(ch))
+    toks = re.findall(r"[^\W_]+", folded)
+    names = {w.lower() for w in toks[1:] if w[:1].isupper()}
+    return any(w in names for w in missing)
+
+
+def build_common_words(corpora: str | Path, splits: dict, min_share: float = MIN_SHARE) -> tuple[list[str], int]:
+    """Words found in at least `min_share` of the TRAINING documents of `splits` (data/splits.json),
+    sorted; and the number of documents read."""
+    df: Counter = Counter()
+    n = 0
+    for paths in splits["train"].values():
+        for rel in paths:
+            df.update(set(words((Path(corpora) / rel).read_text(encoding="utf-8", errors="replace"))))
+            n += 1
+    return sorted(w for w, c in df.items() if c >= min_share * n), n
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m qa.abstain", description="write a model's common-word list")
+    ap.add_argument("--corpora", default="../shared/corpora")
+    ap.add_argument("--data", default="data", help="holds splits.json (drt-reader data)")
+    ap.add_argument("--min-share", type=float, default=MIN_SHARE)
+    ap.add_argument("--out", default="checkpoints/drt-tiny/" + COMMON_WORDS_FILE)
+    a = ap.parse_args(argv)
+    splits = json.loads((Path(a.data) / "splits.json").read_text())
+    common, n = build_common_words(a.corpora, splits, a.min_share)
+    head = (f"# words used by at least {a.min_share:.0%} of the {n} training documents (python -m qa.abstain);\n"
+            "# ask abstains when a question names a word that is not here and not in the document\n")
+    Path(a.out).write_text(head + "\n".join(common) + "\n", encoding="utf-8")
+    print(f"{len(common)} common words of {n} training documents -> {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,675 @@
+"""Questions about a prefilled document: stream the answer, attach the evidence the model retrieved.
+
+Evidence is not a search over the text: it is `engine.evidence(state, trace)`, the document chunks
+the generated chunks actually retrieved, weighted by their fusion weights. Each item carries the
+chunk's pages (physical, 1-based) and text, both from the library, never from the model, and its
+causal effect on the model's answer (`engine.causal_effects`: how much less likely the generated
+answer becomes when that chunk alone is barred from retrieval).
+
+`ask(..., mask=[chunks])` regenerates with those chunks barred from retrieval (counterfactual
+masking, `Engine.generate(mask=)`) and makes the answer from the new evidence as usual; the
+unmasked answer rides beside it in trace["answer"]["unmasked"].
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import math
+import threading
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from store.library import Library
+
+from . import abstain as abstain_mod
+from ingest.boilerplate import chunk_matter
+from ingest.errors import Cancelled, IngestError
+from drt_core.protocol import DocumentEngine
+from ingest.pipeline import ready_state
+from .reader import sentence_spans  # quotes are cut as the reader cuts
+
+MAX_EVIDENCE = 8
+# answers and summaries never repeat a 4-gram of their own (engine.generate's no_repeat_ngram): the
+# shipped model, asked what it was not trained to answer, otherwise loops on a copied phrase
+NO_REPEAT_NGRAM = 4
+
+
+def snippet(text: str, limit: int | None = None, head: bool | None = None, tail: bool | None = None) -> str:
+    """A chunk's text for display: whitespace collapsed, at most `limit` characters cut after a
+    whole word with "…" (a first word longer than `limit` is kept whole): never in the middle of a
+    word. `head` / `tail`: the text starts / ends inside a word (a chunk cut by its neighbour; see
+    `cut_words`), which is dropped, "…" marking it; None guesses it (a lower-case start, a letter
+    or digit at the end)."""
+    s = " ".join(str(text or "").split())
+    if head is None:
+        head = s[:1].islower()
+    if tail is None:
+        tail = s[-1:].isalnum()
+    pre = ""
+    if head and " " in s:
+        s, pre = s.split(" ", 1)[1], "…"
+    if limit is None or len(s) <= limit:
+        if tail and " " in s:
+            return pre + s.rsplit(" ", 1)[0] + "…"
+        return pre + s
+    cut = s.rfind(" ", 0, limit + 1)
+    if cut <= 0:
+        cut = s.find(" ")
+        return pre + (s if cut < 0 else s[:cut] + "…")
+    return pre + s[:cut].rstrip() + "…"
+
+
+def cut_words(library: Library, doc_id: str, rows: list[dict]) -> dict[int, tuple[bool, bool]]:
+    """Per evidence chunk: (starts inside a word, ends inside a word). Chunks are contiguous slices
+    of the text, so a word runs on when this chunk and its neighbour meet on two letters or digits."""
+    want = sorted({c + d for r in rows for c in [int(r["chunk"])] for d in (-1, 1) if c + d >= 0})
+    texts = {r["idx"]: r["text"] for r in library.chunks(doc_id, want)} if want else {}
+    out = {}
+    for r in rows:
+        c, t = int(r["chunk"]), str(r.get("text") or "")
+        before, after = texts.get(c - 1, ""), texts.get(c + 1, "")
+        out[c] = (t[:1].isalnum() and before[-1:].isalnum(), t[-1:].isalnum() and after[:1].isalnum())
+    return out
+
+
+def trace_json(trace: Any) -> dict:
+    """A RetrievalTrace as JSON ({"chunks": [{"gen_chunk", "topk", "weights", "scores"}, ...]})."""
+    if trace is None:
+        return {"chunks": []}
+    if hasattr(trace, "to_json"):
+        return trace.to_json()
+    return dict(trace)
+
+
+def evidence_rows(library: Library, doc_id: str, evidence: Any, limit: int = MAX_EVIDENCE) -> list[dict]:
+    """[(chunk_id, weight), ...] -> [{"chunk", "pages", "weight", "text", "matter"}], heaviest first.
+
+    `matter` is "licence", "contents" or "index" for a chunk on such a page (ingest.boilerplate),
+    else None. Chunk ids past the document (the question's own chunks) are dropped.
+    """
+    pairs = [(int(c), float(w)) for c, w in evidence]
+    pairs.sort(key=lambda cw: (-cw[1], cw[0]))
+    rows = {r["idx"]: r for r in library.chunks(doc_id, [c for c, _ in pairs])}
+    kept = [(c, w) for c, w in pairs if c in rows][:limit]
+    matter = chunk_matter(library, doc_id, [rows[c] for c, _ in kept])
+    return [{"chunk": c, "pages": list(range(rows[c]["page_first"], rows[c]["page_last"] + 1)),
+             "weight": round(w, 6), "text": rows[c]["text"], "matter": matter.get(c)} for c, w in kept]
+
+
+NOT_FOUND = "Not found in this document."
+QUOTE_MAX_CHARS = 400  # a quote: the best sentence of the quoted chunk (quote_chunk) and its neighbours, at most this long
+# the sentences that join the best one, in turn, while the quote stays within QUOTE_MAX_CHARS: the two
+# after it first (what a question's words lead up to, "she said:", "my name is", follows them),
+# then the one before; validation's choice (docs/history/2026-12-04-quote-probes.md)
+QUOTE_GROW = (1, 2, -1)
+
+
+def retrieval_z(trace: Any, n_doc_chunks: int) -> float | None:
+    """How far the question's best-scored document chunk stands above the rest: (max - mean) / std
+    of the retrieval scores of the answer's first chunk over the document's chunks (None without
+    scores). The statistic abstention is calibrated on (`drt-reader eval qa --calibrate`)."""
+    rows = (trace_json(trace) or {}).get("chunks") or []
+    scores = rows[0].get("scores") if rows else None
+    if not scores:
+        return None
+    x = [float(v) for v in scores[:n_doc_chunks] if v is not None and math.isfinite(float(v))]
+    if len(x) < 2:
+        return None
+    mean = sum(x) / len(x)
+    std = math.sqrt(sum((v - mean) ** 2 for v in x) / len(x))
+    return (max(x) - mean) / std if std > 0 else None
+
+
+@functools.lru_cache(maxsize=8)
+def _common_words(model_dir: str):
+    return abstain_mod.load_common_words(model_dir)
+
+
+_VOCABULARIES: dict[tuple[str, str], abstain_mod.DocVocabulary] = {}  # a document's words: its id is its content hash
+
+
+def _doc_vocabulary(library: Library, doc_id: str) -> abstain_mod.DocVocabulary:
+    key = (str(library.home), doc_id, getattr(library, "limit", None))
+    if key not in _VOCABULARIES:
+        while len(_VOCABULARIES) >= 4:
+            _VOCABULARIES.pop(next(iter(_VOCABULARIES)))
+        _VOCABULARIES[key] = abstain_mod.DocVocabulary(r["text"] for r in library.chunks(doc_id))
+    return _VOCABULARIES[key]
+
+
+def missing_words(library: Library, engine: DocumentEngine, doc_id: str, question: str) -> list[str]:
+    """The question's rare words that the document never uses (qa.abstain), when they say it
+    does not answer (`abstain.decisive`: a name, or two words); [] otherwise and when the model
+    ships no common-word list."""
+    model_dir = engine.model_dir
+    common = _common_words(str(model_dir)) if model_dir is not None else None
+    if common is None:
+        return []
+    vocab = _doc_vocabulary(library, doc_id)
+    missing = abstain_mod.missing_words(question, vocab, common)
+    return missing if abstain_mod.decisive(question, missing) else []
+
+
+def abstain_reason(out: dict) -> str:
+    """Why `ask` abstained, in one sentence for the reader (the CLI and the UI show it)."""
+    missing = out.get("missing_words") or []
+    if missing:
+        named = ", ".join(f"\u201c{w}\u201d" for w in missing[:5])
+        return f"The document never mentions {named}."
+    conf = out.get("confidence") or {}
+    if conf.get("abstain"):
+        return ("Its words are in the document, but no passage answers it with confidence "
+                f"(score {conf['score']:+.2f}, calibrated threshold {conf['threshold']:+.2f}).")
+    return "No passage stood out for this question."
+
+
+QUOTE_WINDOW = 0.5  # quote_chunk's weight of the words beside a chunk (docs/history/2026-12-04-window.md)
+
+
+def quote_chunk(library: Library, doc_id: str, evidence: list[dict], question: str,
+                vocab: abstain_mod.DocVocabulary, scores: list | None, window: float = QUOTE_WINDOW) -> dict:
+    """Which retrieved chunk to quote: the evidence row maximising its retrieval score (the question
+    landmark's, `scores` over the document's chunks) + `window` x the in-document idf of the
+    question's words that the chunk lacks and the chunk before or after it holds: the model's
+    four chunks are kept, and the one whose passage (three chunks, as the quote is) covers the
+    question comes first. A chunk of a licence, contents or index page (its `matter`) gets no such
+    bonus: boilerplate never wins over content by it. Without scores (or window 0): the heaviest.
+    Chosen on validation questions (the 2026-12-04 log)."""
+    def score(row):
+        v = scores[row["chunk"]] if scores is not None and row["chunk"] < len(scores) else None
+        return float(v) if v is not None and math.isfinite(float(v)) else -math.inf
+
+    if not window or scores is None or len(evidence) < 2 or all(score(r) == -math.inf for r in evidence):
+        return evidence[0]
+    want = sorted({c for r in evidence for c in (r["chunk"] - 1, r["chunk"], r["chunk"] + 1)})
+    bag = {r["idx"]: set(abstain_mod.words(r["text"])) for r in library.chunks(doc_id, want)}
+    q = set(abstain_mod.words(question))
+
+    def beside(c):
+        own = bag.get(c, set())
+        near = (bag.get(c - 1, set()) | bag.get(c + 1, set())) - own
+        return sum(vocab.idf(w) for w in q & near)
+
+    return max(evidence, key=lambda r: (score(r) + (0.0 if r.get("matter") else window * beside(r["chunk"])),
+                                        r["weight"]))
+
+
+@functools.lru_cache(maxsize=8)
+def _load_reader(model_dir: str):
+    from .reader import Reader
+
+    return Reader.load(model_dir)
+
+
+def _reader(engine: DocumentEngine):
+    """The checkpoint's trained answer reader (qa.reader), or None when it ships none."""
+    model_dir = engine.model_dir
+    return _load_reader(str(model_dir)) if model_dir is not None else None
+
+
+_STATS: dict[tuple[str, str], Any] = {}  # a document's term statistics for the reader (its id is its content hash)
+
+
+def _doc_stats(library: Library, doc_id: str):
+    from .reader import DocStats
+
+    key = (str(library.home), doc_id, getattr(library, "limit", None))
+    if key not in _STATS:
+        while len(_STATS) >= 4:
+            _STATS.pop(next(iter(_STATS)))
+        _STATS[key] = DocStats([r["text"] for r in library.chunks(doc_id)])
+    return _STATS[key]
+
+
+READ_PASSAGES = 8  # the reader reads the evidence, then the question's next best-scored chunks, up to this many
+
+
+def reading_order(evidence: list[dict], scores: list | None, k: int = READ_PASSAGES) -> list[int]:
+    """The chunks the reader reads: the evidence's (heaviest first), then the rest of the question
+    selection's best-scored chunks (`scores`, the trace's first row: what the model scored highest)."""
+    order = [int(e["chunk"]) for e in evidence][:k]
+    if scores:
+        rest = sorted((i for i, v in enumerate(scores) if v is not None and math.isfinite(float(v)) and i not in order),
+                      key=lambda i: (-float(scores[i]), i))
+        order += rest[: max(0, k - len(order))]
+    return order
+
+
+class BeforePage:
+    """The library as a reader who has read only up to page N sees it (spoiler-safe reading): the
+    document's chunks that end before page N (`limit` of them), their pages; everything else
+    passes through to the library. `ask(before_page=N)` answers from this view and from the model's
+    state after those chunks, so the answer is the one the document truncated there would get."""
+
+    def __init__(self, library: Library, doc_id: str, page: int):
+        self._lib, self.doc_id = library, doc_id
+        doc = library.document(doc_id)
+        if not 2 <= int(page) <= doc["n_pages"]:
+            raise IngestError(f"--before-page must be between 2 and {doc['n_pages']} (the document's pages), not {page}")
+        rows = library.chunks(doc_id)
+        self.limit = next((r["idx"] for r in rows if r["page_last"] >= int(page)), len(rows))
+        if self.limit < 2:
+            raise IngestError(f"nothing ends before page {page}: ask about a later page")
+        self.page = int(page)
+        self.n_tokens = rows[self.limit - 1]["tok_end"]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._lib, name)
+
+    def chunks(self, doc_id: str, indices=None) -> list[dict]:
+        if indices is not None:
+            indices = [i for i in indices if int(i) < self.limit]
+            if not indices:
+                return []
+        return [r for r in self._lib.chunks(doc_id, indices) if r["idx"] < self.limit]
+
+    def document(self, doc_id: str) -> dict:
+        return dict(self._lib.document(doc_id), n_chunks=self.limit)
+
+    def pages(self, doc_id: str, with_text: bool = False, numbers=None) -> list[dict]:
+        return [p for p in self._lib.pages(doc_id, with_text=with_text, numbers=numbers) if p["number"] < self.page]
+
+
+_PREFIXES: dict[tuple, Any] = {}  # (home, doc, model, tokens) -> the state after a prefix (RAM, two kept)
+
+
+def prefix_state(library: Library, engine: DocumentEngine, doc_id: str, n_tokens: int) -> Any:
+    """The model's state after the document's first `n_tokens` tokens (a chunk boundary), prefilled
+    in memory from the stored token ids: exactly the state of the document truncated there."""
+    key = (str(library.home), doc_id, str(engine.fingerprint), int(n_tokens))
+    if key not in _PREFIXES:
+        while len(_PREFIXES) >= 2:
+            _PREFIXES.pop(next(iter(_PREFIXES)))
+        state = engine.new_state(None)
+        for _ in engine.prefill(state, library.token_ids(doc_id)[: int(n_tokens)]):
+            pass
+        _PREFIXES[key] = state
+    return _PREFIXES[key]
+
+
+INTRO_CHUNKS = 3  # "Who is X?": the chunk of X's first mention and the two after it
+_TEXTS: dict[tuple[str, str], tuple[str, list, list]] = {}  # a document's text, matter spans, chunk starts
+
+
+def introduction(library: Library, doc_id: str, question: str) -> list[int]:
+    """For "Who is X?", the chunks that introduce X (qa.outline.first_mention: X's first mention
+    outside front and back matter, and the chunks after it); [] for other questions or an unknown name."""
+    from .outline import first_mention, who_name
+    from ingest.parts import document_text
+
+    name = who_name(question)
+    if not name:
+        return []
+    key = (str(library.home), doc_id, getattr(library, "limit", None))
+    if key not in _TEXTS:
+        while len(_TEXTS) >= 4:
+            _TEXTS.pop(next(iter(_TEXTS)))
+        chunks = library.chunks(doc_id)
+        boiler = chunk_matter(library, doc_id, chunks)
+        _TEXTS[key] = (document_text(library, doc_id), [(chunks[i]["char_start"], chunks[i]["char_end"]) for i in boiler],
+                       [c["char_start"] for c in chunks])
+    text, skip, starts = _TEXTS[key]
+    pos = first_mention(text, name, skip)
+    if pos is None:
+        return []
+    c = max(0, bisect.bisect_right(starts, pos) - 1)
+    return [i for i in range(c, c + INTRO_CHUNKS) if i < len(starts)]
+
+
+def confidence(reader, library: Library, doc_id: str, question: str, reading: Any, bm) -> dict | None:
+    """The calibrated abstention test (qa.abstain_model, the reader's "abstain"): {"score",
+    "threshold", "abstain"}, or None when the checkpoint ships no test or the engine has no BM25 term.
+    A test shipped without a threshold scores every answer and never abstains."""
+    from . import abstain_model
+
+    model = reader.meta.get("abstain")
+    if model is None or bm is None:
+        return None
+    x = abstain_model.features(question, reading, _doc_stats(library, doc_id), np.asarray(bm, dtype=np.float64))
+    s = abstain_model.score(model, x)
+    t = model.get("threshold")  # None: measured, not calibrated to abstain (docs/qa.md): the score is shown only
+    return {"score": round(s, 4), "threshold": None if t is None else round(float(t), 4),
+            "abstain": t is not None and s < float(t)}
+
+
+def read_answer(library: Library, engine: DocumentEngine, state: Any, doc_id: str, question: str,
+                evidence: list[dict], reader, scores: list | None = None) -> tuple[dict | None, Any, np.ndarray | None]:
+    """The trained reader's answer (qa.reader) from `reading_order`'s chunks, each read with the
+    chunk before and after it: (quote, reading, the question's BM25 scores of the document's chunks).
+    The quote is the answer sentence grown by its neighbours to at most QUOTE_MAX_CHARS, with its
+    chunk, pages, character span and `short`, the short answer span inside it."""
+    from .reader import passage_around, quote_bounds
+
+    from .outline import who_name
+
+    order = reading_order(evidence, scores)
+    intro = introduction(library, doc_id, question)
+    if intro:  # "Who is X?": the passage that introduces X is read first (read alone, it did worse on validation)
+        order = (intro + [c for c in order if c not in intro])[:READ_PASSAGES]
+    want = sorted({c for c0 in order for c in (c0 - 1, c0, c0 + 1)})
+    by_idx = {r["idx"]: r for r in library.chunks(doc_id, [c for c in want if c >= 0])}
+    matter = chunk_matter(library, doc_id, [by_idx[c] for c in order if c in by_idx])
+    index = engine.bm25_index(state)
+    bm = index.scores(question) if index is not None else None
+    top = max((float(bm[c]) for c in order if bm is not None and c < len(bm)), default=0.0) or 1.0
+    weights = {int(e["chunk"]): float(e["weight"]) for e in evidence}
+    passages = []
+    for r, c in enumerate(order):
+        s = float(bm[c]) / top if bm is not None and c < len(bm) else 0.0
+        psg = passage_around(by_idx.get, c, r, max(s, 0.0), bool(matter.get(c)))
+        if psg is not None:
+            passages.append(psg)
+    reading = reader.read(question, passages, _doc_stats(library, doc_id))
+    if reading is None:
+        return None, None, bm
+    cand = reading.sentence
+    p = cand.passage
+    a, b = quote_bounds(p.text, cand.a, cand.b)
+    qa, qb = p.base + a, p.base + b
+    pages = sorted({pg for x in by_idx.values() if x["char_end"] > qa and x["char_start"] < qb and abs(x["idx"] - p.chunk) <= 1
+                    for pg in range(x["page_first"], x["page_last"] + 1)})
+    # the short answer, when it lies inside the quote (a sentence longer than the quote is cut)
+    inside = reading.span is not None and a <= reading.span[0] and reading.span[1] <= b
+    short = " ".join(p.text[reading.span[0]:reading.span[1]].split()) if inside else None
+    quote = {"text": " ".join(p.text[a:b].split()), "sentence": " ".join(p.text[cand.a:cand.b].split()),
+             "short": short, "chunk": p.chunk, "pages": pages, "char_start": qa, "char_end": qb,
+             "weight": round(weights.get(p.chunk, 0.0), 6), "matter": matter.get(p.chunk),
+             # whether the model retrieved the quoted chunk (it is in the evidence), and its place in the
+             # reading order (1-based: the evidence first, then the question selection's next best-scored)
+             "retrieved": p.chunk in weights, "rank": p.rank + 1,
+             # "Who is X?": the quote comes from the passage that introduces X (read first)
+             "introduces": who_name(question) if p.chunk in intro else None,
+             "reader": {"score": round(reading.score, 4), "margin": round(reading.margin, 4),
+                        "prob": round(reading.prob, 4)}}
+    return quote, reading, bm
+
+
+def quote_from_evidence(library: Library, doc_id: str, chunk: int, question: str,
+                        vocab: abstain_mod.DocVocabulary, weight: float = 0.0,
+                        limit: int = QUOTE_MAX_CHARS, grow: tuple[int, ...] = QUOTE_GROW) -> dict | None:
+    """The extractive answer: in the chunk the model retrieved first, the sentence sharing the most
+    in-document idf of the question's words (the model's word term, config lexical_words, at the
+    scale of a sentence; ties: the first), quoted with the sentences `grow` names, in turn (offsets
+    from it; QUOTE_GROW: the two after it, then the one before) while the quote stays within `limit`
+    characters; with its chunk, pages and character span. Chosen on validation questions against the sentence the copy head points
+    into (docs/history/2026-12-03-word-lexical.md) and against other cuts (2026-12-04-quote-probes.md)."""
+    by_idx = {r["idx"]: r for r in library.chunks(doc_id, [chunk - 1, chunk, chunk + 1])}
+    if chunk not in by_idx:
+        return None
+    near = [by_idx[c] for c in (chunk - 1, chunk, chunk + 1) if c in by_idx]
+    base, me = near[0]["char_start"], by_idx[chunk]
+    text = "".join(r["text"] for r in near)
+    lo, hi = me["char_start"] - base, me["char_end"] - base
+    spans = sentence_spans(text)
+    q = set(abstain_mod.words(question))
+    scored = [(sum(vocab.idf(w) for w in q & set(abstain_mod.words(text[a:b]))), -i)
+              for i, (a, b) in enumerate(spans) if b > lo and a < hi]
+    if not scored:
+        return None
+    i = -max(scored)[1]
+    a, b = spans[i]
+    if b - a > limit:
+        b = a + limit
+    for j in (i + step for step in grow):  # the sentences around it, while within the limit
+        if 0 <= j < len(spans) and max(b, spans[j][1]) - min(a, spans[j][0]) <= limit:
+            a, b = min(a, spans[j][0]), max(b, spans[j][1])
+    qa, qb = base + a, base + b
+    pages = sorted({p for r in near if r["char_end"] > qa and r["char_start"] < qb
+                    for p in range(r["page_first"], r["page_last"] + 1)})
+    return {"text": " ".join(text[a:b].split()), "sentence": " ".join(text[spans[i][0]:spans[i][1]].split()),
+            "chunk": chunk, "pages": pages, "char_start": qa, "char_end": qb, "weight": round(float(weight), 6)}
+
+
+def generate(
+    engine: DocumentEngine,
+    state: Any,
+    question: str | None,
+    *,
+    max_new_tokens: int,
+    on_delta: Callable[[str], None] | None = None,
+    cancel: threading.Event | None = None,
+    mask: list[int] | None = None,
+) -> tuple[str, Any, list[int] | None]:
+    """The one generation loop of the app, the CLI and the UI: engine.generate to the end, text
+    deltas to `on_delta`; returns (answer, trace, the generated token ids or None). `question` is
+    the user's question (None asks for a summary): the engine lays out the prompt with
+    drt_core.prompts, the same function that built the fine-tuning examples."""
+    answer, trace, parts, ids = None, None, [], None
+    extra = {"mask": list(mask)} if mask else {}  # only when masking: engines without masks keep working
+    for ev in engine.generate(state, question, max_new_tokens=max_new_tokens, temperature=0.0,
+                              no_repeat_ngram=NO_REPEAT_NGRAM, **extra):
+        delta = getattr(ev, "text_delta", "") or ""
+        if delta:
+            parts.append(delta)
+            if on_delta is not None:
+                on_delta(delta)
+        if getattr(ev, "done", False):
+            answer = getattr(ev, "answer", None)
+            trace = getattr(ev, "trace", None)
+            ids = getattr(ev, "ids", None)
+            break
+        if cancel is not None and cancel.is_set():
+            raise Cancelled("generation was stopped")
+    if answer is None:
+        answer = "".join(parts)
+    return str(answer).strip(), trace, ids
+
+
+def parse_mask(text: str | None) -> list[int]:
+    """"3,17" (`ask --mask`, the UI's mask box) -> [3, 17]; IngestError (one line) for anything but
+    comma-separated chunk numbers. Whether each is a chunk of the document: check_mask."""
+    if text is None:
+        return []
+    parts = [p.strip() for p in str(text).split(",")]
+    if not any(parts):
+        raise IngestError("--mask: give chunk numbers, e.g. --mask 3 or --mask 3,17")
+    for p in parts:
+        if not p.isdigit():
+            raise IngestError(f"--mask: {p!r} is not a chunk number (chunk numbers are integers from 0, e.g. 3,17)")
+    return [int(p) for p in parts]
+
+
+def check_mask(mask: Any, n_chunks: int) -> list[int]:
+    """`mask` (chunk numbers) as a sorted list; IngestError, one line, for anything that is not a
+    chunk of the document."""
+    out = set()
+    for c in mask or []:
+        if isinstance(c, bool) or not isinstance(c, int):
+            if isinstance(c, float) and c.is_integer():
+                c = int(c)
+            else:
+                raise IngestError(f"--mask: {c!r} is not a chunk number")
+        if not 0 <= c < n_chunks:
+            raise IngestError(f"--mask: chunk {c} is not in this document (its chunks are 0 to {n_chunks - 1})")
+        out.add(c)
+    return sorted(out)
+
+
+def shown_answer(made: dict) -> tuple[str | None, str]:
+    """The answer text the reader sees, which causal effects are measured on: (the short answer,
+    "short answer"), else (the quoted sentence, "quoted sentence"); (None, "") for an abstention or
+    no quote."""
+    q = made.get("quote")
+    if made.get("abstained") or not q:
+        return None, ""
+    if made.get("short_answer"):
+        return str(made["short_answer"]), "short answer"
+    return str(q.get("sentence") or q["text"]), "quoted sentence"
+
+
+def answer_ids(engine: DocumentEngine, text: str) -> list[int] | None:
+    """The token ids of `text` as an answer follows the prompt (drt_core.prompts.answer_text)."""
+    from drt_core.prompts import answer_text
+
+    tok = engine.tokenizer
+    if tok is None:
+        return None
+    enc = tok.encode(answer_text(text), add_special_tokens=False)
+    return list(getattr(enc, "ids", enc))  # an HF tokenizer gives ids, a bare `tokenizers` one an Encoding
+
+
+def causal_effects(engine: DocumentEngine, state: Any, question: str, ids: list[int] | None,
+                   chunks: list[int]) -> dict[int, float | None]:
+    """Each chunk's causal effect on the generated answer `ids` (Engine.causal_effects, in nats:
+    logprob(answer) - logprob(answer | that chunk masked)); None for every chunk when the model
+    generated nothing or the engine cannot tell."""
+    if not ids or not chunks:
+        return {c: None for c in chunks}
+    return {int(c): round(float(v), 4) for c, v in engine.causal_effects(state, question, ids, chunks).items()}
+
+def _make_answer(library: Library, engine: DocumentEngine, doc_id: str, question: str, state: Any,
+                 generated: str, trace: Any, missing: list[str]) -> dict:
+    """The answer made from one generation: {"answer", "evidence", "trace", "made"} (abstention,
+    the quote from the first evidence chunk, or the generated text)."""
+    tj = trace_json(trace)
+    evidence = evidence_rows(library, doc_id, engine.evidence(state, trace) if trace is not None else [])
+    n_chunks = state.n_chunks
+    z = retrieval_z(tj, n_chunks)
+    abstained = bool(missing)
+    quote, reading, unsure = None, None, None
+    reader = _reader(engine)
+    rows = tj.get("chunks") or []
+    if evidence and not abstained and reader is not None:
+        scores = rows[0].get("scores") if rows else None
+        quote, reading, bm = read_answer(library, engine, state, doc_id, question, evidence, reader, scores)
+        unsure = confidence(reader, library, doc_id, question, reading, bm)
+        if unsure is not None and unsure["abstain"]:  # calibrated: the reader and the retriever are not sure
+            abstained, quote, reading = True, None, None
+        elif quote is None:  # the reader found no sentence to read: quote as a checkpoint without one does
+            vocab = _doc_vocabulary(library, doc_id)
+            first = quote_chunk(library, doc_id, evidence, question, vocab, scores)
+            quote = quote_from_evidence(library, doc_id, first["chunk"], question, vocab, weight=first["weight"])
+            if quote is not None:
+                quote["matter"] = first.get("matter")
+    elif evidence and not abstained:
+        vocab = _doc_vocabulary(library, doc_id)
+        first = quote_chunk(library, doc_id, evidence, question, vocab, rows[0].get("scores") if rows else None)
+        quote = quote_from_evidence(library, doc_id, first["chunk"], question, vocab, weight=first["weight"])
+        if quote is not None:  # a quote drawn from a licence / contents / index page says so (the UI and CLI show it)
+            quote["matter"] = first.get("matter")
+    if abstained:
+        answer = NOT_FOUND
+    elif quote is not None:
+        answer = quote["text"]
+    else:  # nothing retrieved (a model without retrieval): its generated text
+        answer = generated
+    if reading is not None and quote is not None:  # the trained reader's short answer, a span of the quote
+        short = quote.get("short")
+    else:  # the model's own short answer, shown only when it is copied verbatim from the quoted passage
+        short = generated if quote is not None and generated and generated in quote["text"] else None
+    made = {"quote": quote, "abstained": abstained, "short_answer": short, "generated": generated,
+            "retrieval_z": None if z is None else round(z, 4),
+            "missing_words": missing, "confidence": unsure}
+    return {"answer": answer, "evidence": evidence, "trace": tj, "made": made}
+
+
+def ask(
+    library: Library,
+    engine: DocumentEngine,
+    doc_id: str,
+    question: str,
+    *,
+    max_new_tokens: int = 64,
+    on_delta: Callable[[str], None] | None = None,
+    cancel: threading.Event | None = None,
+    mask: list[int] | None = None,
+    causal: bool = True,
+    before_page: int | None = None,
+    on_answer: Callable[[dict], None] | None = None,
+) -> dict:
+    """Answer `question` about a prefilled document; record it; return the Contract 2 object
+    {"answer", "evidence", "trace"} (and, beside them, how the answer was made).
+
+    Every evidence row carries its `causal_effect` beside its fusion `weight`: the drop in the
+    log-likelihood of the answer the reader sees (the short answer, else the quoted sentence;
+    trace["answer"]["effects_on"] says which; the generated text when there is no quote) when that
+    chunk alone is barred from retrieval: + means the chunk made that answer likelier.
+    `mask`: document chunk numbers barred from retrieval; the answer is then regenerated without
+    them, and the unmasked one is kept in trace["answer"]["unmasked"] (answer, generated, quote,
+    abstained, evidence chunks with weight and causal effect). `causal=False` skips the effects
+    (one batched forked pass, a row per evidence chunk; `eval qa` does not report them): they are then null.
+    `before_page`: spoiler-safe reading: the model reads and retrieves only the chunks that end
+    before that page (BeforePage, prefix_state): no evidence at or after it, and the answer the
+    document truncated there would get. `on_answer(result)` is called with the answer as soon as it
+    is made, before its causal effects are measured (the UI shows it, then streams the effects in)."""
+    question = " ".join(str(question).split())
+    if not question:
+        raise IngestError("the question is empty")
+    if max_new_tokens < 1:
+        raise IngestError("--max-new-tokens must be at least 1")
+    state = ready_state(library, engine, doc_id)
+    record = library
+    if before_page is not None:
+        library = BeforePage(library, doc_id, before_page)
+        state = prefix_state(library, engine, doc_id, library.n_tokens)
+    barred = check_mask(mask, state.n_chunks)
+    t0 = time.monotonic()
+    missing = missing_words(library, engine, doc_id, question)
+    # the unmasked generation: the answer itself, or (masking) what the causal effects are measured on
+    generated, trace, ids = generate(engine, state, question, max_new_tokens=max_new_tokens,
+                                         on_delta=None if barred else on_delta, cancel=cancel)
+    out = original = _make_answer(library, engine, doc_id, question, state, generated, trace, missing)
+    if barred:
+        gen_m, trace_m, _ = generate(engine, state, question, max_new_tokens=max_new_tokens,
+                                         on_delta=on_delta, cancel=cancel, mask=barred)
+        out = _make_answer(library, engine, doc_id, question, state, gen_m, trace_m, missing)
+    if cancel is not None and cancel.is_set():
+        raise Cancelled("generation was stopped")
+    if on_answer is not None:  # the answer now; its causal effects (a batched pass) follow
+        on_answer({"answer": out["answer"], "evidence": out["evidence"],
+                   "trace": dict(out["trace"], answer=out["made"]), **out["made"]})
+    chunks = sorted({e["chunk"] for e in out["evidence"]} | {e["chunk"] for e in original["evidence"]})
+    shown, effects_on = shown_answer(out["made"])
+    shown_ids = answer_ids(engine, shown) if shown else ids  # what the reader sees, else the generation
+    effects = causal_effects(engine, state, question, shown_ids if causal else None, chunks)
+    out["made"]["effects_on"] = effects_on if shown else "generated"
+    for e in out["evidence"] + (original["evidence"] if barred else []):
+        e["causal_effect"] = effects.get(e["chunk"])
+    made = out["made"]
+    if barred:
+        o = original["made"]
+        made = dict(made, masked=barred, unmasked={
+            "answer": original["answer"], "generated": o["generated"], "quote": o["quote"],
+            "abstained": o["abstained"], "short_answer": o["short_answer"], "missing_words": o["missing_words"],
+            "evidence": [{k: e[k] for k in ("chunk", "pages", "weight", "causal_effect")}
+                         for e in original["evidence"]]})
+    # how the answer was made rides in the trace, so Contract 2's three keys stay as they are
+    if before_page is not None:
+        made = dict(made, before_page=int(before_page))
+    tj = dict(out["trace"], answer=made)
+    answer, evidence = out["answer"], out["evidence"]
+    record.record_answer(
+        doc_id, question, str(engine.fingerprint), answer, evidence, tj, seconds=time.monotonic() - t0
+    )
+    return {"answer": answer, "evidence": evidence, "trace": tj, **made}
+
+
+def ask_all(library: Library, engine: DocumentEngine, question: str, *, max_new_tokens: int = 64,
+            before_page: int | None = None) -> dict:
+    """The question asked of every document this model has prefilled: each document's model state
+    does its own retrieval and the same reader reads it (`ask`, without causal effects); the
+    answers are grouped by document, the one whose reader was surest first (abstentions last).
+    {"question", "documents": [{"doc_id", "title", "answer", "evidence", "trace", ...}]}."""
+    fp = str(engine.fingerprint)
+    ready = [d for d in library.documents()
+             if any(s["model_fp"] == fp and s["status"] == "done" for s in d.get("prefill") or [])]
+    if not ready:
+        raise IngestError("no document is prefilled by this model yet: `drt-reader ingest FILE` first")
+    out = []
+    for d in ready:
+        page = before_page if before_page is not None and before_page <= d["n_pages"] else None  # else all of it
+        res = ask(library, engine, d["id"], question, max_new_tokens=max_new_tokens, causal=False, before_page=page)
+        out.append({"doc_id": d["id"], "title": d["title"], **res})
+
+    def surest_first(r: dict) -> tuple:
+        score = ((r.get("quote") or {}).get("reader") or {}).get("score")
+        return bool(r.get("abstained")), -(score if score is not None else -1e9)
+
+    out.sort(key=surest_first)
+    return {"question": " ".join(question.split()), "documents": out}
+
+
+CONTRACT_KEYS = ("answer", "evidence", "trace")  # what `drt-reader ask --json` prints (docs/design.md, Contract 2)

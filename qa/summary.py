@@ -1,0 +1,299 @@
+"""Summaries: whole sentences from every part of the document, ranked by what the model retrieved.
+
+extractive (default): the document is cut into parts (ingest.parts: chapters from the PDF's
+    bookmarks, headings, TeX sections, or equal page spans). While prefilling, every chunk
+    retrieved a few earlier chunks with fusion weights (the dependency map); a chunk's retrieval
+    centrality is the sum of the weights with which the rest of the document retrieved it, edges
+    from and to licence, contents and index pages left out. Within each part, each whole
+    sentence (it ends at . ! or ?, not at a page break) scores the centrality of the chunks it
+    lies on; the best sentences of each part are quoted verbatim, in document order, with their
+    pages. Nothing is paraphrased.
+abstractive: the model generates after `drt_core.prompts.summary_suffix()`, retrieving only from
+    the parts asked for. Offered only when the model's summary check (`summary_check.json` in its
+    checkpoint, written by `drt-reader eval summary --write-check` on the validation chapters)
+    shows it beats the extractive summary in ROUGE-L; otherwise the extractive summary is shown,
+    with a one-line notice saying why.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from bisect import bisect_right
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from store.library import Library
+
+from .ask import evidence_rows, generate, trace_json
+from ingest.boilerplate import chunk_matter
+from ingest.errors import IngestError
+from ingest.parts import Part, document_parts, document_text, pages_ref, select
+from drt_core.protocol import DocumentEngine
+from ingest.pipeline import ready_state
+from .reader import sentence_spans
+
+MODES = ("extractive", "abstractive")
+CHECK_FILE = "summary_check.json"
+MIN_SENTENCE_CHARS = 40
+MAX_SENTENCE_CHARS = 420
+MIN_WORDS = 6
+_ENDS = re.compile(r"[.!?][\"'’”)\]]*$")
+_STARTS = re.compile(r"^[\"'‘“(\[_]*[A-Z0-9]")
+
+
+def in_degree(dependency_map: Sequence[dict], n_chunks: int, skip: frozenset[int] | set[int] = frozenset()) -> list[float]:
+    """Per document chunk, the sum of the fusion weights with which other chunks retrieved it;
+    chunks in `skip` (boilerplate) neither give nor receive."""
+    score = [0.0] * n_chunks
+    for row in dependency_map:
+        src = int(row.get("chunk", -1))
+        if src in skip:
+            continue
+        for j, w in zip(row.get("retrieved", []), row.get("weights", [])):
+            j = int(j)
+            if 0 <= j < n_chunks and j != src and j not in skip:
+                score[j] += float(w)
+    return score
+
+
+def whole_sentences(text: str) -> list[tuple[int, int]]:
+    """[start, end) of the whole sentences of `text`: reader.sentence_spans joined across ';', kept
+    when they start with a capital (or a quote), end at . ! ? (closing quotes allowed), hold no
+    blank line, close every quote they open, are not in capitals (headings), and are 40-420
+    characters and 6 words or more."""
+    spans: list[tuple[int, int]] = []
+    cur: tuple[int, int] | None = None
+    for a, b in sentence_spans(text):
+        cur = (cur[0], b) if cur is not None else (a, b)
+        if text[b - 1: b] == ";":
+            continue
+        spans.append(cur)
+        cur = None
+    out = []
+    for a, b in spans:
+        s = text[a:b]
+        lead = len(s) - len(s.lstrip())
+        a, s = a + lead, s.strip()
+        if (MIN_SENTENCE_CHARS <= len(s) <= MAX_SENTENCE_CHARS and len(s.split()) >= MIN_WORDS
+                and _ENDS.search(s) and _STARTS.match(s) and not re.search(r"\n\s*\n", s)
+                and s.count('"') % 2 == 0 and s.count("“") == s.count("”")
+                and sum(ch.isupper() for ch in s) <= 0.3 * sum(ch.isalpha() for ch in s)):  # no headings
+            out.append((a, a + len(s)))
+    return out
+
+
+@dataclass
+class Sentence:
+    part: int
+    char_start: int
+    char_end: int
+    text: str
+    score: float
+    chunks: list[int]
+
+
+def part_sentences(text: str, part: Part, chunks: list[dict], centrality: list[float],
+                   boiler: set[int]) -> list[Sentence]:
+    """The candidate sentences of one part, each scored by the mean centrality of its chunks."""
+    a, b = part.char_start, part.char_end
+    starts = [c["char_start"] for c in chunks]
+    out = []
+    for s, e in whole_sentences(text[a:b]):
+        s, e = s + a, e + a
+        mine, i = [], max(0, bisect_right(starts, s) - 1)
+        while i < len(chunks) and chunks[i]["char_start"] < e:
+            if chunks[i]["char_end"] > s:
+                mine.append(i)
+            i += 1
+        if not mine or any(i in boiler for i in mine):
+            continue
+        score = sum(centrality[i] for i in mine) / len(mine)
+        out.append(Sentence(part.number, s, e, " ".join(text[s:e].split()), score, mine))
+    return out
+
+
+def per_part_budget(n_parts: int) -> int:
+    """Sentences per part: a whole book gets one or two from each chapter, a single part five."""
+    if n_parts <= 1:
+        return 5
+    if n_parts <= 6:
+        return 3
+    return 2 if n_parts <= 24 else 1
+
+
+def pick(cands: list[Sentence], k: int) -> list[Sentence]:
+    """The k best-scored sentences (ties: the earlier), in document order."""
+    best = sorted(cands, key=lambda s: (-s.score, s.char_start))[:k]
+    return sorted(best, key=lambda s: s.char_start)
+
+
+def extractive(
+    library: Library,
+    doc_id: str,
+    dependency_map: Sequence[dict],
+    *,
+    chapter: int | None = None,
+    pages: tuple[int, int] | None = None,
+    per_part: int | None = None,
+    span: tuple[int, int, str] | None = None,
+) -> dict:
+    """{"summary", "evidence", "trace"}: whole sentences from every part (or from one `span`: (char
+    start, char end, title), as `eval summary` gives a chapter); the trace lists the sentences
+    (text, part, pages, chunks, score) and the parts."""
+    doc = library.document(doc_id)
+    n = doc["n_chunks"]
+    chunks = library.chunks(doc_id)
+    boiler = set(chunk_matter(library, doc_id, chunks))
+    cent = in_degree(dependency_map, n, frozenset(boiler))
+    if span is not None:
+        chosen = [Part(1, span[2], span[0], span[1], 0, 0, "given")]
+    else:
+        chosen = select(document_parts(library, doc_id), chapter=chapter, pages=pages)
+    if not chosen:
+        raise IngestError(f"pages {pages[0]}-{pages[1]} are outside this document (1-{doc['n_pages']})" if pages
+                          else "nothing to summarize")
+    text = document_text(library, doc_id)
+    page_rows = library.pages(doc_id)
+    if pages is not None:  # clip the parts to the page range
+        lo = next(p["char_start"] for p in page_rows if p["number"] >= pages[0])
+        hi = max(p["char_end"] for p in page_rows if p["number"] <= pages[1])
+        chosen = [Part(p.number, p.title, max(p.char_start, lo), min(p.char_end, hi), max(p.page_first, pages[0]),
+                       min(p.page_last, pages[1]), p.source) for p in chosen]
+    k = per_part or per_part_budget(len(chosen))
+    picked: list[Sentence] = []
+    for part in chosen:
+        picked += pick(part_sentences(text, part, chunks, cent, boiler), k)
+    labels = {p["number"]: p["label"] for p in page_rows}
+    lines, rows = [], []
+    titles = {p.number: p.title for p in chosen}
+    for s in picked:
+        pg = sorted({q for i in s.chunks for q in range(chunks[i]["page_first"], chunks[i]["page_last"] + 1)})
+        rows.append({"part": s.part, "part_title": titles[s.part], "text": s.text, "pages": pg,
+                     "chunks": s.chunks, "char_start": s.char_start, "char_end": s.char_end,
+                     "score": round(s.score, 6)})
+    last_part = None
+    for r in rows:
+        if len(chosen) > 1 and r["part"] != last_part:
+            lines.append(f"## {r['part_title']}")
+            last_part = r["part"]
+        lines.append(f"{r['text']} ({pages_ref(r['pages'], labels)})")
+    covered = len({r["part"] for r in rows})
+    intro = (f"Extractive summary: {len(rows)} sentences quoted from {covered} of {len(chosen)} "
+             f"part(s) ({chosen[0].source}), the ones the rest of the document retrieved most.")
+    top = max((r["score"] for r in rows), default=0.0) or 1.0
+    ev_pairs: dict[int, float] = {}
+    for r in rows:
+        for i in r["chunks"]:
+            ev_pairs[i] = max(ev_pairs.get(i, 0.0), r["score"] / top)
+    evidence = evidence_rows(library, doc_id, sorted(ev_pairs.items()), limit=len(ev_pairs))
+    evidence.sort(key=lambda e: e["chunk"])
+    trace = {"mode": "extractive",
+             "method": "retrieval centrality (weighted in-degree in the dependency map, boilerplate left out), "
+                       f"best {k} whole sentence(s) per part",
+             "sentences": rows, "parts": [p.to_json() for p in chosen],
+             "in_degree": [round(x, 6) for x in cent], "selected": sorted(ev_pairs), "chunks": []}
+    return {"summary": "\n\n".join([intro, *lines]), "evidence": evidence, "trace": trace}
+
+
+def summary_check(model_dir: str | Path | None) -> dict | None:
+    """The model's summary check (written by `eval summary --write-check`), or None."""
+    if model_dir is None:
+        return None
+    path = Path(model_dir) / CHECK_FILE
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def abstractive_allowed(check: dict | None) -> tuple[bool, str]:
+    """(offered, one-line reason) for the abstractive mode."""
+    if not check:
+        return False, ("abstractive summaries are off: this model has no summary check "
+                       "(drt-reader eval summary --write-check); showing the extractive summary")
+    a, e = check.get("abstractive_rouge_l"), check.get("extractive_rouge_l")
+    if a is None or e is None or a <= e:
+        return False, (f"abstractive summaries are off: on the validation chapters this model's ROUGE-L was "
+                       f"{a if a is not None else 'n/a'} against {e if e is not None else 'n/a'} for the "
+                       "extractive summary; showing the extractive summary")
+    return True, ""
+
+
+def part_chunks(library: Library, doc_id: str, parts: Sequence[Part]) -> set[int]:
+    """The chunks that overlap the parts."""
+    return {c["idx"] for c in library.chunks(doc_id)
+            if any(c["char_end"] > p.char_start and c["char_start"] < p.char_end for p in parts)}
+
+
+def abstractive(library: Library, engine: DocumentEngine, state, doc_id: str, *, keep: set[int] | None = None,
+                max_new_tokens: int = 128) -> dict:
+    """The model's own summary, retrieving only from the chunks in `keep` (all when None): the
+    others are masked."""
+    n = state.n_chunks or library.document(doc_id)["n_chunks"]  # the state's (a last partial chunk is none)
+    mask = None if keep is None else [i for i in range(n) if i not in keep]
+    text, trace, _ = generate(engine, state, None, max_new_tokens=max_new_tokens, mask=mask)
+    evidence = evidence_rows(library, doc_id, engine.evidence(state, trace) if trace is not None else [])
+    return {"summary": text, "evidence": evidence, "trace": {"mode": "abstractive", **trace_json(trace)}}
+
+
+def summarize(
+    library: Library,
+    engine: DocumentEngine,
+    doc_id: str,
+    *,
+    mode: str = "extractive",
+    max_new_tokens: int = 128,
+    chapter: int | None = None,
+    pages: tuple[int, int] | None = None,
+    per_part: int | None = None,
+    force_abstractive: bool = False,
+) -> dict:
+    """Contract 2 `summarize`: {"summary", "evidence", "trace"}, the trace with "mode" (the one
+    used) and "notice" (why the abstractive mode was not, else ""); recorded as a "summary" trace.
+    `force_abstractive` is for `eval summary`, which measures the mode before it is offered."""
+    if mode not in MODES:
+        raise IngestError(f"unknown summary mode {mode!r}; use one of {', '.join(MODES)}")
+    fp = str(engine.fingerprint)
+    state = ready_state(library, engine, doc_id)
+    notice = ""
+    if mode == "abstractive" and not force_abstractive:
+        ok, notice = abstractive_allowed(summary_check(engine.model_dir))
+        if not ok:
+            mode = "extractive"
+    if mode == "extractive":
+        out = extractive(library, doc_id, dependency_map(library, engine, doc_id, state), chapter=chapter,
+                         pages=pages, per_part=per_part)
+    else:
+        keep = None
+        if chapter is not None or pages is not None:
+            keep = part_chunks(library, doc_id, select(document_parts(library, doc_id), chapter=chapter, pages=pages))
+        out = abstractive(library, engine, state, doc_id, keep=keep, max_new_tokens=max_new_tokens)
+    out["trace"]["mode"], out["trace"]["notice"] = mode, notice
+    library.add_trace(doc_id, fp, "summary", out)
+    return out
+
+
+def dependency_map(library: Library, engine: DocumentEngine, doc_id: str, state=None) -> list[dict]:
+    """The document's dependency map for this model (stored at the end of prefill)."""
+    fp = str(engine.fingerprint)
+    dep = library.latest_trace(doc_id, fp, "dependency_map")
+    if dep is not None:
+        return dep["data"]
+    dep_map = (state or ready_state(library, engine, doc_id)).dependency_map()
+    library.add_trace(doc_id, fp, "dependency_map", dep_map)
+    return dep_map
+
+
+def parse_pages(text: str) -> tuple[int, int]:
+    """"12-30" or "12" -> (12, 30) / (12, 12); a clear error otherwise."""
+    m = re.fullmatch(r"\s*(\d+)\s*(?:[-–]\s*(\d+))?\s*", text or "")
+    if not m:
+        raise IngestError(f"pages must look like 12-30 or 12, not {text!r}")
+    a, b = int(m.group(1)), int(m.group(2) or m.group(1))
+    if a < 1 or b < a:
+        raise IngestError(f"page range {text!r} is empty: give FIRST-LAST with 1 <= FIRST <= LAST")
+    return a, b

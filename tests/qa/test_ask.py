@@ -1,0 +1,253 @@
+"""qa.ask.generate: the one generation path of the app, the CLI and the UI."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from qa.ask import NO_REPEAT_NGRAM, generate
+
+
+def test_answers_are_generated_greedily_without_repeated_ngrams():
+    seen = {}
+
+    class Eng:
+        def generate(self, state, question, **kw):
+            seen.update(kw)
+            yield SimpleNamespace(text_delta="the fortnight", done=False)
+            yield SimpleNamespace(text_delta="", done=True, answer="the fortnight", trace=None)
+
+    deltas = []
+    answer, trace, _ = generate(Eng(), None, "Who is Emma?", max_new_tokens=8, on_delta=deltas.append)
+    assert answer == "the fortnight" and deltas == ["the fortnight"] and trace is None
+    assert seen == {"max_new_tokens": 8, "temperature": 0.0, "no_repeat_ngram": NO_REPEAT_NGRAM}
+    assert NO_REPEAT_NGRAM >= 2
+
+
+def test_sentence_spans_cut_at_sentence_ends_and_blank_lines():
+    from qa.ask import sentence_spans
+
+    text = "First one. Emma Woodhouse, handsome, clever, and rich, had lived.\n\nThird here!  "
+    assert [text[a:b] for a, b in sentence_spans(text)] == [
+        "First one.", "Emma Woodhouse, handsome, clever, and rich, had lived.", "Third here!"]
+
+
+def test_retrieval_z():
+    from qa.ask import retrieval_z
+
+    trace = {"chunks": [{"scores": [0.0, 0.0, 0.0, 9.0, 0.0, 0.0, 100.0]}]}
+    z = retrieval_z(trace, 6)  # the question's own chunk (index 6) is not the document's
+    assert abs(z - (9.0 - 1.5) / (sum((x - 1.5) ** 2 for x in [0, 0, 0, 9, 0, 0]) / 6) ** 0.5) < 1e-9
+    assert retrieval_z({"chunks": []}, 6) is None and retrieval_z({"chunks": [{"scores": None}]}, 3) is None
+    assert retrieval_z(trace | {"chunks": [{"scores": [1.0, 1.0]}]}, 2) is None  # no spread
+
+
+def _chunked_library(text):
+    """A library stand-in holding `text` cut into 63-token chunks (one page each)."""
+    from drt_core.tokenizer import encode_with_offsets
+
+    ids, offs = encode_with_offsets(text)
+    rows, pos, c = [], 0, 0
+    while pos < len(ids):  # chunks of 63 tokens, their character spans from the offsets
+        e = min(pos + 63, len(ids))
+        a, b = offs[pos][0], (offs[e][0] if e < len(ids) else len(text))
+        rows.append({"idx": c, "tok_start": pos, "tok_end": e, "char_start": a, "char_end": b, "text": text[a:b],
+                     "page_first": c + 1, "page_last": c + 1})
+        pos, c = e, c + 1
+    return SimpleNamespace(chunks=lambda doc_id, idx=None: rows if idx is None else [r for r in rows if r["idx"] in idx]), rows
+
+
+def test_quote_from_evidence_quotes_the_sentence_sharing_the_rarest_question_words():
+    """The quote: in the retrieved chunk, the sentence with the most in-document idf of the
+    question's words (not the one with the most common words), with its neighbours, within the
+    limit; its text is the document's, its pages those of the chunks it spans."""
+    from qa.abstain import DocVocabulary
+    from qa.ask import quote_from_evidence
+
+    text = ("It was a dark night and the house was cold. " * 6
+            + "The house of Emma Woodhouse was handsome and her father was rich. "
+            + "She was the youngest of the two daughters. "
+            + "The rain fell on the roofs of the house. " * 8)
+    lib, rows = _chunked_library(text)
+    vocab = DocVocabulary(r["text"] for r in rows)
+    target = next(r["idx"] for r in rows if "Woodhouse" in r["text"])
+    q = quote_from_evidence(lib, "doc", target, "Who is the father of Emma Woodhouse, and was the house cold?", vocab,
+                            weight=0.75)
+    assert q["sentence"] == "The house of Emma Woodhouse was handsome and her father was rich."
+    # the two sentences after it join first (QUOTE_GROW), then the one before
+    assert q["text"].startswith("It was a dark night") and q["text"].endswith("the two daughters. The rain fell on the roofs of the house.")
+    assert text[q["char_start"]:q["char_end"]] == " ".join(q["text"].split()) and q["weight"] == 0.75
+    assert q["pages"] == sorted({r["idx"] + 1 for r in rows if r["char_end"] > q["char_start"]
+                                 and r["char_start"] < q["char_end"]})
+    after = ("The house of Emma Woodhouse was handsome and her father was rich. She was the youngest of the two "
+             "daughters. The rain fell on the roofs of the house.")
+    q = quote_from_evidence(lib, "doc", target, "Who is Emma Woodhouse?", vocab, limit=len(after) + 10)
+    assert q["text"] == after  # room for two more sentences: the two after it, not the one before
+    short = quote_from_evidence(lib, "doc", target, "Who is Emma Woodhouse?", vocab, limit=80)
+    assert short["sentence"] in short["text"] and len(short["text"]) <= 80
+    assert quote_from_evidence(lib, "doc", len(rows) + 3, "Who is Emma?", vocab) is None  # no such chunk
+
+
+def test_quote_chunk_prefers_the_retrieved_chunk_whose_passage_covers_the_question():
+    """quote_chunk keeps the model's retrieved chunks and quotes the one maximising its retrieval
+    score + window x the idf of the question words its neighbours hold and it lacks: a close second
+    whose passage holds the question's other rare word wins; a far second does not; without scores
+    or at window 0, the heaviest."""
+    from qa.abstain import DocVocabulary
+    from qa.ask import quote_chunk
+
+    texts = ["Mrs. Weston came to tea.", "The old abbey of Donwell.", "Mr. Knightley owns it.",
+             "The rain fell on Highbury.", "Donwell is grand.", "The rain fell again."]
+    rows = [{"idx": i, "text": t} for i, t in enumerate(texts)]
+    lib = SimpleNamespace(chunks=lambda doc_id, idx=None: [r for r in rows if idx is None or r["idx"] in idx])
+    vocab = DocVocabulary(texts)
+    ev = [{"chunk": 4, "weight": 0.6, "matter": None}, {"chunk": 1, "weight": 0.4, "matter": None}]
+    q = "Who owns Donwell, Mr. Knightley?"  # chunk 1's neighbour (2) holds "knightley" and "owns"; chunk 4's do not
+    near = [0.0, 1.0, 0.0, 0.0, 1.2, 0.0]
+    assert quote_chunk(lib, "doc", ev, q, vocab, near, window=0.5)["chunk"] == 1
+    far = [0.0, 1.0, 0.0, 0.0, 9.0, 0.0]
+    assert quote_chunk(lib, "doc", ev, q, vocab, far, window=0.5)["chunk"] == 4
+    assert quote_chunk(lib, "doc", ev, q, vocab, near, window=0.0)["chunk"] == 4
+    assert quote_chunk(lib, "doc", ev, q, vocab, None, window=0.5)["chunk"] == 4
+    # regression (hand-written musk-03): a contents-page chunk won by its neighbours' words
+    tagged = [ev[0], ev[1] | {"matter": "contents"}]
+    assert quote_chunk(lib, "doc", tagged, q, vocab, near, window=0.5)["chunk"] == 4
+
+
+def test_missing_words_name_rare_words_the_document_never_uses():
+    """Abstention's word test: a question word counts when it is not common (the model's list), not
+    a number, and the document has neither it nor a word of the same stem."""
+    from qa.abstain import DocVocabulary, missing_words
+    from qa.ask import abstain_reason
+
+    vocab = DocVocabulary(["Athos recognised the cofinal functor in 1625.", "Porthos renamed his lackey."])
+    common = frozenset({"who", "is", "the", "of", "passage", "find"})
+    assert missing_words("Who is Raoul, the son of Athos?", vocab, common) == ["raoul", "son"]
+    assert missing_words("Find the passage: Athos recognises the cofinality in 1627", vocab, common) == []
+    assert vocab.uses("renames") and not vocab.uses("ren") and vocab.idf("athos") < vocab.idf("raoul")
+    assert abstain_reason({"missing_words": ["raoul"]}) == "The document never mentions \u201craoul\u201d."
+    assert abstain_reason({"missing_words": []}).startswith("No passage stood out")
+
+
+def test_reading_order_is_the_evidence_then_the_best_scored_chunks():
+    from qa.ask import reading_order
+
+    ev = [{"chunk": 5}, {"chunk": 2}]
+    scores = [0.1, 9.0, 3.0, None, 7.0, 8.0, float("-inf")]
+    assert reading_order(ev, scores, k=4) == [5, 2, 1, 4]
+    assert reading_order(ev, None, k=4) == [5, 2]
+    assert reading_order(ev * 3, scores, k=2) == [5, 2]
+
+
+def test_read_answer_quotes_the_readers_sentence_with_its_short_answer():
+    """ask's trained-reader path: the reader reads the evidence chunks and the next best-scored ones
+    with their neighbours; the quote is its sentence grown by the next ones, with the short answer
+    (a span of it), the chunk, pages and the reader's confidence; confidence() applies the calibrated
+    test shipped beside it."""
+    import numpy as np
+
+    from qa import ask
+    from qa.reader import SENTENCE_FEATURES, SPAN_FEATURES, Reader, Scorer
+    from drt_core.bm25 import BM25
+
+    text = ("It rained all week in the town, and nobody went out of doors. " * 6
+            + "The cottage was called Barton Cottage. It stood in a green valley near the sea. "
+            + "Nothing else happened that year in the valley or the town. " * 6)
+    lib, rows = _chunked_library(text)
+    lib.home = "mem"
+    lib.pages = lambda doc_id, with_text=False, numbers=None: [
+        {"number": r["page_first"], "text": r["text"]} for r in rows if numbers is None or r["page_first"] in numbers]
+
+    def linear(feature, names):
+        F = len(names)
+        w = np.zeros(F, np.float32)
+        w[names.index(feature)] = 1.0
+        return Scorer({"mean": np.zeros(F, np.float32), "std": np.ones(F, np.float32), "W1": np.zeros((1, F), np.float32),
+                       "b1": np.zeros(1, np.float32), "w2": np.zeros(1, np.float32), "w": w})
+
+    reader = Reader(linear("cov", SENTENCE_FEATURES), linear("cap_frac", SPAN_FEATURES), {})
+    bm = BM25([r["text"] for r in rows])
+    eng = SimpleNamespace(bm25_index=lambda state: bm)
+    target = next(r["idx"] for r in rows if "Barton" in r["text"])
+    other = (target + 3) % len(rows)
+    q = "What was the cottage called?"
+    scores = [0.0] * len(rows)
+    scores[target] = 5.0
+    ask._STATS.clear()
+    quote, reading, b = ask.read_answer(lib, eng, None, "doc", q, [{"chunk": other, "weight": 1.0}], reader, scores)
+    assert "The cottage was called Barton Cottage." in quote["text"] and quote["chunk"] == target
+    assert quote["short"] == "Barton" and quote["short"] in quote["text"] and quote["weight"] == 0.0
+    assert quote["retrieved"] is False and quote["rank"] == 2  # read after the evidence chunk, not retrieved
+    assert quote["pages"] and " ".join(text[quote["char_start"]:quote["char_end"]].split()) == quote["text"]
+    assert b is not None and b.shape == (len(rows),)
+    assert ask.confidence(reader, lib, "doc", q, reading, b) is None  # no calibrated test shipped
+    from qa.abstain_model import FEATURES
+
+    test = {"features": list(FEATURES), "mean": [0.0] * len(FEATURES), "std": [1.0] * len(FEATURES),
+            "w": [0.0] * len(FEATURES), "b": 0.0}
+    sure = Reader(reader.sentence, reader.span, {"abstain": dict(test, threshold=-1.0)})
+    unsure = Reader(reader.sentence, reader.span, {"abstain": dict(test, threshold=1.0)})
+    assert ask.confidence(sure, lib, "doc", q, reading, b)["abstain"] is False
+    assert ask.confidence(unsure, lib, "doc", q, reading, b)["abstain"] is True
+    assert "no passage answers it" in ask.abstain_reason({"confidence": ask.confidence(unsure, lib, "doc", q, reading, b)})
+    off = Reader(reader.sentence, reader.span, {"abstain": dict(test, threshold=None)})
+    c = ask.confidence(off, lib, "doc", q, reading, b)  # shipped uncalibrated: scored, never abstains
+    assert c["abstain"] is False and c["threshold"] is None and isinstance(c["score"], float)
+
+
+def test_the_rare_word_test_abstains_on_a_missing_name_or_two_missing_words_only():
+    """A single missing lower-case word is most often the question's paraphrase ("hilltop",
+    "renamed"): not decisive. A missing name ("Raoul"), or two missing words, are. Accents are
+    folded: the question's "étale" is the LaTeX source's "\\'etale"."""
+    from qa.abstain import DocVocabulary, decisive, missing_words
+
+    vocab = DocVocabulary(["Athos and Porthos went up the hill to the top, and an \\'etale morphism was found."])
+    common = frozenset({"who", "is", "the", "what", "did", "they", "see", "from", "son", "of", "went", "up"})
+    assert "etale" not in missing_words("Which étale morphism?", vocab, common)
+    assert "etale" in missing_words("Which étale morphism?", DocVocabulary(["no such word here"]), common)
+    m = missing_words("What did they see from the hilltop?", vocab, common)
+    assert m == ["hilltop"] and not decisive("What did they see from the hilltop?", m)
+    m = missing_words("Who is Raoul, the son of Athos?", vocab, common)
+    assert m == ["raoul"] and decisive("Who is Raoul, the son of Athos?", m)
+    assert decisive("what of gerbes and stacks", ["gerbes", "stacks"])
+    assert not decisive("Raoul went up", ["raoul"])  # the question's first word: capitalised by position only
+
+
+def test_a_calibrated_abstention_makes_a_not_found_answer(monkeypatch):
+    """_make_answer with a reader whose calibrated test abstains: "Not found", no quote, no short
+    answer, the evidence kept (it crashed on the missing quote's short answer before)."""
+    import numpy as np
+
+    from drt_core.bm25 import BM25
+    from qa import ask
+    from qa.abstain_model import FEATURES
+    from qa.reader import SENTENCE_FEATURES, SPAN_FEATURES, Reader, Scorer
+
+    text = "It rained all week in the town. " * 8 + "The cottage was called Barton Cottage. " + "Nothing else. " * 8
+    lib, rows = _chunked_library(text)
+    lib.home = "mem2"
+    lib.pages = lambda doc_id, with_text=False, numbers=None: [
+        {"number": r["page_first"], "text": r["text"]} for r in rows if numbers is None or r["page_first"] in numbers]
+    F, G = len(SENTENCE_FEATURES), len(SPAN_FEATURES)
+    zero = lambda n: Scorer({"mean": np.zeros(n, np.float32), "std": np.ones(n, np.float32),  # noqa: E731
+                             "W1": np.zeros((1, n), np.float32), "b1": np.zeros(1, np.float32),
+                             "w2": np.zeros(1, np.float32), "w": np.zeros(n, np.float32)})
+    test = {"features": list(FEATURES), "mean": [0.0] * len(FEATURES), "std": [1.0] * len(FEATURES),
+            "w": [0.0] * len(FEATURES), "b": 0.0, "threshold": 1.0}
+    reader = Reader(zero(F), zero(G), {"abstain": test})
+    monkeypatch.setattr(ask, "_reader", lambda engine: reader)
+    bm = BM25([r["text"] for r in rows])
+    eng = SimpleNamespace(evidence=lambda state, trace: [(1, 1.0)], bm25_index=lambda state: bm,
+                          cfg=SimpleNamespace(bm25_weight=2.0))
+    trace = {"chunks": [{"scores": [1.0] * len(rows)}]}
+    ask._STATS.clear()
+    out = ask._make_answer(lib, eng, "doc", "What was the cottage called?", SimpleNamespace(n_chunks=len(rows)),
+                           "", trace, [])
+    assert out["answer"] == ask.NOT_FOUND and out["made"]["quote"] is None and out["made"]["short_answer"] is None
+    assert out["made"]["confidence"]["abstain"] is True and out["evidence"]
+    assert "no passage answers it" in ask.abstain_reason(out["made"])
+
+
+def test_a_missing_accented_name_is_decisive():
+    from qa.abstain import decisive
+
+    assert decisive("Who is Fère?", ["fere"])
