@@ -1,9 +1,9 @@
 """Grouped Cross Attention for training without Triton (the CPU): the reference's forward, the
 Triton kernels' memory.
 
-`GCARecompute` runs gca_reference's forward without an autograd graph (the same numbers, bit for bit)
-and saves q, k, v, w and the per-chunk log-sum-exp lse[z,h,j,m] (fp32), as the Triton training
-kernel does (triton_gca.GCAFunction), instead of the graph's scores, probabilities and per-chunk
+`GCARecompute` runs gca_reference's function without an autograd graph (the same numbers up to float
+rounding: the scores against every chunk, and the fused output, are single matmuls) and saves q, k,
+v, w and the per-chunk log-sum-exp lse[z,h,m,j] (fp32), as the Triton training kernel does (triton_gca.GCAFunction), instead of the graph's scores, probabilities and per-chunk
 outputs ([Z, H, K, M, N] and [Z, H, K, M, d] tensors: about 70 KiB a token per upper layer at
 D = 384). The backward recomputes the probabilities from lse (the math of README.md, Backward):
 
@@ -21,24 +21,30 @@ import math
 import torch
 
 
+def _scores(q, k, scale: float):
+    """s [Z, H, M, K, N] = scale <q_m, k_jn>: one matmul against the K chunks' N keys side by side."""
+    Z, H, K, N, d = k.shape
+    return torch.matmul(q, k.reshape(Z, H, K * N, d).transpose(-1, -2)).mul_(scale).view(Z, H, q.shape[2], K, N)
+
+
 def _forward(q, k, v, w, softmax_one: bool, scale: float):
-    """gca_reference's forward, op for op (fp32), returning the output and lse [Z, H, K, M, 1]."""
-    dtype = q.dtype
-    q, k, v, w = q.float(), k.float(), v.float(), w.float()
-    s = torch.einsum("zhmd,zhjnd->zhjmn", q, k) * scale
+    """The output [Z, H, M, d] and lse [Z, H, M, K, 1] (fp32, at least). Each query's scores against chunk j
+    sit side by side ([M, K, N], the layout of one matmul against every chunk's keys), and the
+    per-chunk outputs times w_j are one matmul of the weighted probabilities against every chunk's
+    values: sum_j w_j P_j V_j = (P * w) V."""
+    Z, H, K, N, d = k.shape
+    acc = torch.promote_types(q.dtype, torch.float32)  # fp32, or fp64 for fp64 inputs (the tests)
+    s = _scores(q.to(acc), k.to(acc), scale)
+    m = s.amax(dim=-1, keepdim=True)
     if softmax_one:
-        m = s.amax(dim=-1, keepdim=True).clamp_min(0.0)
-        e = torch.exp(s - m)
-        den = e.sum(dim=-1, keepdim=True) + torch.exp(-m)
-        p = e / den
-    else:
-        m = s.amax(dim=-1, keepdim=True)
-        e = torch.exp(s - m)
-        den = e.sum(dim=-1, keepdim=True)
-        p = torch.softmax(s, dim=-1)
-    oj = torch.einsum("zhjmn,zhjnd->zhjmd", p.to(v.dtype), v)
-    o = torch.einsum("zhjmd,zj->zhmd", oj, w.to(oj.dtype))
-    return o.to(dtype), m + torch.log(den)
+        m = m.clamp_min(0.0)
+    e = torch.exp(s - m)
+    den = e.sum(dim=-1, keepdim=True)
+    if softmax_one:
+        den = den + torch.exp(-m)
+    pw = e.div_(den).mul_(w.to(acc)[:, None, None, :, None])  # w_j P_j
+    o = torch.matmul(pw.view(Z, H, -1, K * N), v.to(acc).reshape(Z, H, K * N, d))
+    return o.to(q.dtype), m + torch.log(den)
 
 
 class GCARecompute(torch.autograd.Function):
@@ -55,18 +61,23 @@ class GCARecompute(torch.autograd.Function):
     def backward(ctx, do):
         q, k, v, w, lse = ctx.saved_tensors
         scale = ctx.scale
-        qf, kf, vf, wf, dof = q.float(), k.float(), v.float(), w.float(), do.float()
-        p = torch.einsum("zhmd,zhjnd->zhjmn", qf, kf).mul_(scale).sub_(lse).exp_()  # [Z, H, K, M, N]
-        dpr = torch.einsum("zhmd,zhjnd->zhjmn", dof, vf)  # dP' = <dO, v>
-        wj = wf[:, None, :, None, None]
-        dv = torch.einsum("zhjmn,zhmd->zhjnd", p, dof).mul_(wj)
+        Z, H, K, N, d = k.shape
+        acc = lse.dtype
+        qf, wf, dof = q.to(acc), w.to(acc), do.to(acc)
+        kf, vf = k.to(acc).reshape(Z, H, K * N, d), v.to(acc).reshape(Z, H, K * N, d)
+        M = q.shape[2]
+        p = _scores(qf, kf.view(Z, H, K, N, d), scale).sub_(lse).exp_()  # [Z, H, M, K, N]
+        dpr = torch.matmul(dof, vf.transpose(-1, -2)).view(Z, H, M, K, N)  # dP' = <dO, v_jn>
+        wj = wf[:, None, None, :, None]
         pdp = p * dpr
-        dw = pdp.sum(dim=(1, 3, 4))  # [Z, K]
-        ds = p.mul_(dpr.sub_(pdp.sum(-1, keepdim=True))).mul_(wj * scale)  # p is dS now
+        dw = pdp.sum(dim=(1, 2, 4))  # [Z, K]
+        dv = torch.matmul((p * wj).view(Z, H, M, K * N).transpose(-1, -2), dof)  # [Z, H, K*N, d]
+        ds = p.mul_(dpr.sub_(pdp.sum(-1, keepdim=True))).mul_(wj * scale).view(Z, H, M, K * N)  # p is dS now
         del pdp, dpr
-        dq = torch.einsum("zhjmn,zhjnd->zhmd", ds, kf)
-        dk = torch.einsum("zhjmn,zhmd->zhjnd", ds, qf)
-        return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), dw.to(w.dtype), None, None
+        dq = torch.matmul(ds, kf)
+        dk = torch.matmul(ds.transpose(-1, -2), qf)
+        return (dq.to(q.dtype), dk.view(Z, H, K, N, d).to(k.dtype), dv.view(Z, H, K, N, d).to(v.dtype),
+                dw.to(w.dtype), None, None)
 
 
 def gca_recompute(q, k, v, w, *, softmax_one: bool = False, scale: float | None = None) -> torch.Tensor:
