@@ -281,7 +281,9 @@ def test_scorer_only_gives_the_scorer_the_same_gradients_without_a_graph_through
         grads.append({n: p.grad.clone() for n, p in m.named_parameters()
                       if p.grad is not None and n.startswith(("encoder.", "lmk_norms."))})
     full, so = outs
-    assert torch.allclose(full.logits, so.logits) and torch.allclose(full.retrieval_loss, so.retrieval_loss)
+    # float noise only: with a graph, GCA and the window attention take their recomputing training paths
+    assert torch.allclose(full.logits, so.logits, atol=1e-5, rtol=1e-4)
+    assert torch.allclose(full.retrieval_loss, so.retrieval_loss)
     assert full.loss.requires_grad and not so.loss.requires_grad
     assert grads[1].keys() == grads[0].keys() and any(k.startswith("lmk_norms.") for k in grads[1])
     for k in grads[0]:
