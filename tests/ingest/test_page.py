@@ -3,7 +3,6 @@ page break too), text documents typeset, the passage in its context, and the one
 
 from __future__ import annotations
 
-import zipfile
 from pathlib import Path
 
 import pymupdf
@@ -20,6 +19,7 @@ from ingest.page import (
     wrap_lines,
 )
 from ingest.pipeline import ingest, remove_document
+from tests.epub import write_epub, xhtml
 from tests.ingest.conftest import one_json
 
 
@@ -184,30 +184,7 @@ def test_wrap_lines_keeps_offsets():
 
 
 def _epub(path: Path, paragraphs: list[str]) -> Path:
-    body = "".join(f"<p>{p}</p>" for p in paragraphs)
-    with zipfile.ZipFile(path, "w") as z:
-        z.writestr(zipfile.ZipInfo("mimetype"), "application/epub+zip")  # first, stored
-        z.writestr(
-            "META-INF/container.xml",
-            '<?xml version="1.0"?><container version="1.0" '
-            'xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles>'
-            '<rootfile full-path="content.opf" media-type="application/oebps-package+xml"/>'
-            "</rootfiles></container>",
-        )
-        z.writestr(
-            "content.opf",
-            '<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="2.0" '
-            'unique-identifier="id"><metadata xmlns:dc="http://purl.org/dc/elements/1.1/">'
-            '<dc:title>Owls</dc:title><dc:identifier id="id">owls</dc:identifier></metadata>'
-            '<manifest><item id="c1" href="c1.xhtml" media-type="application/xhtml+xml"/></manifest>'
-            '<spine><itemref idref="c1"/></spine></package>',
-        )
-        z.writestr(
-            "c1.xhtml",
-            '<?xml version="1.0"?><html xmlns="http://www.w3.org/1999/xhtml"><head><title>c</title>'
-            f"</head><body>{body}</body></html>",
-        )
-    return path
+    return write_epub(path, xhtml("".join(f"<p>{p}</p>" for p in paragraphs)), title="Owls")
 
 
 def test_epub_pages_use_the_parser_layout(library, fake_engine, tmp_path):

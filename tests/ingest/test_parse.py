@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import zipfile
 
 import pytest
 
@@ -18,6 +17,7 @@ from ingest.errors import (
     WrongPassword,
 )
 from ingest.parse import PAGE_SEPARATOR, ParseLimits, clean_text, parse_file, sniff, split_pages, text_kind
+from tests.epub import write_epub, xhtml
 
 
 def _spans_consistent(doc) -> None:
@@ -222,29 +222,7 @@ def test_truncated_pdf_is_repaired_and_says_so(assets, tmp_path):
 def test_epub_is_laid_out_into_pages(tmp_path):
     path = tmp_path / "book.epub"
     chapter = "".join(f"<p>Paragraph {i} of the tiny test book, long enough to wrap.</p>" for i in range(120))
-    with zipfile.ZipFile(path, "w") as z:
-        z.writestr(zipfile.ZipInfo("mimetype"), "application/epub+zip")  # stored, first
-        z.writestr(
-            "META-INF/container.xml",
-            '<?xml version="1.0"?><container version="1.0" '
-            'xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles>'
-            '<rootfile full-path="content.opf" media-type="application/oebps-package+xml"/>'
-            "</rootfiles></container>",
-        )
-        z.writestr(
-            "content.opf",
-            '<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0" '
-            'unique-identifier="id">'
-            '<metadata xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>Tiny Test Book</dc:title>'
-            '<dc:identifier id="id">x</dc:identifier><dc:language>en</dc:language></metadata>'
-            '<manifest><item id="c1" href="c1.xhtml" media-type="application/xhtml+xml"/></manifest>'
-            '<spine><itemref idref="c1"/></spine></package>',
-        )
-        z.writestr(
-            "c1.xhtml",
-            '<?xml version="1.0"?><html xmlns="http://www.w3.org/1999/xhtml"><head><title>C1</title></head>'
-            f"<body><h1>Chapter One</h1>{chapter}</body></html>",
-        )
+    write_epub(path, xhtml(f"<h1>Chapter One</h1>{chapter}", title="C1"), title="Tiny Test Book", language="en")
     doc = parse_file(path.rename(tmp_path / "book.bin"))  # the name says nothing
     assert doc.kind == "epub" and doc.title == "Tiny Test Book"
     assert len(doc.pages) > 2

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 import time
-import zipfile
 import zlib
 
 import pytest
@@ -26,6 +25,7 @@ from ingest.errors import (
     WrongPassword,
 )
 from ingest.parse import ParseLimits, parse_file
+from tests.epub import write_epub
 from tests.ingest.conftest import snapshot
 from tests.reliability.conftest import make_pdf
 
@@ -115,29 +115,6 @@ def test_pdf_header_then_random_bytes(tmp_path):
 # -- row 6: malformed EPUBs and TeX --------------------------------------------------------------
 
 
-def _epub(path, chapter_xhtml: str | None, *, container=True, compress_chapter=zipfile.ZIP_DEFLATED) -> None:
-    with zipfile.ZipFile(path, "w") as z:
-        z.writestr(zipfile.ZipInfo("mimetype"), "application/epub+zip")
-        if container:
-            z.writestr(
-                "META-INF/container.xml",
-                '<?xml version="1.0"?><container version="1.0" '
-                'xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles>'
-                '<rootfile full-path="content.opf" media-type="application/oebps-package+xml"/>'
-                "</rootfiles></container>",
-            )
-        z.writestr(
-            "content.opf",
-            '<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0" '
-            'unique-identifier="id"><metadata xmlns:dc="http://purl.org/dc/elements/1.1/">'
-            '<dc:title>T</dc:title><dc:identifier id="id">x</dc:identifier></metadata>'
-            '<manifest><item id="c1" href="c1.xhtml" media-type="application/xhtml+xml"/></manifest>'
-            '<spine><itemref idref="c1"/></spine></package>',
-        )
-        if chapter_xhtml is not None:
-            z.writestr("c1.xhtml", chapter_xhtml, compress_type=compress_chapter)
-
-
 _XHTML = '<?xml version="1.0"?><html xmlns="http://www.w3.org/1999/xhtml"><body>{}</body></html>'
 
 
@@ -145,17 +122,17 @@ _XHTML = '<?xml version="1.0"?><html xmlns="http://www.w3.org/1999/xhtml"><body>
 def test_malformed_epubs(tmp_path, case):
     path = tmp_path / f"{case}.epub"
     if case == "truncated":
-        _epub(path, _XHTML.format("<p>words</p>" * 2000))
+        write_epub(path, _XHTML.format("<p>words</p>" * 2000))
         data = path.read_bytes()
         path.write_bytes(data[: len(data) // 2])
     elif case == "no-container":
-        _epub(path, _XHTML.format("<p>Some text.</p>"), container=False)
+        write_epub(path, _XHTML.format("<p>Some text.</p>"), container=False)
     elif case == "no-chapter":
-        _epub(path, None)
+        write_epub(path, None)
     elif case == "empty-chapter":
-        _epub(path, _XHTML.format(""))
+        write_epub(path, _XHTML.format(""))
     else:
-        _epub(path, "<html><body><p>unclosed <b>tags & bad entities &nope;")
+        write_epub(path, "<html><body><p>unclosed <b>tags & bad entities &nope;")
     try:
         doc = parse_file(path)
     except IngestError as e:
@@ -168,7 +145,7 @@ def test_epub_zip_bomb_is_stopped(tmp_path):
     """A 200 KB EPUB whose chapter inflates to 200 MB: a typed error within the limits."""
     path = tmp_path / "bomb.epub"
     body = "<p>" + "a " * (100 * 2**20) + "</p>"
-    _epub(path, _XHTML.format(body))
+    write_epub(path, _XHTML.format(body))
     assert path.stat().st_size < 1_000_000
     t0 = time.monotonic()
     with pytest.raises((ParseOutOfMemory, ParseTimeout, TooLarge)) as e:
