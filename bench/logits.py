@@ -53,7 +53,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tokens", type=int, default=4032)
     ap.add_argument("--atol", type=float, default=1e-4)
     a = ap.parse_args(argv)
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     texts = {Path(d).stem: (Path(a.corpora) / d).read_text(encoding="utf-8", errors="replace") for d in a.docs}
     results = {c.name: logits_of(c, texts, a.tokens) for c in _checkpoints(Path(a.checkpoints))}
     if a.mode == "save":

@@ -146,6 +146,7 @@ EXTENSIONS: tuple[str, ...] = tuple(PAPER_FLAVOUR)
 SPECIAL_IDS: dict = dict(pad_token_id=0, eos_token_id=1, lmk_token_id=2)
 
 FIELDS: dict = {**ARCHITECTURE, **IMPLEMENTATION, **PAPER_FLAVOUR, **SPECIAL_IDS}
+VALID_KEYS: tuple[str, ...] = (*FIELDS, "tie_word_embeddings")  # what DRTConfig takes, besides PretrainedConfig's
 
 # Extensions that were switched off in every shipped model and measured as not helping, removed
 # from the code (docs/model.md, "Retired extensions"), with the value that meant "off". A
@@ -204,14 +205,10 @@ class DRTConfig(PretrainedConfig):
         _check_keys(kwargs)
         _validate(v)
         v["upper_groups"] = list(v["upper_groups"])
-        for k in ("softmax_one", "copy_head", "copy_bigram", "copy_global", "lexical", "lexical_word_carry"):
-            v[k] = bool(v[k])
-        for k in ("copy_match", "copy_recall", "copy_recall_age", "copy_span", "copy_lead", "key_encoder",
-                  "key_context", "query_encoder", "bm25_window"):
-            v[k] = int(v[k])
-        for k in ("copy_qk_cap", "lexical_doc_df", "lexical_words", "bm25_weight"):
-            v[k] = float(v[k])
-        v["copy_groups"] = str(v["copy_groups"])
+        v["softmax_one"] = bool(v["softmax_one"])
+        for k, off in PAPER_FLAVOUR.items():  # each extension as the type of its "off" value (JSON gives 1 for 1.0)
+            if isinstance(off, (bool, int, float, str)):
+                v[k] = type(off)(v[k])
         v["stream_preamble"] = None if not v["stream_preamble"] else [int(t) for t in v["stream_preamble"]]
         pad, eos = v.pop("pad_token_id"), v.pop("eos_token_id")
         for k, x in v.items():
@@ -273,7 +270,7 @@ def _check_keys(kwargs: dict) -> None:
     unknown = sorted(k for k in kwargs if k not in _HF_KEYS)
     if unknown:
         raise ValueError(f"unknown config key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
-                         f"valid keys: {', '.join(FIELDS)}, tie_word_embeddings")
+                         f"valid keys: {', '.join(VALID_KEYS)}")
 
 
 def _validate(v: dict) -> None:

@@ -1447,9 +1447,8 @@ def _state_config(cfg: DRTConfig) -> dict:
         d.pop(key, None)
     if d.get("stream_preamble") is None:  # added later: off, it leaves the fingerprints as they were
         d.pop("stream_preamble", None)
-    for key in ("lexical_word_carry",):  # likewise
-        if not d.get(key):
-            d.pop(key, None)
+    if not d.get("lexical_word_carry"):  # likewise
+        d.pop("lexical_word_carry", None)
     return d
 
 

@@ -1071,9 +1071,9 @@ def check_config_keys(keys) -> None:
     otherwise train without a copy head and say nothing), with the nearest keys it does take."""
     import difflib
 
-    from ..config import FIELDS
+    from ..config import VALID_KEYS
 
-    known = sorted([*FIELDS, "tie_word_embeddings"])
+    known = sorted(VALID_KEYS)
     bad = [k for k in keys if k not in known]
     if bad:
         hints = "; ".join(f"{k!r}: did you mean {', '.join(difflib.get_close_matches(k, known, 3)) or 'none close'}?"
