@@ -34,12 +34,15 @@ step() {  # step NAME CAP_SECONDS CMD... : stdout to $OUT/NAME, stderr to $OUT/N
 cat "$OUT/env.txt"
 
 if [ "$QUICK" = 1 ]; then  # the script's own smoke test on a CPU: tiny shapes, seconds each
-  DEV=cpu; PRESET=tiny; SEQ=252; BATCH=1; SECS=3; LEN=16k; PRESET_PF=tiny
+  DEV=cpu; PRESET=tiny; SEQ=252; BATCH=auto; SECS=3; LEN=16k; PRESET_PF=tiny; MAXB=2; BF16=on  # bf16 autocast on any CPU: slower without native units, the same path
+  FIT=(--memory-gib 1)  # no CUDA device to size for: a 1 GiB budget takes the same path
 else
   DEV=cuda; PRESET=paper; SEQ=4032; BATCH=${GPU_SH_BATCH:-auto}; SECS=100; LEN=1m; PRESET_PF=${GPU_SH_PREFILL_PRESET:-paper}
+  MAXB=8; FIT=(); BF16=auto
 fi
 if [ "$BATCH" = auto ]; then  # 8 samples, or as many as the memory estimate fits on this GPU (issue 53)
-  BATCH=$("$PY" -m bench.train --fit-batch --preset "$PRESET" --seq-len "$SEQ" --bf16 auto --max-batch 8 2>>"$OUT/steps.txt") || BATCH=1
+  BATCH=$("$PY" -m bench.train --fit-batch --preset "$PRESET" --seq-len "$SEQ" --bf16 "$BF16" --max-batch "$MAXB" \
+    ${FIT[@]+"${FIT[@]}"} 2>>"$OUT/steps.txt") || BATCH=1
   echo "training batch $BATCH x $SEQ (bench.train --fit-batch)" | tee -a "$OUT/steps.txt"
 fi
 
@@ -49,7 +52,7 @@ step pytest.txt 100 "$PY" -m pytest -m gpu -p no:cacheprovider tests/kernels tes
 step gca.json 90 "$PY" -m bench.gca --json
 # 3. paper-preset training throughput and MFU (bf16 autocast)
 step train.json $((SECS + 50)) "$PY" -m bench.train --preset "$PRESET" --seq-len "$SEQ" --batch "$BATCH" \
-  --seconds "$SECS" --train-steps 2 --skip-forward --skip-memory --bf16 auto --device "$DEV" --json
+  --seconds "$SECS" --train-steps 2 --skip-forward --skip-memory --bf16 "$BF16" --device "$DEV" --json
 # 4. prefill at 1M: token ids of the repository's own text (data/ is not on the device machine; the
 #    speed does not depend on the text), the engine on $DEV
 TOK=data/books/val.bin

@@ -24,17 +24,18 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 MODEL=(--preset small --set hidden_size=384 --set num_heads=6 --set intermediate_size=1024)
 if [ "${GPU_SH_QUICK:-0}" = 1 ]; then
   MODEL=(--preset tiny --set hidden_size=64 --set num_heads=2 --set intermediate_size=128)
-  SEQ=504; BATCH=2; MINUTES=0.2; PROBE_MIN=0.05
+  SEQ=504; BATCH=auto; MINUTES=0.2; PROBE_MIN=0.05; MAXB=2; BF16=on  # autocast on any CPU: the same path, slower
+  FIT=(--memory-gib 1)  # no CUDA device to size for: a 1 GiB budget takes the same path
 else
-  SEQ=4032; BATCH=${BATCH:-auto}; MINUTES=${MINUTES:-6.5}; PROBE_MIN=0.75
+  SEQ=4032; BATCH=${BATCH:-auto}; MINUTES=${MINUTES:-6.5}; PROBE_MIN=0.75; MAXB=32; FIT=(); BF16=auto
 fi
 if [ "$BATCH" = auto ]; then  # 32 samples, or as many as the memory estimate fits on this GPU (issue 53)
-  BATCH=$("$PY" -m bench.train --fit-batch --preset small --set hidden_size=384 --set num_heads=6 \
-    --set intermediate_size=1024 --seq-len "$SEQ" --bf16 auto --max-batch 32) \
+  BATCH=$("$PY" -m bench.train --fit-batch "${MODEL[@]}" --seq-len "$SEQ" --bf16 "$BF16" --max-batch "$MAXB" \
+    ${FIT[@]+"${FIT[@]}"}) \
     || { echo "sizing the batch failed"; exit 1; }
   echo "batch $BATCH x $SEQ tokens (bench.train --fit-batch)" | tee "$OUT/batch.txt"
 fi
-COMMON=(--data "$DATA" --seq-len "$SEQ" --batch-size "$BATCH" --bf16 auto --eval-every 0 --lr 1.5e-3 --min-lr 1.5e-4)
+COMMON=(--data "$DATA" --seq-len "$SEQ" --batch-size "$BATCH" --bf16 "$BF16" --eval-every 0 --lr 1.5e-3 --min-lr 1.5e-4)
 
 # 1. a short probe of the speed (compilation and allocator warm-up included), to size the run
 rm -rf "$RUN.probe" "$RUN"

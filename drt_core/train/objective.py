@@ -11,8 +11,6 @@ from contextlib import nullcontext
 
 import torch
 
-from dataclasses import dataclass, field
-
 from ..modeling import NEG_INF, DRTOutput, fusion_weights, lm_loss
 
 
@@ -80,7 +78,6 @@ def forced_retrieval_loss(scores: torch.Tensor, forced: torch.Tensor, distractor
     return (torch.logsumexp(s, -1) - torch.logsumexp(fs, -1)).mean()
 
 
-@dataclass
 class Steering:
     """Training's hook on the forward's retrieval (model(..., steer=Steering(...))). For each group g
     it forces chunks into the selection (`forced` [B, C] or [B, C, F], -1 for none; `oracle`: see
@@ -88,17 +85,20 @@ class Steering:
     forced_retrieval_loss, every other chunk counted `distractors` times), divided by the number of
     groups. per_group (G >= 2, `train --group-targets`): group g reads column g of those tensors
     alone. scorer_only (`train --lm-loss 0` with several groups): the upper layers run without an
-    autograd graph, so only the retrieval loss trains."""
+    autograd graph, so only the retrieval loss trains.
 
-    forced: torch.Tensor | None = None
-    targets: torch.Tensor | None = None
-    oracle: bool = False
-    distractors: float = 1.0
-    per_group: bool = False
-    scorer_only: bool = False
-    groups: int = 1
-    trains_scorer: bool = True  # False for the fixed retriever: its scores are not learned
-    loss: torch.Tensor | None = field(default=None, init=False)
+    A plain class, not a dataclass: FSDP2's mixed precision casts the forward's inputs with
+    torch.distributed.utils._apply_to_tensors, which rebuilds every dataclass it meets with
+    dataclasses.replace (that failed on the `loss` accumulator, and would hand the forward a copy).
+    An object of another class passes through as it is (tests/drt_core/train/test_fsdp.py)."""
+
+    def __init__(self, forced: torch.Tensor | None = None, targets: torch.Tensor | None = None,
+                 oracle: bool = False, distractors: float = 1.0, per_group: bool = False,
+                 scorer_only: bool = False, groups: int = 1, trains_scorer: bool = True):
+        self.forced, self.targets, self.oracle, self.distractors = forced, targets, oracle, distractors
+        self.per_group, self.scorer_only, self.groups = per_group, scorer_only, groups
+        self.trains_scorer = trains_scorer  # False for the fixed retriever: its scores are not learned
+        self.loss: torch.Tensor | None = None
 
     def __call__(self, g: int, scores: torch.Tensor, idx: torch.Tensor, w: torch.Tensor):
         C = scores.shape[1]

@@ -224,10 +224,21 @@ def test_interpreter_rounds_bf16_to_nearest_even():
     assert torch.equal(y[1:].view(torch.int16), ref[1:].view(torch.int16))
 
 
-def test_kernels_compile_for_cuda_without_a_gpu(tmp_path, monkeypatch):
-    """The compiled path, which the interpreter never sees: each kernel goes through Triton's CUDA
-    pipeline down to a cubin (triton's bundled ptxas) for sm_80, no GPU needed. Catches what the
-    interpreter tolerates and the compiler does not (loop-carried types, dot shapes, globals)."""
+_TL_PTR = {torch.bfloat16: "*bf16", torch.float16: "*fp16", torch.float32: "*fp32"}
+SM80_SHARED = 166912  # bytes of shared memory a block may use on an A100 (the H100 has more)
+# the shapes of the CUDA tests below (PAPER, GPU_RAGGED), compiled here with the GPU's own blocks
+GPU_SHAPES = [(torch.bfloat16, 64, 64, 64), (torch.bfloat16, 17, 33, 32), (torch.bfloat16, 1, 63, 128),
+              (torch.float16, 100, 128, 16), (torch.float32, 64, 64, 64)]
+
+
+@pytest.mark.parametrize(("dtype", "M", "N", "d"), GPU_SHAPES, ids=lambda x: str(x))
+def test_gpu_block_choices_compile_for_cuda(dtype, M, N, d, tmp_path, monkeypatch):
+    """The compiled path, which the interpreter never sees (its blocks are 32 x 32 and it upcasts):
+    each kernel with the blocks, head dim, dtype and dot precision that the CUDA launch picks for
+    these shapes (_blocks(..., interpret=False), _dot_precision) goes through Triton's CUDA pipeline
+    down to a cubin for sm_80 (triton's bundled ptxas), no GPU needed, in the autotuner's smallest
+    config, whose shared memory must fit an A100's. Catches what the interpreter tolerates and the
+    compiler does not (loop-carried types, dot shapes, globals, block sizes)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -237,12 +248,14 @@ def test_kernels_compile_for_cuda_without_a_gpu(tmp_path, monkeypatch):
     monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")
     scalars = dict(sm_scale="fp32", H="i32", M="i32", N="i32", K="i32")
     cases = [
-        (triton_gca.gca_fwd_kernel, dict(BLOCK_M=64, BLOCK_N=64, SOFTMAX_ONE=True)),
-        (triton_gca.gca_decode_kernel, dict(BLOCK_M=16, BLOCK_N=64, SOFTMAX_ONE=True)),
-        (triton_gca.gca_bwd_kernel_dkv, dict(BLOCK_M=32, BLOCK_N=64)),
-        (triton_gca.gca_bwd_kernel_dq, dict(BLOCK_M=32, BLOCK_N=64)),
+        (triton_gca.gca_fwd_kernel, "fwd", dict(SOFTMAX_ONE=True)),
+        (triton_gca.gca_decode_kernel, "decode", dict(SOFTMAX_ONE=False)),
+        (triton_gca.gca_bwd_kernel_dkv, "dkv", {}),
+        (triton_gca.gca_bwd_kernel_dq, "dq", {}),
     ]
-    for fn, blocks in cases:
+    smallest = min(triton_gca._AUTOTUNE_CONFIGS, key=lambda c: (c.num_warps, c.num_stages))
+    for fn, kind, extra in cases:
+        block_m, block_n = triton_gca._blocks(kind, M, N, interpret=False)
         jf = JITFunction(fn)
         signature = {}
         for name in jf.arg_names:
@@ -251,14 +264,16 @@ def test_kernels_compile_for_cuda_without_a_gpu(tmp_path, monkeypatch):
             elif name.isupper():
                 signature[name] = "constexpr"
             else:
-                signature[name] = "*fp32" if name in ("lse", "delta") else "*bf16"
-        constexprs = dict(HEAD_DIM=64, UPCAST=False, DOT_PREC="tf32", **blocks)
+                signature[name] = "*fp32" if name in ("lse", "delta") else _TL_PTR[dtype]
+        constexprs = dict(HEAD_DIM=d, UPCAST=False, DOT_PREC=triton_gca._dot_precision(dtype),
+                          BLOCK_M=block_m, BLOCK_N=block_n, **extra)
         kernel = triton.compile(
             ASTSource(fn=jf, signature=signature, constexprs=constexprs),
             target=GPUTarget("cuda", 80, 32),
-            options=dict(num_warps=4, num_stages=2),
+            options=dict(num_warps=smallest.num_warps, num_stages=smallest.num_stages),
         )
-        assert kernel.asm.get("cubin"), fn.__name__
+        assert kernel.asm.get("cubin"), (fn.__name__, block_m, block_n)
+        assert kernel.metadata.shared <= SM80_SHARED, (fn.__name__, block_m, block_n, kernel.metadata.shared)
 
 
 # ----------------------------------------------------------------------------------------------
