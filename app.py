@@ -20,18 +20,22 @@ from cli_io import UserError, emit  # noqa: F401  (emit: kept importable from ap
 ROOT = Path(__file__).resolve().parent
 DEFAULT_MODEL = str(ROOT / "checkpoints" / "drt-tiny")
 
-# module that registers each group of commands; imported lazily so `--help` stays fast
+# The module that registers each group of commands (`register(subparsers)`), imported by name when
+# the parser is built: by every command, `--help` included. So each imports only argparse-level
+# things (the standard library, cli_io, its package's errors and text helpers), and its handlers
+# import what the command runs when it runs (torch, transformers and the engine, gradio, the
+# library). drt_core/__init__ is lazy (PEP 562) for the same reason. tests/test_cli_startup.py
+# checks that `--help` and `list` load no torch, transformers or gradio; timings: docs/cli.md.
 COMMAND_MODULES = [
     "ingest.cli",  # ingest, list, page, rm
     "qa.cli",  # ask, summarize, outline, trace, export
-    "drt_core.train.loop",  # train
-    "drt_core.train.data",  # data (corpora -> token files)
-    "bench.cli",  # bench gca | prefill | train | ingest
+    "drt_core.train.cli",  # train, data (corpora -> token files)
+    "bench.cli",  # bench gca | prefill | train | ingest | ...
     "ui.cli",  # serve
 ]
-# modules that add subcommands to `eval` (register_eval(esub))
+# modules that add subcommands to `eval` (register_eval(esub)), as light as the ones above
 EVAL_MODULES = [
-    "drt_core.train.evaluate",  # eval niah | ppl
+    "drt_core.train.cli",  # eval niah | ppl
     "qa.eval_qa",  # eval qa
     "qa.eval_summary",  # eval summary
 ]

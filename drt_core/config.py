@@ -21,7 +21,8 @@ keys, and a retired extension (RETIRED) loads only at its "off" value.
 
 from __future__ import annotations
 
-from transformers import PretrainedConfig
+from transformers import AutoConfig, PretrainedConfig
+from transformers.utils import logging as _hf_logging
 
 ARCHS = ("drt", "sliding_window", "full_attention", "fixed_retriever", "landmark")
 
@@ -339,3 +340,9 @@ def _validate(v: dict) -> None:
              f"stream_preamble holds token ids in [0, {v['vocab_size']}), got {pre!r}")
         need(v["lmk_token_id"] not in [int(t) for t in pre], "stream_preamble must not hold the landmark token")
         need(arch != "landmark", "stream_preamble is not built for arch 'landmark' (its blocks start at position 0)")
+
+
+# every model load goes through this module: no "Loading weights" bars on the command line, and
+# AutoConfig knows "drt" (drt_core/__init__ is lazy: it used to do both on `import drt_core`)
+_hf_logging.disable_progress_bar()
+AutoConfig.register("drt", DRTConfig, exist_ok=True)

@@ -42,7 +42,9 @@ def model_dir():
 def load_embedder(device: str = "cpu"):
     """(tokenizer, model) of MiniLM on `device`, loaded once (offline) and frozen in eval mode."""
     from transformers import AutoModel, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # as drt_core.config does: no loading bars (eval qa --baselines minilm)
     path = str(model_dir())
     tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
     model = AutoModel.from_pretrained(path, local_files_only=True).to(device).eval()

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from transformers import PreTrainedModel
+from transformers import AutoModelForCausalLM, PreTrainedModel
 from transformers.utils import ModelOutput
 
 from kernels.gca import gca
@@ -656,3 +656,6 @@ def lm_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | 
     if weights is not None:
         mask = mask * weights[:, 1:].reshape(-1).float()
     return (ce * mask).sum() / mask.sum().clamp_min(1e-9)
+
+
+AutoModelForCausalLM.register(DRTConfig, DRTForCausalLM, exist_ok=True)  # AutoModelForCausalLM loads "drt"

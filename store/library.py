@@ -28,8 +28,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sqlite_utils import Database
-
 from . import migrations
 from .errors import (
     AmbiguousDocument,
@@ -40,6 +38,7 @@ from .errors import (
     StoreError,
     UnknownDocument,
 )
+from .sqlite import Database
 
 DB_NAME = "library.db"
 BUSY_TIMEOUT_S = 30.0

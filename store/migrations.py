@@ -17,8 +17,7 @@ Tables:
 
 from __future__ import annotations
 
-from sqlite_utils import Database
-from sqlite_utils.migrations import Migrations
+from .sqlite import Database, Migrations
 
 
 class _Migrations(Migrations):

@@ -29,6 +29,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from .options import SPLIT_SEED
+
 log = logging.getLogger("drt.data")
 
 CORPORA = ("books", "stacks")
@@ -38,7 +40,6 @@ CORPUS_DIRS = {"books": ("books", "shakespeare", "milton"), "stacks": ("stacks",
 CORPUS_EXT = {"books": ".txt", "stacks": ".tex"}
 STACKS_NON_CHAPTER = frozenset({"preamble.tex", "chapters.tex", "bibliography.tex", "fdl.tex"})
 
-SPLIT_SEED = 20261129
 N_HELDOUT_BOOKS = 3  # per held-out split (val, test), drawn from books/ only
 N_HELDOUT_STACKS = 4  # per held-out split, drawn from Stacks chapters without a parallel chapter
 MAX_HELDOUT_BOOK_BYTES = 1_500_000  # never hold out a giant (War and Peace) that training needs
@@ -406,21 +407,8 @@ class WindowSampler:
 
 
 # --------------------------------------------------------------------------------------------
-# command line
+# command line (its parser is drt_core.train.cli's, which calls run)
 # --------------------------------------------------------------------------------------------
-
-
-def register(sub) -> None:
-    p = sub.add_parser("data", help="tokenize the corpora into flat uint16 token files (and train the tokenizer)")
-    p.add_argument("--corpora", required=True, help="corpora directory (books/, shakespeare/, milton/, stacks/)")
-    p.add_argument("--out", required=True, help="output directory for splits.json and the .bin files")
-    p.add_argument("--train-tokenizer", action="store_true", help="train the BPE on the training split first")
-    p.add_argument("--vocab-size", type=int, default=8192, help="vocabulary size when training (default 8192)")
-    p.add_argument("--tokenizer-out", default=None, help="where to write the trained tokenizer (default: --model)")
-    p.add_argument("--measure-sizes", default="4096,8192,16384", help="vocab sizes to measure bytes/token for")
-    p.add_argument("--seed", type=int, default=SPLIT_SEED, help="seed of the document split")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=run)
 
 
 def run(args) -> int:

@@ -220,7 +220,8 @@ def test_set_refuses_a_config_key_the_model_does_not_take():
     """`train --set copy_heads=true` used to train without a copy head and say nothing (issue 53)."""
     import argparse
 
-    from drt_core.train.loop import check_config_keys, config_from_args, register
+    from drt_core.train.cli import register
+    from drt_core.train.loop import check_config_keys, config_from_args
 
     check_config_keys(["copy_head", "lexical_words", "upper_groups"])  # known: no error
     with pytest.raises(SystemExit, match="copy_heads.*did you mean copy_head"):
