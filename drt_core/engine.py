@@ -1126,7 +1126,8 @@ class Engine:
     def generate(self, state: DocState, question: str | None = None, *, prompt_ids: Sequence[int] | None = None,
                  max_new_tokens: int = 64, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
                  stop_at_newline: bool = True, seed: int | None = None, no_repeat_ngram: int = 0,
-                 cancel: threading.Event | None = None, mask: Iterable[int] | None = None) -> Iterator[GenEvent]:
+                 cancel: threading.Event | None = None, mask: Iterable[int] | None = None,
+                 terms: np.ndarray | None = None) -> Iterator[GenEvent]:
         """Ask `question` about the document in `state` (None: ask for a summary), streaming tokens.
 
         The stored state is not modified (generation runs on a fork). The last event has done=True,
@@ -1135,7 +1136,8 @@ class Engine:
         copying from the document stays allowed), which stops a small model's loops.
 
         `mask`: document chunk ids barred from retrieval (counterfactual masking, see `_bar`); the
-        trace then records them (`masked`) and gives them no score (None)."""
+        trace then records them (`masked`) and gives them no score (None). `terms`: more question-time
+        selection scores, one per document chunk, added with the BM25 term (question_bias)."""
         from .prompts import clean_answer
 
         n_doc_chunks = state.n_chunks
@@ -1143,7 +1145,7 @@ class Engine:
         with state.lock:
             fork = state.fork()
         self._bar(fork, barred)
-        fork.bias = self.question_bias(state, question)
+        fork.bias = self.question_bias(state, question, terms)
         if prompt_ids is None:
             prompt_ids = self.prompt_ids(fork, question)
         record: list[dict] = []
@@ -1213,17 +1215,45 @@ class Engine:
             have = cache[mem] = BM25(texts, window=self.cfg.bm25_window)
         return have
 
-    def question_bias(self, state: DocState, question: str | None) -> torch.Tensor | None:
+    def question_bias(self, state: DocState, question: str | None,
+                      terms: np.ndarray | None = None) -> torch.Tensor | None:
         """[n_doc_chunks]: bm25_weight x the BM25 score of `question` for each document chunk (config
-        bm25_weight; DocState.bias adds it to every selection of a question's fork), or None (no question,
-        the term off, or no question word in the document)."""
+        bm25_weight), plus `terms` (the caller's further question-time scores, one per document chunk:
+        qa.ask's cross-encoder term); DocState.bias adds it to every selection of a question's fork.
+        None: no question, or no term (the BM25 term off or no question word in the document, no terms)."""
+        if question is None or not self.cfg.uses_chunks:
+            return None
         w = float(getattr(self.cfg, "bm25_weight", 0.0) or 0.0)
-        if question is None or w <= 0 or not self.cfg.uses_chunks or self.tokenizer is None:
+        s = self.bm25_index(state).scores(question) * w if w > 0 and self.tokenizer is not None else None
+        if s is not None and not s.any():
+            s = None
+        if terms is not None:
+            t = np.zeros(state.n_chunks, np.float64)
+            n = min(len(t), len(terms))
+            t[:n] = np.asarray(terms, np.float64)[:n]
+            s = t if s is None else s + t
+        return None if s is None else torch.from_numpy(np.asarray(s)).float().to(self.device)
+
+    @torch.no_grad()
+    def question_scores(self, state: DocState, question: str, mask: Iterable[int] | None = None,
+                        terms: np.ndarray | None = None) -> np.ndarray | None:
+        """The selection scores (group 0, learned + the question-time terms) of the landmark that
+        closes the question's prompt, over the document's chunks (-inf where barred): what the first
+        answer chunk's retrieval ranks. One forked pass over the prompt; the state is untouched."""
+        if not self.cfg.uses_chunks:
             return None
-        s = self.bm25_index(state).scores(question)
-        if not s.any():
+        barred = self.check_mask(state, mask)
+        with state.lock:
+            fork = state.fork()
+        self._bar(fork, barred)
+        fork.bias = self.question_bias(state, question, terms)
+        record: list[dict] = []
+        self.feed(fork, self.prompt_ids(fork, question), record=record)
+        sel = self._current_selection(fork, record, fork.carry.pos // self.cfg.chunk_size)
+        if sel is None or sel["scores"] is None:
             return None
-        return torch.from_numpy(w * s).float().to(self.device)
+        n = state.n_chunks
+        return np.array([float("-inf") if x is None else x for x in sel["scores"][:n]], np.float64)
 
     # -- counterfactual masking ----------------------------------------------------------------------
 
@@ -1336,26 +1366,29 @@ class Engine:
         return float(lp.sum()), {c for c in picked if c < n}
 
     def answer_logprob(self, state: DocState, question: str | None, answer_ids: Sequence[int],
-                       mask: Iterable[int] | None = None, *, prompt_ids: Sequence[int] | None = None) -> float:
+                       mask: Iterable[int] | None = None, *, prompt_ids: Sequence[int] | None = None,
+                       terms: np.ndarray | None = None) -> float:
         """Teacher-forced log-likelihood of an answer: sum of log p(answer_ids[i] | prompt, answer_ids[:i])
         with the prompt laid out as `generate` lays it out (`prompt_ids`), the chunks of `mask` barred
         from retrieval as in `generate`. One forked pass over prompt + answer; the state is untouched."""
         barred = self.check_mask(state, mask)
         if prompt_ids is None:
             prompt_ids = self.prompt_ids(state, question)
-        return self._answer_logprob(state, prompt_ids, answer_ids, barred, self.question_bias(state, question))[0]
+        return self._answer_logprob(state, prompt_ids, answer_ids, barred, self.question_bias(state, question, terms))[0]
 
     def answer_logprobs(self, state: DocState, question: str | None, answer_ids: Sequence[int],
-                        masks: Sequence[Iterable[int]], *, prompt_ids: Sequence[int] | None = None) -> list[float]:
+                        masks: Sequence[Iterable[int]], *, prompt_ids: Sequence[int] | None = None,
+                        terms: np.ndarray | None = None) -> list[float]:
         """answer_logprob for each mask of `masks` (chunks barred from retrieval), in one batched
         teacher-forced pass: one row per mask (_fork_variants). The state is untouched."""
         barred = [frozenset(self.check_mask(state, m)) for m in masks]
         if prompt_ids is None:
             prompt_ids = self.prompt_ids(state, question)
-        return self._answer_logprobs(state, prompt_ids, answer_ids, barred, self.question_bias(state, question))
+        return self._answer_logprobs(state, prompt_ids, answer_ids, barred, self.question_bias(state, question, terms))
 
     def causal_effects(self, state: DocState, question: str | None, answer_ids: Sequence[int],
-                       chunks: Iterable[int], *, prompt_ids: Sequence[int] | None = None) -> dict[int, float]:
+                       chunks: Iterable[int], *, prompt_ids: Sequence[int] | None = None,
+                       terms: np.ndarray | None = None) -> dict[int, float]:
         """The causal effect of each chunk on an answer: answer_logprob(nothing masked) minus
         answer_logprob(that chunk alone masked), in nats (> 0: the chunk made the answer likelier).
 
@@ -1367,7 +1400,7 @@ class Engine:
         chunks = sorted(self.check_mask(state, chunks))
         if prompt_ids is None:
             prompt_ids = self.prompt_ids(state, question)
-        bias = self.question_bias(state, question)
+        bias = self.question_bias(state, question, terms)
         base, picked = self._answer_logprob(state, prompt_ids, answer_ids, frozenset(), bias)
         hit = [c for c in chunks if c in picked]
         masked = dict(zip(hit, self._answer_logprobs(state, prompt_ids, answer_ids, [frozenset({c}) for c in hit],

@@ -160,6 +160,10 @@ def abstain_reason(out: dict) -> str:
         named = ", ".join(f"\u201c{w}\u201d" for w in missing[:5])
         return f"The document never mentions {named}."
     conf = out.get("confidence") or {}
+    if conf.get("abstain") and conf.get("by") == "cross-encoder":
+        return ("Its words are in the document, but no passage answers it: the reader gives the best one "
+                f"a {100 * conf['p']:.0f}% chance of holding the answer, below the {100 * conf['threshold']:.0f}% "
+                "chosen on validation questions.")
     if conf.get("abstain"):
         return ("Its words are in the document, but no passage answers it with confidence "
                 f"(score {conf['score']:+.2f}, calibrated threshold {conf['threshold']:+.2f}).")
@@ -208,6 +212,48 @@ def _reader(engine: DocumentEngine):
     """The checkpoint's trained answer reader (qa.reader), or None when it ships none."""
     model_dir = engine.model_dir
     return _load_reader(str(model_dir)) if model_dir is not None else None
+
+
+@functools.lru_cache(maxsize=2)
+def _load_cross(model_dir: str):
+    from .cross_encoder import Scorer
+
+    return Scorer(model_dir)
+
+
+def cross_encoder(engine: DocumentEngine):
+    """The checkpoint's cross-encoder (qa.cross_encoder.Scorer), or None when it ships none (or the
+    engine cannot score a question: it has no Engine.question_scores)."""
+    from .cross_encoder import FILE
+
+    model_dir = getattr(engine, "model_dir", None)
+    if model_dir is None or not hasattr(engine, "question_scores") or not (model_dir / FILE).is_file():
+        return None
+    return _load_cross(str(model_dir))
+
+
+def cross_read(library: Library, engine: DocumentEngine, state: Any, doc_id: str, question: str,
+               barred: frozenset[int] | list[int], scorer) -> dict:
+    """The cross-encoder's reading of the question's pool (qa.rerank): {"windows", "terms", "cal"}.
+    The pool comes from the model's own question-time scores (and BM25's, and "Who is X?"'s
+    introducing chunks); `terms` is the selection term the model then answers with."""
+    from . import rerank
+
+    barred = frozenset(int(c) for c in barred)
+    n = state.n_chunks
+    scores = engine.question_scores(state, question, mask=sorted(barred) or None)
+    index = engine.bm25_index(state)
+    bm = index.scores(question) if index is not None else None
+    first = introduction(library, doc_id, question)
+    wins = rerank.windows(library, doc_id, rerank.pool(scores, bm, barred, first, n), barred)
+    rerank.read_pool(scorer, question, wins)
+    cal = rerank.Calibration.of(scorer.meta)
+    terms = rerank.terms(wins, n, cal.weight)
+    # the pool in the order of the model's question-time scores with the cross-encoder's term added
+    fused = {c: (float(scores[c]) if scores is not None and c < len(scores) and np.isfinite(scores[c]) else 0.0)
+             + float(terms[c]) for c in wins}
+    return {"windows": wins, "terms": terms, "cal": cal, "introduces": first, "reader": _reader(engine),
+            "order": sorted(wins, key=lambda c: (-fused[c], c))}
 
 
 _STATS: dict[tuple[str, str], Any] = {}  # a document's term statistics for the reader (its id is its content hash)
@@ -274,6 +320,29 @@ class BeforePage:
 
 
 _PREFIXES: dict[tuple, Any] = {}  # (home, doc, model, tokens) -> the state after a prefix (RAM, two kept)
+
+
+class Redacted:
+    """The library as a masked answer reads it: the text of the barred chunks is blank (a blank line,
+    then spaces: indices, character offsets and pages unchanged), so no quote, passage or evidence
+    row made from it can show a masked chunk's text (a sentence crossing into one ends there)."""
+
+    def __init__(self, library: Library, doc_id: str, barred: frozenset[int]):
+        self._lib, self._doc, self._barred = library, doc_id, barred
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._lib, name)
+
+    def chunks(self, doc_id: str, indices=None) -> list[dict]:
+        rows = self._lib.chunks(doc_id, indices)
+        if doc_id != self._doc:
+            return rows
+        return [dict(r, text=blank(r["text"])) if r["idx"] in self._barred else r for r in rows]
+
+
+def blank(text: str) -> str:
+    """`text` blanked, its length kept: a blank line (a sentence ends there), then spaces."""
+    return ("\n\n" + " " * (len(text) - 2)) if len(text) >= 2 else " " * len(text)
 
 
 def prefix_state(library: Library, engine: DocumentEngine, doc_id: str, n_tokens: int) -> Any:
@@ -432,6 +501,7 @@ def generate(
     on_delta: Callable[[str], None] | None = None,
     cancel: threading.Event | None = None,
     mask: list[int] | None = None,
+    terms: np.ndarray | None = None,
 ) -> tuple[str, Any, list[int] | None]:
     """The one generation loop of the app, the CLI and the UI: engine.generate to the end, text
     deltas to `on_delta`; returns (answer, trace, the generated token ids or None). `question` is
@@ -439,6 +509,8 @@ def generate(
     drt_core.prompts, the same function that built the fine-tuning examples."""
     answer, trace, parts, ids = None, None, [], None
     extra = {"mask": list(mask)} if mask else {}  # only when masking: engines without masks keep working
+    if terms is not None:  # the cross-encoder's selection term (qa.rerank), for engines that take one
+        extra["terms"] = terms
     for ev in engine.generate(state, question, max_new_tokens=max_new_tokens, temperature=0.0,
                               no_repeat_ngram=NO_REPEAT_NGRAM, **extra):
         delta = getattr(ev, "text_delta", "") or ""
@@ -512,20 +584,103 @@ def answer_ids(engine: DocumentEngine, text: str) -> list[int] | None:
 
 
 def causal_effects(engine: DocumentEngine, state: Any, question: str, ids: list[int] | None,
-                   chunks: list[int]) -> dict[int, float | None]:
+                   chunks: list[int], terms: np.ndarray | None = None) -> dict[int, float | None]:
     """Each chunk's causal effect on the generated answer `ids` (Engine.causal_effects, in nats:
     logprob(answer) - logprob(answer | that chunk masked)); None for every chunk when the model
     generated nothing or the engine cannot tell."""
     if not ids or not chunks:
         return {c: None for c in chunks}
-    return {int(c): round(float(v), 4) for c, v in engine.causal_effects(state, question, ids, chunks).items()}
+    extra = {"terms": terms} if terms is not None else {}
+    return {int(c): round(float(v), 4) for c, v in engine.causal_effects(state, question, ids, chunks, **extra).items()}
+
+READ_POOL = 8  # the trained reader reads the pool's best 8 by the fused score, each with its neighbours
+
+
+def _read_pool(library: Library, doc_id: str, question: str, order: list[int], reader) -> tuple[dict | None, list[int]]:
+    """The trained reader (qa.reader) on the pool's best READ_POOL chunks in the fused order, each
+    read with its neighbours: (the quote, the chunks in the order shown: the quote's first)."""
+    from . import rerank
+    from .reader import passage_around, quote_bounds
+
+    top = order[:READ_POOL]
+    want = sorted({c + d for c in top for d in (-1, 0, 1) if c + d >= 0})
+    by_idx = {r["idx"]: r for r in library.chunks(doc_id, want)}
+    ps = [x for x in (passage_around(by_idx.get, c, r, 1.0 / (1 + r)) for r, c in enumerate(top)) if x is not None]
+    reading = reader.read(question, ps, _doc_stats(library, doc_id)) if ps else None
+    if reading is None:
+        return None, list(order)
+    cand = reading.sentence
+    p = cand.passage
+    a, b = quote_bounds(p.text, cand.a, cand.b)
+    b = rerank._cut_at_word(p.text, a, b)
+    qa, qb = p.base + a, p.base + b
+    pages = sorted({pg for x in by_idx.values() if x["char_end"] > qa and x["char_start"] < qb and abs(x["idx"] - p.chunk) <= 1
+                    for pg in range(x["page_first"], x["page_last"] + 1)})
+    inside = reading.span is not None and a <= reading.span[0] and reading.span[1] <= b
+    span_text = " ".join(p.text[reading.span[0]:reading.span[1]].split()) if inside else None
+    quote = {"text": " ".join(p.text[a:b].split()), "sentence": " ".join(p.text[cand.a:cand.b].split()),
+             "short": None, "span_text": span_text, "chunk": p.chunk, "pages": pages, "char_start": qa, "char_end": qb,
+             "reader": {"score": round(reading.score, 4), "margin": round(reading.margin, 4),
+                        "prob": round(reading.prob, 4), "span_prob": round(reading.span_prob, 4)},
+             "cross_encoder": {"span_score": round(reading.prob * reading.span_prob, 4) if inside else None}}
+    return quote, [p.chunk] + [c for c in order if c != p.chunk]
+
+
+def _cross_answer(library: Library, doc_id: str, question: str, evidence: list[dict], ce: dict,
+                  missing: list[str]) -> dict:
+    """The answer read by the cross-encoder (qa.rerank) from the passages the model retrieved: the
+    best one's sentence as the quote, its span as the short answer where calibration allows, the
+    passages shown (best first, then the next two); an abstention when the pool's best P is below
+    the calibrated threshold (the passages are then the closest, not an answer)."""
+    from . import rerank
+
+    wins, cal = ce["windows"], ce["cal"]
+    retrieved = [int(e["chunk"]) for e in evidence]
+    unsure, best = rerank.decide(wins, cal)
+    abstained = bool(missing) or unsure
+    reader = ce.get("reader")
+    quote, shown = None, rerank.shown(wins, retrieved)
+    if reader is not None and ce.get("order"):  # the trained reader picks the sentence (validation's choice)
+        quote, order = _read_pool(library, doc_id, question, ce["order"], reader)
+        shown = [wins[c] for c in order if c in wins][: rerank.SHOWN]
+    elif shown:
+        quote = rerank.quote_of(shown[0])
+    if abstained:
+        quote = None
+    weights = {int(e["chunk"]): float(e["weight"]) for e in evidence}
+    if quote is not None:
+        from .outline import who_name
+
+        c = quote["chunk"]
+        quote["cross_encoder"] = {**quote.get("cross_encoder", {}), "p": round(wins[c].p, 4) if c in wins else None}
+        matter = chunk_matter(library, doc_id, library.chunks(doc_id, [c]))
+        quote |= {"weight": round(weights.get(c, 0.0), 6), "matter": matter.get(c), "retrieved": c in weights,
+                  "rank": (retrieved.index(c) + 1) if c in retrieved else None,
+                  "introduces": who_name(question) if c in ce.get("introduces", []) else None}
+    passages = [rerank.passage_row(w) | {"retrieved": w.chunk in weights} for w in shown]
+    short = rerank.short_shown(quote, cal)
+    if quote is not None:
+        quote["short"] = short  # shown only where validation measured it right often enough
+    return {"quote": quote, "abstained": abstained, "short_answer": short,
+            "passages": passages,
+            "confidence": {"p": round(best, 4), "threshold": cal.abstain_below, "abstain": unsure,
+                           "by": "cross-encoder"}}
+
 
 def _make_answer(library: Library, engine: DocumentEngine, doc_id: str, question: str, state: Any,
-                 generated: str, trace: Any, missing: list[str]) -> dict:
+                 generated: str, trace: Any, missing: list[str], ce: dict | None = None) -> dict:
     """The answer made from one generation: {"answer", "evidence", "trace", "made"} (abstention,
-    the quote from the first evidence chunk, or the generated text)."""
+    the quote from the first evidence chunk, or the generated text). `ce`: the cross-encoder's
+    reading of the question (cross_read), which then reads the answer (_cross_answer)."""
     tj = trace_json(trace)
     evidence = evidence_rows(library, doc_id, engine.evidence(state, trace) if trace is not None else [])
+    if ce is not None and evidence:
+        c = _cross_answer(library, doc_id, question, evidence, ce, missing)
+        answer = NOT_FOUND if c["abstained"] else (c["quote"]["text"] if c["quote"] else generated)
+        z = retrieval_z(tj, state.n_chunks)
+        made = {**c, "generated": generated, "retrieval_z": None if z is None else round(z, 4),
+                "missing_words": missing}
+        return {"answer": answer, "evidence": evidence, "trace": tj, "made": made}
     n_chunks = state.n_chunks
     z = retrieval_z(tj, n_chunks)
     abstained = bool(missing)
@@ -608,14 +763,19 @@ def ask(
     barred = check_mask(mask, state.n_chunks)
     t0 = time.monotonic()
     missing = missing_words(library, engine, doc_id, question)
+    scorer = cross_encoder(engine)
+    ce = cross_read(library, engine, state, doc_id, question, [], scorer) if scorer is not None else None
+    terms = ce["terms"] if ce is not None else None
     # the unmasked generation: the answer itself, or (masking) what the causal effects are measured on
     generated, trace, ids = generate(engine, state, question, max_new_tokens=max_new_tokens,
-                                         on_delta=None if barred else on_delta, cancel=cancel)
-    out = original = _make_answer(library, engine, doc_id, question, state, generated, trace, missing)
-    if barred:
-        gen_m, trace_m, _ = generate(engine, state, question, max_new_tokens=max_new_tokens,
-                                         on_delta=on_delta, cancel=cancel, mask=barred)
-        out = _make_answer(library, engine, doc_id, question, state, gen_m, trace_m, missing)
+                                     on_delta=None if barred else on_delta, cancel=cancel, terms=terms)
+    out = original = _make_answer(library, engine, doc_id, question, state, generated, trace, missing, ce)
+    if barred:  # read again without the masked chunks: no quote, window or passage shows their text
+        hidden = Redacted(library, doc_id, frozenset(barred))
+        ce_m = cross_read(hidden, engine, state, doc_id, question, barred, scorer) if scorer is not None else None
+        gen_m, trace_m, _ = generate(engine, state, question, max_new_tokens=max_new_tokens, on_delta=on_delta,
+                                     cancel=cancel, mask=barred, terms=ce_m["terms"] if ce_m is not None else None)
+        out = _make_answer(hidden, engine, doc_id, question, state, gen_m, trace_m, missing, ce_m)
     if cancel is not None and cancel.is_set():
         raise Cancelled("generation was stopped")
     if on_answer is not None:  # the answer now; its causal effects (a batched pass) follow
@@ -624,7 +784,7 @@ def ask(
     chunks = sorted({e["chunk"] for e in out["evidence"]} | {e["chunk"] for e in original["evidence"]})
     shown, effects_on = shown_answer(out["made"])
     shown_ids = answer_ids(engine, shown) if shown else ids  # what the reader sees, else the generation
-    effects = causal_effects(engine, state, question, shown_ids if causal else None, chunks)
+    effects = causal_effects(engine, state, question, shown_ids if causal else None, chunks, terms)
     out["made"]["effects_on"] = effects_on if shown else "generated"
     for e in out["evidence"] + (original["evidence"] if barred else []):
         e["causal_effect"] = effects.get(e["chunk"])

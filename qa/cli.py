@@ -100,6 +100,14 @@ def _evidence_text(evidence: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _passage_lines(passages: list[dict]) -> list[str]:
+    """A shown passage a line: its pages, chunk and the reader's probability, then its text."""
+    from .ask import snippet as text_snippet
+
+    return [f"  [{pages_ref(p['pages'])}, chunk {p['chunk']}, {100 * p['p']:.0f}%] {text_snippet(p['text'], 200)}"
+            for p in passages]
+
+
 def quoted(text: str) -> str:
     """The quote between curly quotation marks, unless the passage itself opens with one (dialogue:
     "“Who is Planchet?” said ..." would otherwise print with a doubled mark)."""
@@ -110,10 +118,22 @@ def answer_text(out: dict) -> str:
     """The text-mode answer: the quote with its pages, or the abstention, then the model's short
     answer when it copied one from the quote."""
     q = out.get("quote")
+    passages = out.get("passages") or []
     if out.get("abstained"):
         from .ask import abstain_reason
 
+        if passages:  # the cross-encoder's closest passages, shown as what they are
+            return "\n".join([f"{out['answer']} {abstain_reason(out)}", "The closest passages (closest, not an answer):",
+                               *_passage_lines(passages)])
         return f"{out['answer']} {abstain_reason(out)} The passages the model scored highest are below."
+    if q and passages:  # evidence first: the best passage's quote, then the next two passages
+        lines = [f"{quoted(q['text'])} ({pages_ref(q['pages'])}{_matter(q)}, chunk {q['chunk']})"]
+        if out.get("short_answer"):
+            lines.append(f"Short answer: {out['short_answer']}")
+        rest = [p for p in passages if p["chunk"] != q["chunk"]]
+        if rest:
+            lines += ["Also relevant:", *_passage_lines(rest)]
+        return "\n".join(lines)
     if q:
         if q.get("introduces"):
             after = f"; the passage that introduces {q['introduces']}"
@@ -149,7 +169,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
             print("\nBefore masking:\n" + answer_text(before))
         else:
             print(answer_text(out))
-        on = out.get("effects_on") or "answer"
+        on = {"generated": "generated text"}.get(out.get("effects_on") or "answer", out.get("effects_on") or "answer")
         print(f"\nEvidence (what the model retrieved; causal effect: how much less likely, in nats, the {on} "
               "above is with that chunk alone hidden from retrieval; + = the chunk supports it):\n"
               + (_evidence_text(out["evidence"]) or "  (none)"))

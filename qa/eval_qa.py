@@ -34,6 +34,7 @@ import bisect
 import json
 import logging
 import re
+import time
 import unicodedata
 from collections import Counter
 from pathlib import Path
@@ -48,6 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DOCS_ROOT = ROOT.parent / "shared" / "corpora"  # ../shared/corpora from the repository
 BASELINES = ("bm25", "bm25s", "minilm")  # bm25s: drt_core.bm25 (question stop-words, stemming; chunk units)
 K = (1, 4)  # hit@k reported
+SHORT_RIGHT_F1 = 0.5  # a short answer is right when its token F1 against the gold answer reaches this
 DRT = "drt"
 
 
@@ -230,12 +232,12 @@ def _engines(engine_or_models) -> dict[str, Any]:
     return out
 
 
-def _baseline_index(name: str, texts: list[str], device: str):
+def _baseline_index(name: str, texts: list[str], device: str, cache: str | Path | None = None):
     from .baselines import BM25Index, MiniLMIndex
 
     from drt_core.bm25 import BM25
 
-    return {"bm25": BM25Index, "bm25s": BM25, "minilm": lambda t: MiniLMIndex(t, device=device)}[name](texts)
+    return {"bm25": BM25Index, "bm25s": BM25, "minilm": lambda t: MiniLMIndex(t, device=device, cache=cache)}[name](texts)
 
 
 def reader_quote(library, doc_id: str, chunks: list[dict], ranking: list[int], question: str, reader, stats,
@@ -258,6 +260,43 @@ def reader_quote(library, doc_id: str, chunks: list[dict], ranking: list[int], q
 def _hits(ranking: list[int], gold: list[int]) -> dict:
     g = set(gold)
     return {f"hit@{k}": (float(bool(g & set(ranking[:k]))) if g else None) for k in K}
+
+
+def _shown(shown: list[int], gold: list[int]) -> dict:
+    """The right passage among the (up to) three shown with the answer."""
+    return {"shown@3": float(bool(set(gold) & set(shown[:3]))) if gold else None}
+
+
+CE_POOL = 12  # the cross-encoder baseline reads BM25's and MiniLM's best CE_POOL chunks each
+
+
+def cross_read_ranking(scorer, lib, doc_id: str, question: str, ranking: list[int], reader=None,
+                       by_cross_encoder: bool = False) -> dict:
+    """A baseline read as `ask` reads DRT's pool (qa.rerank, qa.ask._read_pool): the cross-encoder
+    reads each ranked chunk's window (its P decides abstention, as DRT's does); the trained reader,
+    when the checkpoint ships one, picks the quote from the first 8 in the baseline's order (or, with
+    `by_cross_encoder`, in the cross-encoder's); else the cross-encoder's span in the best window:
+    {"answer", "quote", "short", "abstained", "ranking", "p"}. The short answer follows the
+    checkpoint's calibration, as DRT's does."""
+    from . import rerank
+    from .ask import _read_pool
+
+    wins = rerank.windows(lib, doc_id, ranking, frozenset())
+    rerank.read_pool(scorer, question, wins)
+    cal = rerank.Calibration.of(scorer.meta)
+    order = sorted(wins, key=lambda c: -wins[c].p) if by_cross_encoder else [c for c in ranking if c in wins]
+    unsure, best = rerank.decide(wins, cal)
+    if reader is not None and order:
+        quote, order = _read_pool(lib, doc_id, question, order, reader)
+    else:
+        quote = rerank.quote_of(wins[order[0]]) if order else None
+    if unsure:
+        quote = None
+    short = rerank.short_shown(quote, cal)
+    return {"answer": quote["text"] if quote else "", "quote": quote, "short": short or "",
+            "short_raw": (quote or {}).get("span_text") or "", "abstained": unsure, "p": best,
+            "span_score": ((quote or {}).get("cross_encoder") or {}).get("span_score"),
+            "ranking": order}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -299,7 +338,8 @@ def run_qa(
             raise QAError(f"document not found: {path} (question {q['id']}; --docs-root {root})")
         paths[q["doc"]] = path
     engines = _engines(engine_or_models)
-    systems = [*engines, *baselines]
+    scorer = ask_mod.cross_encoder(next(iter(engines.values())))  # the checkpoint's cross-encoder, if it ships one
+    systems = [*engines, *baselines, *(["cross_encoder"] if scorer is not None else [])]
     rows, docs = [], []
     with Library(home) as lib:
         for doc, path in paths.items():
@@ -312,7 +352,7 @@ def run_qa(
             texts = [c["text"] for c in chunks]
             boiler = boilerplate_chunks(lib, res.doc_id, chunks)
             finder = TextFinder(document_text(lib, res.doc_id))
-            indexes = {b: _baseline_index(b, texts, device) for b in baselines}
+            indexes = {b: _baseline_index(b, texts, device, Path(home) / "minilm-cache") for b in baselines}
             vocab = DocVocabulary(texts)  # the baselines quote their top chunk as ask quotes DRT's
             reader = ask_mod._reader(next(iter(engines.values())))  # or, with a reader, read their top 8 as DRT's
             stats = ask_mod._doc_stats(lib, res.doc_id) if reader is not None else None
@@ -323,20 +363,41 @@ def run_qa(
                 row = {k: q[k] for k in ("id", "doc", "type", "question", "answer", "answerable")}
                 row |= {"gold_chunks": gold, "gold_found": found}
                 for name, eng in engines.items():
+                    t_ask = time.monotonic()
                     out = ask_mod.ask(lib, eng, res.doc_id, q["question"], max_new_tokens=max_new_tokens,
                                       causal=False)
+                    t_ask = time.monotonic() - t_ask
                     abstained = bool(out.get("abstained", False))
                     answer = "" if abstained else str(out.get("answer") or "")
                     ranking = [int(e["chunk"]) for e in out.get("evidence") or []]
                     quote = out.get("quote")
                     drawn = [int(quote["chunk"])] if quote else ranking[:1]
                     short = ("" if abstained or not quote else quote.get("short") or "") if reader is not None else None
+                    shown = [int(p["chunk"]) for p in out.get("passages") or []] or ranking[:3]
+                    if scorer is not None:  # the short answer shown, and the scores calibration reads
+                        short = "" if abstained else (out.get("short_answer") or "")
+                    conf = out.get("confidence") or {}
                     row[name] = {"answer": answer, "abstained": abstained, "quote": quote, "short": short,
-                                 "confidence": out.get("confidence"),
+                                 "short_raw": (quote or {}).get("span_text") or "",
+                                 "span_score": ((quote or {}).get("cross_encoder") or {}).get("span_score"),
+                                 "p": conf.get("p"), "confidence": out.get("confidence"), "seconds": round(t_ask, 3),
                                  "z": out.get("retrieval_z"), "ranking": ranking, **_hits(ranking, gold),
+                                 "shown": shown, **_shown(shown, gold),
                                  "boilerplate": None if abstained else float(any(c in boiler for c in drawn))}
+                pools = {}
                 for b, index in indexes.items():
-                    ranking = [i for i, _ in index.search(q["question"], 8 if reader is not None else max(K))]
+                    ranking = [i for i, _ in index.search(q["question"], max(8, CE_POOL) if scorer is not None
+                                                          else 8 if reader is not None else max(K))]
+                    pools[b] = ranking
+                    if scorer is not None:  # read by the cross-encoder, as DRT's pool is
+                        cr = cross_read_ranking(scorer, lib, res.doc_id, q["question"], ranking[:8], reader)
+                        ranking = cr["ranking"] + [c for c in ranking if c not in cr["ranking"]]
+                        row[b] = {"answer": cr["answer"], "ranking": ranking[: max(K)], **_hits(ranking, gold),
+                                  "shown": ranking[:3], **_shown(ranking, gold), "short": cr["short"],
+                                  "short_raw": cr["short_raw"], "span_score": cr["span_score"], "p": cr["p"],
+                                  "abstained": cr["abstained"],
+                                  "boilerplate": float(bool(cr["quote"]) and cr["quote"]["chunk"] in boiler)}
+                        continue
                     if reader is not None:
                         quote = reader_quote(lib, res.doc_id, chunks, ranking, q["question"], reader, stats, boiler)
                     else:
@@ -347,10 +408,24 @@ def run_qa(
                               "short": ((quote or {}).get("short") or "") if reader is not None else None,
                               "boilerplate": float(bool(quote) and quote["chunk"] in boiler) if reader is not None
                               else float(bool(ranking) and ranking[0] in boiler)}
+                if scorer is not None:  # the cross-encoder alone: BM25's and MiniLM's pools, no DRT
+                    union = list(dict.fromkeys(c for b in ("bm25s", "minilm") for c in pools.get(b, [])[:CE_POOL]))
+                    t_ce = time.monotonic()
+                    cr = cross_read_ranking(scorer, lib, res.doc_id, q["question"], union, reader, by_cross_encoder=True)
+                    row["cross_encoder"] = {"answer": cr["answer"], "ranking": cr["ranking"][: max(K)],
+                                            **_hits(cr["ranking"], gold), "shown": cr["ranking"][:3],
+                                            **_shown(cr["ranking"], gold), "short": cr["short"],
+                                            "short_raw": cr["short_raw"], "span_score": cr["span_score"],
+                                            "p": cr["p"], "abstained": cr["abstained"],
+                                            "seconds": round(time.monotonic() - t_ce, 3),
+                                            "boilerplate": float(bool(cr["quote"]) and cr["quote"]["chunk"] in boiler)}
                 for s in systems:
                     row[s] |= answer_scores(row[s]["answer"], q["answer"]) if q["answerable"] else {}
                     if q["answerable"] and row[s].get("short") is not None:  # the reader's short answer
                         row[s]["short_f1"] = token_f1(row[s]["short"], q["answer"]) if row[s]["short"] else 0.0
+                    if row[s].get("short_raw") is not None:  # right (F1 >= 0.5), where it would be shown
+                        row[s]["short_right"] = (float(token_f1(row[s]["short_raw"], q["answer"]) >= SHORT_RIGHT_F1)
+                                                 if q["answerable"] and row[s]["short_raw"] else 0.0)
                 rows.append(row)
                 logger.info("eval qa: %d of %d questions", len(rows), len(questions))
     by_type = {t: summarize(rows, systems, type=t) for t in sorted({r["type"] for r in rows})}
@@ -407,6 +482,34 @@ def calibrate_confidence(rows: list[dict], system: str, max_false: float = 0.10)
     t = ans[int(max_false * len(ans))] - 1e-6
     return {"threshold": round(float(t), 6), "calibrated_on": len(ans), "abstain_answerable": _mean(x < t for x in ans),
             "abstain_unanswerable": _mean(x < t for x in una), "unanswerable": len(una)}
+
+
+def calibrate_cross_encoder(rows: list[dict], system: str, max_false: float = 0.10,
+                            precision: float = 0.75) -> dict:
+    """The cross-encoder's two thresholds from evaluated rows (run with none set: nothing abstains,
+    every span is offered): `abstain_below`, the largest best-passage probability below which at most
+    `max_false` of the answerable questions fall; `short_above`, the lowest span score above which the
+    offered short answers are right (token F1 >= SHORT_RIGHT_F1) for at least `precision` of those
+    shown, and at least 10 are shown (None: no such score, the short answer is never shown)."""
+    ans = sorted(float(r[system]["p"]) for r in rows if r["answerable"] and r[system].get("p") is not None)
+    una = [float(r[system]["p"]) for r in rows if not r["answerable"] and r[system].get("p") is not None]
+    if not ans:
+        raise QAError("no answerable question has a cross-encoder probability: nothing to calibrate on")
+    t = ans[int(max_false * len(ans))] - 1e-6
+    cand = sorted(((float(r[system]["span_score"]), float(r[system].get("short_right") or 0.0)) for r in rows
+                   if r[system].get("span_score") is not None and r[system].get("short_raw")
+                   and (r[system].get("p") or 0) >= t), reverse=True)
+    short_above, shown = None, 0
+    right = 0.0
+    for i, (score, ok) in enumerate(cand):  # scan from the surest down; keep the lowest score still precise enough
+        right += ok
+        if i + 1 >= 10 and right / (i + 1) >= precision:
+            short_above, shown = score, i + 1
+    return {"abstain_below": round(float(t), 6), "short_above": None if short_above is None else round(short_above, 4),
+            "calibrated_on": len(ans), "abstain_answerable": _mean(x < t for x in ans),
+            "abstain_unanswerable": _mean(x < t for x in una), "unanswerable": len(una),
+            "short_shown": shown, "short_precision": (sum(ok for _, ok in cand[:shown]) / shown) if shown else None,
+            "max_false": max_false, "precision": precision}
 
 
 def mined_question_file(qa_dir: str | Path, split: str, out: str | Path, *, n: int = 200, n_unanswerable: int = 40,
@@ -490,10 +593,19 @@ def summarize(rows: list[dict], systems: Sequence[str], **where) -> dict:
         m = {f"hit@{k}": _mean(r[s][f"hit@{k}"] for r in ans) for k in K}
         m |= {x: _mean(r[s][x] for r in ans) for x in ("em", "f1", "contains")}
         m["short_f1"] = _mean(r[s].get("short_f1") for r in ans)
+        m["shown@3"] = _mean(r[s].get("shown@3") for r in ans)
+        shorts = [r for r in rows if r[s].get("short")]
+        m["short_shown"] = (sum(bool(r[s].get("short")) for r in ans) / len(ans)
+                            if ans and any("short" in r[s] for r in rows) else None)
+        m["short_precision"] = _mean(r[s].get("short_right") for r in shorts)
         m["boilerplate"] = _mean(r[s].get("boilerplate") for r in rows)
-        if s.startswith(DRT):
-            m["abstain_unanswerable"] = _mean(r[s]["abstained"] for r in una)
-            m["abstain_answerable"] = _mean(r[s]["abstained"] for r in ans)
+        if s.startswith(DRT) or any("abstained" in r[s] for r in rows):
+            m["abstain_unanswerable"] = _mean(r[s].get("abstained") for r in una)
+            m["abstain_answerable"] = _mean(r[s].get("abstained") for r in ans)
+        secs = sorted(r[s]["seconds"] for r in rows if r[s].get("seconds") is not None)
+        if secs:
+            m["seconds_p50"] = secs[len(secs) // 2]
+            m["seconds_p95"] = secs[min(len(secs) - 1, int(0.95 * len(secs)))]
         out["metrics"][s] = m
     return out
 
@@ -502,15 +614,17 @@ def summarize(rows: list[dict], systems: Sequence[str], **where) -> dict:
 # text output and command line
 # ---------------------------------------------------------------------------------------------
 
-COLUMNS = [("hit@1", "hit@1"), ("hit@4", "hit@4"), ("em", "EM"), ("f1", "F1"), ("contains", "contains"),
-           ("short_f1", "short answer F1"),
+COLUMNS = [("hit@1", "hit@1"), ("hit@4", "hit@4"), ("shown@3", "right passage shown"), ("em", "EM"), ("f1", "F1"),
+           ("contains", "contains"), ("short_f1", "short answer F1"), ("short_shown", "short shown"),
+           ("short_precision", "short right where shown"),
            ("boilerplate", "from licence/contents"),
            ("abstain_unanswerable", "abstain (unanswerable)"), ("abstain_answerable", "abstain (answerable)")]
 
 
 def _cells(summary: dict, system: str) -> list[str]:
     m = summary["metrics"][system]
-    return [f"{100 * m[k]:.1f}%" if m.get(k) is not None else "-" for k, _ in COLUMNS]
+    cells = [f"{100 * m[k]:.1f}%" if m.get(k) is not None else "-" for k, _ in COLUMNS]
+    return cells + [f"{m['seconds_p50']:.2f} / {m['seconds_p95']:.2f}" if m.get("seconds_p50") is not None else "-"]
 
 
 def qa_text(res: dict) -> str:
@@ -526,7 +640,7 @@ def qa_text(res: dict) -> str:
         "SQuAD-normalised answer against the gold answer; abstain: share DRT abstained on",
         "", "## overall", "",
     ]
-    names = [c for _, c in COLUMNS]
+    names = [c for _, c in COLUMNS] + ["seconds p50 / p95"]
 
     def rows(lead: list[str], summary: dict) -> list[str]:
         return ["| " + " | ".join([*lead, s, *_cells(summary, s)]) + " |" for s in res["systems"]]
@@ -600,7 +714,27 @@ def cmd_qa(args) -> int:
         printer.close()
     text = qa_text(res)
     drt0 = next((s for s in res["systems"] if s.startswith(DRT)), None)
-    if args.calibrate and drt0 and any(r[drt0].get("confidence") for r in res["rows"]):
+    if args.calibrate and drt0 and any(r[drt0].get("p") is not None for r in res["rows"]):
+        # the cross-encoder's abstention and short-answer thresholds, into the checkpoint's cross_encoder.json
+        res["calibration"] = cal = calibrate_cross_encoder(res["rows"], drt0, max_false=args.max_false)
+        text += (f"\n\ncross-encoder: abstain below P = {cal['abstain_below']} (abstains on "
+                 f"{100 * (cal['abstain_answerable'] or 0):.1f}% of {cal['calibrated_on']} answerable and "
+                 f"{100 * (cal['abstain_unanswerable'] or 0):.1f}% of {cal['unanswerable']} unanswerable); short answer "
+                 + (f"above span score {cal['short_above']} ({cal['short_shown']} shown, "
+                    f"{100 * cal['short_precision']:.1f}% right)" if cal["short_above"] is not None else "never shown"))
+        if args.write_threshold:
+            from .cross_encoder import META
+
+            meta_path = Path(args.model) / META
+            meta = json.loads(meta_path.read_text())
+            meta["calibration"] = {**(meta.get("calibration") or {}), "abstain_below": cal["abstain_below"],
+                                   "short_above": cal["short_above"], "calibrated_on": str(args.questions),
+                                   "figures": cal}
+            tmp = meta_path.with_suffix(".json.tmp")
+            tmp.write_text(json.dumps(meta, indent=2) + "\n")
+            tmp.replace(meta_path)
+            text += f"\nwritten to {meta_path}"
+    elif args.calibrate and drt0 and any(r[drt0].get("confidence") for r in res["rows"]):
         # the reader's abstention test: its threshold, written into the checkpoint's reader.json
         res["calibration"] = cal = calibrate_confidence(res["rows"], drt0, max_false=args.max_false)
         text += (f"\n\ncalibrated reader abstention threshold = {cal['threshold']} on {cal['calibrated_on']} answerable "

@@ -73,6 +73,12 @@ def evidence_lines(library: Library, doc_id: str, evidence: list[dict], labels: 
     return out
 
 
+def passage_lines(passages: list[dict], labels: dict[int, str]) -> list[str]:
+    """Shown passages (ask's cross-encoder path): pages, chunk, the reader's probability, the text."""
+    return [f"- {page_ref(labels, list(p.get('pages') or []))}, chunk {p['chunk']}, {100 * float(p.get('p') or 0):.0f}%: "
+            f"{md_escape(snippet(p.get('text', ''), SNIPPET_CHARS))}" for p in passages]
+
+
 def quote_block(text: str, short: str | None) -> list[str]:
     """The quote as a block quote, its short answer in bold where it lies inside the quote (else
     on its own line below)."""
@@ -118,12 +124,19 @@ def answer_lines(row: dict, made: dict, labels: dict[int, str]) -> list[str]:
     q = made.get("quote")
     if made.get("abstained"):
         lines.append(f"**{md_escape(NOT_FOUND)}** {md_escape(abstain_reason(made))}")
+        if made.get("passages"):
+            lines += ["", "The closest passages (closest, not an answer):", ""] + passage_lines(made["passages"], labels)
     elif q:
         where = f"{page_ref(labels, list(q.get('pages') or []))}{_matter(q)}, chunk {q['chunk']}"
-        if q.get("retrieved") is False:
+        if q.get("introduces"):  # as `ask` says it
+            where += f"; the passage that introduces {md_escape(q['introduces'])}"
+        elif q.get("retrieved") is False:
             where += f"; scored #{q.get('rank')} by the model, after the chunks it retrieved"
         lines += quote_block(q.get("text", ""), made.get("short_answer") or q.get("short"))
         lines += ["", f"Quoted from {where}."]
+        rest = [p for p in made.get("passages") or [] if p["chunk"] != q["chunk"]]
+        if rest:
+            lines += ["", "Also relevant:", ""] + passage_lines(rest, labels)
     elif row.get("answer"):
         lines += [f"> {md_escape(row['answer'])}", "", "The model's generated text (no passage quoted)."]
     else:

@@ -173,6 +173,7 @@ class UIContext:
         self._layouts: dict[str, tuple[list[int], dict[int, str]]] = {}
         self.prefilling: set[str] = set()  # documents a job is prefilling now (listed as such)
         self.ingested: dict[str, str] = {}  # upload path -> document id, once an upload is stored
+        self.last_added: dict[str, str] = {}  # session -> the document its last upload stored
 
     # -- resources -------------------------------------------------------------------------
 
@@ -658,6 +659,13 @@ def ingest_upload(
     The same file again (same sha256) resumes its prefill. Raises project errors (IngestError,
     StoreError...) after a last update that shows where it stopped."""
     done_id = ctx.ingested.get(str(path)) if path and not Path(path).exists() else None
+    if not path and ctx.last_added.get(session) and ctx.library.has_document(ctx.last_added[session]):
+        # "Add to library" after the upload was already added (the upload field is empty again): say so,
+        # rather than "choose a file first" over the "Ready" it had shown
+        doc = ctx.library.document(ctx.last_added[session])
+        yield IngestUpdate(f"**Already added:** {md_escape(doc['title'])}. Ask about it in the **Ask** tab, or "
+                           "choose another file to add it.", finished=True, doc_id=doc["id"])
+        return
     if done_id is not None and ctx.library.has_document(done_id):  # the upload event already added (and removed) it
         doc = ctx.library.document(done_id)
         yield IngestUpdate(f"**Already added:** {md_escape(doc['title'])}. Ask about it in the **Ask** tab.",
@@ -700,6 +708,7 @@ def ingest_upload(
     if result is _NOT_STARTED:
         return
     ctx.ingested[str(path)] = result.doc_id
+    ctx.last_added[session] = result.doc_id
     while len(ctx.ingested) > 64:  # only the last uploads can be pressed again
         ctx.ingested.pop(next(iter(ctx.ingested)))
     discard_upload(ctx, p)  # stored: the token ids are in the library, resume does not need the file
@@ -961,7 +970,7 @@ def chat_bot(
             _, labels = ctx.layout(early["doc_id"])
             note = "\n\n*Measuring each passage's causal effect on this answer…*"
             shown_now = answers + [{k: early.get(k) for k in ("doc_id", "question", "answer", "evidence", "trace",
-                                                               "quote", "abstained")}]
+                                                               "quote", "abstained", "passages", "short_answer")}]
             yield (history + [{"role": "assistant", "content": answer_md(early, labels) + note}], shown_now,
                    gr.update(choices=_answer_choices(shown_now), value=len(shown_now) - 1),
                    answer_heatmap(ctx, early), evidence_md(early["evidence"], labels) + note, skip)
@@ -976,7 +985,8 @@ def chat_bot(
         return
     shown = answer_md(final, labels)
     history = history + [{"role": "assistant", "content": shown}, _evidence_note(final["evidence"], labels)]
-    record = {k: final.get(k) for k in ("doc_id", "question", "answer", "evidence", "trace", "quote", "abstained")}
+    record = {k: final.get(k) for k in ("doc_id", "question", "answer", "evidence", "trace", "quote", "abstained",
+                                        "passages", "short_answer")}
     answers.append(record)
     picker = gr.update(choices=_answer_choices(answers), value=len(answers) - 1)
     result = {k: final[k] for k in ("answer", "evidence", "trace")}
@@ -999,7 +1009,7 @@ def chat_all(ctx: UIContext, question: str, history: list, answers: list, max_ne
         _, labels = ctx.layout(d["doc_id"])
         parts.append(f"**{md_escape(d['title'])}**\n\n{answer_md(d, labels)}")
         answers.append({"doc_id": d["doc_id"], "question": question, **{k: d.get(k) for k in
-                        ("answer", "evidence", "trace", "quote", "abstained")}})
+                        ("answer", "evidence", "trace", "quote", "abstained", "passages", "short_answer")}})
     history = history + [{"role": "assistant", "content": "\n\n---\n\n".join(parts)}]
     picker = gr.update(choices=_answer_choices(answers), value=len(answers) - len(out["documents"]))
     first = answers[len(answers) - len(out["documents"])]
@@ -1017,10 +1027,24 @@ def answer_md(result: dict, labels: dict[int, str] | None = None) -> str:
     """The chat's answer: a quote from the document with its page, or an abstention; the model's
     short answer under the quote when it copied one verbatim from it."""
     text = str(result.get("answer") or "").strip()
+    passages = result.get("passages") or []
     if result.get("abstained"):
+        if passages:  # the cross-encoder's closest passages, said to be what they are
+            return (f"**Not found in this document.** {md_escape(abstain_reason(result))}\n\n"
+                    "The closest passages (closest, not an answer):\n\n" + _passages_md(passages, labels))
         return (f"**Not found in this document.** {md_escape(abstain_reason(result))} The passages the "
                 "model scored highest are listed under Evidence.")
     q = result.get("quote")
+    if q and passages:  # evidence first: the best passage, its answer sentence in bold; then the next two
+        pages = q.get("pages") or [0]
+        out = (f"{_quote_marked(q['text'], q.get('short') or q.get('sentence'))}\n\n— "
+               f"{pages_text(pages[0], pages[-1], labels)}{matter_text(q, ',')}, chunk {int(q['chunk'])}")
+        if result.get("short_answer"):
+            out = f"**{md_escape(result['short_answer'])}**\n\n" + out
+        rest = [p for p in passages if p["chunk"] != q["chunk"]]
+        if rest:
+            out += "\n\nAlso relevant:\n\n" + _passages_md(rest, labels)
+        return out
     if q:
         pages = q.get("pages") or [0]
         short = q.get("short")  # the trained reader's short answer, in bold inside the quote
@@ -1039,6 +1063,17 @@ def answer_md(result: dict, labels: dict[int, str] | None = None) -> str:
     return md_escape(text) if text else "*(the model wrote nothing; see what it retrieved below)*"
 
 
+def _passages_md(passages: list[dict], labels: dict[int, str] | None = None) -> str:
+    """Shown passages as a list: pages, chunk (the page view's chunk field shows it), the reader's
+    probability, the text."""
+    items = []
+    for p in passages:
+        pages = p.get("pages") or [0]
+        items.append(f"- {pages_text(pages[0], pages[-1], labels)} · chunk {int(p['chunk'])} · "
+                     f"{100 * float(p.get('p') or 0):.0f}%: {md_escape(snippet(p.get('text', ''), 240))}")
+    return "\n".join(items)
+
+
 def answer_evidence_md(ctx: UIContext, record: dict, labels: dict[int, str] | None = None) -> str:
     """Evidence of an answer: the quoted passage first (its chunk, the quote in bold), then the
     chunks the model retrieved by fusion weight."""
@@ -1046,6 +1081,15 @@ def answer_evidence_md(ctx: UIContext, record: dict, labels: dict[int, str] | No
     q = record.get("quote")
     if not q:
         return body
+    best = next((p for p in record.get("passages") or [] if p["chunk"] == q["chunk"]), None)
+    if best is not None:  # the passage the quote was read from (its window), the quote in bold
+        flat, quoted = " ".join(best["text"].split()), " ".join(q["text"].split())
+        i = flat.find(quoted)
+        shown = (md_escape(flat[:i]) + "**" + md_escape(quoted) + "**" + md_escape(flat[i + len(quoted):])
+                 if i >= 0 else "**" + md_escape(quoted) + "**")
+        pages = best.get("pages") or [0]
+        return (f"**Quoted passage** · {pages_text(pages[0], pages[-1], labels)}{matter_text(q)} · "
+                f"chunk {int(q['chunk'])}\n\n> {shown}\n\n" + body)
     rows = ctx.library.chunks(record["doc_id"], [int(q["chunk"])])
     if not rows:
         return body

@@ -12,8 +12,10 @@ from ingest.errors import IngestError
 from ingest.pipeline import ingest, prefill_document
 
 
-@pytest.fixture(scope="module")
-def engine():
+@pytest.fixture(scope="module", params=["reader", "cross-encoder"])
+def engine(request):
+    """A random tiny model with the shipped tokenizer and answer reader; the second with the shipped
+    cross-encoder too (ask's default path since issue 58)."""
     from pathlib import Path
 
     import torch
@@ -29,7 +31,8 @@ def engine():
     torch.manual_seed(0)
     DRTForCausalLM(DRTConfig.from_preset("tiny", vocab_size=8192)).save_pretrained(out)
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "reader.safetensors",
-                 "reader.json", "common_words.txt"):
+                 "reader.json", "common_words.txt",
+                 *(("cross_encoder.safetensors", "cross_encoder.json") if request.param == "cross-encoder" else ())):
         if (shipped / name).exists():
             shutil.copy(shipped / name, out / name)
     yield Engine.from_pretrained(out, device="cpu")
@@ -81,3 +84,36 @@ def test_ask_all_groups_answers_by_document(library, engine, assets):
     for d in out["documents"]:
         assert {"answer", "evidence", "trace", "title"} <= set(d)
         assert all(e["chunk"] < library.document(d["doc_id"])["n_chunks"] for e in d["evidence"])
+
+
+def _ngrams(text: str, n: int = 6) -> set[tuple[str, ...]]:
+    import re
+
+    w = re.findall(r"\w+", text.lower())
+    return {tuple(w[i:i + n]) for i in range(len(w) - n + 1)}
+
+
+def _shown_texts(out: dict) -> list[str]:
+    """Every text a reader is shown with a (masked) answer."""
+    texts = [out["answer"] or ""] + [e["text"] for e in out["evidence"]]
+    q = out.get("quote") or {}
+    texts += [q.get("text") or "", q.get("sentence") or "", q.get("short") or "", out.get("short_answer") or ""]
+    texts += [p["text"] for p in out.get("passages") or []]
+    return texts
+
+
+@pytest.mark.parametrize("question", ["Who is Mr. Knightley?", "How long had Miss Taylor been in Mr. Woodhouse's family?"])
+def test_a_masked_chunk_never_shows_in_the_answer(library, engine, assets, question):
+    """Issue 58, item 3: with chunks masked, no quote, passage or evidence shows their text, even a
+    sentence that crosses a chunk boundary into one (it showed in the quote before). Every other chunk
+    of the excerpt's first 60 is masked, so any quote of more than one chunk would cross into one."""
+    doc = ingest(assets / "emma-pp2-21.pdf", library=library, engine=engine).doc_id
+    rows = library.chunks(doc)
+    barred = [r["idx"] for r in rows[:60] if r["idx"] % 2 == 1]
+    secret = set().union(*(_ngrams(r["text"]) for r in rows if r["idx"] in barred))
+    secret -= set().union(*(_ngrams(r["text"]) for r in rows if r["idx"] not in barred))
+    out = ask(library, engine, doc, question, max_new_tokens=8, mask=barred, causal=False)
+    assert out["masked"] == sorted(barred)
+    assert all(e["chunk"] not in barred for e in out["evidence"])
+    for t in _shown_texts(out):
+        assert not (_ngrams(t) & secret), t

@@ -101,8 +101,8 @@ def test_no_dead_ends_in_chromium(drt_home, tiny_model, free_port, tmp_path):
             assert page.locator(".error").count() == 0
             expect(page.locator("#drt-docs")).to_contain_text("ready")
             assert len(ctx.library.documents()) == 1
-            page.locator("#drt-add").click()  # nothing to add now: said in place
-            expect(page.locator("#drt-status")).to_contain_text("choose a file first")
+            page.locator("#drt-add").click()  # nothing new to add: it says the upload is in (not "choose a file")
+            expect(page.locator("#drt-status")).to_contain_text("choose another file")
             for tab, menu in (("Ask", "#drt-ask-doc"), ("Summary", "#drt-sum-doc"), ("Outline", "#drt-out-doc"),
                               ("Document map", "#drt-map-doc")):
                 page.get_by_role("tab", name=tab).click()

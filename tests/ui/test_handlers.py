@@ -186,6 +186,20 @@ def test_ingest_same_file_again_is_instant(lib):
     assert ups[-1].result["status"] == "done" and "already in the library" in ups[-1].status
 
 
+def test_add_to_library_after_the_upload_was_added_says_so(lib):
+    """Issue 58, item 7: pressing "Add to library" once the upload was added (its field empty again)
+    said "choose a file first" over the "Ready" it had shown; it now says the file is in. A session
+    that added nothing is still asked to choose a file."""
+    ctx = lib["ctx"]
+    up = fake_upload(ctx, GEOTOPO)
+    assert list(h.ingest_upload(ctx, up, session="tab-3"))[-1].finished
+    (again,) = list(h.ingest_upload(ctx, None, session="tab-3"))
+    assert again.finished and again.doc_id == lib["doc_id"] and "Already added" in again.status
+    assert "choose another file" in again.status
+    with pytest.raises(h.UIError, match="choose a file first"):
+        list(h.ingest_upload(ctx, None, session="tab-never"))
+
+
 def test_ask_streams_then_gives_evidence_and_trace(lib):
     ctx, doc_id = lib["ctx"], lib["doc_id"]
     events = list(h.ask_stream(ctx, doc_id, "  Was ist ein   topologischer Raum? ", max_new_tokens=24))

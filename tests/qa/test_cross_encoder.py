@@ -1,0 +1,77 @@
+"""The shipped cross-encoder (qa.cross_encoder): it loads offline from the checkpoint and the MiniLM
+package, tells an answer from a passage that only shares the question's words, and points its span
+at the answer; its training examples are built as documented (qa.cross_encoder_train)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from qa.cross_encoder import FILE, CrossEncoder, Scorer, encode_pairs, load_tokenizer
+
+SHIPPED = Path(__file__).resolve().parents[2] / "checkpoints" / "drt-tiny"
+
+
+@pytest.fixture(scope="module")
+def scorer():
+    assert (SHIPPED / FILE).is_file(), "the shipped checkpoint carries its cross-encoder"
+    return Scorer(SHIPPED)
+
+
+QUESTION = "In what town did the miller's daughter open her shop?"
+ANSWER = ("Two years after her father's death the miller's daughter left the valley and opened a small shop "
+          "in Wexcombe, where she sold ribbons and lace to the farmers' wives on market days.")
+DISTRACTOR = ("The miller's daughter was often seen on the road to the town, and the neighbours wondered what "
+              "she could want there; the shop windows held nothing she could afford.")
+OTHER = "The rain fell all night upon the heath, and by morning the ponds had overflowed into the lanes."
+
+
+def test_the_answer_passage_outranks_one_that_only_shares_the_questions_words(scorer):
+    reads = scorer.read(QUESTION, [DISTRACTOR, ANSWER, OTHER])
+    rel = [r.relevance for r in reads]
+    assert rel[1] > rel[0] and rel[1] > rel[2]
+    a, b = reads[1].span
+    assert "Wexcombe" in ANSWER[a:b] and len(ANSWER[a:b]) < 60
+
+
+def test_loading_keeps_the_packages_embeddings_and_the_shipped_rest():
+    from safetensors.torch import load_file
+
+    shipped = load_file(str(SHIPPED / FILE))
+    assert "bert.embeddings.word_embeddings.weight" not in shipped  # the package's table, not shipped again
+    m = CrossEncoder.load(SHIPPED)
+    sd = m.state_dict()
+    for k in ("relevance.weight", "span.weight", "bert.encoder.layer.5.output.dense.weight"):
+        assert torch.equal(sd[k], shipped[k].float())
+    base = CrossEncoder.pretrained_base().state_dict()
+    assert torch.equal(sd["bert.embeddings.word_embeddings.weight"], base["bert.embeddings.word_embeddings.weight"])
+
+
+def test_pairs_are_cut_in_the_passage_and_offsets_point_into_it():
+    tok = load_tokenizer(64)
+    long = " ".join(["lace"] * 200)
+    ids, mask, types, offsets = encode_pairs(tok, QUESTION + " " + "x" * 400, [ANSWER, long])
+    assert ids.shape[0] == 2 and ids.shape[1] <= 64 and int(mask[1].sum()) == 64
+    j, a, b = offsets[0][0]
+    assert int(types[0, j]) == 1 and ANSWER[a:b].lower() == "two"
+
+
+def test_training_examples_hold_the_answer_only_in_the_positive():
+    from ingest.tokenize import make_encoder
+    from qa.cross_encoder_train import NEGATIVES, doc_examples
+
+    text = (Path(__file__).resolve().parents[1] / "assets" / "frankenstein_excerpt.txt").read_text()
+    i = text.index("Geneva")
+    item = {"question": "Where was the narrator born?", "answer": "Geneva", "ans_char": [i, i + 6], "qtype": "place"}
+    exs = doc_examples(text, [item], random.Random(0), make_encoder(None))
+    mined = [e for e in exs if e["kind"] == "place"]
+    assert mined and all(len(e["passages"]) == 1 + NEGATIVES for e in mined)
+    for e in mined:
+        a, b = e["span"]
+        assert e["passages"][0][a:b] == "Geneva"
+        assert all("geneva" not in p.lower() for p in e["passages"][1:])
+    for e in (e for e in exs if e["kind"] == "ict"):  # the cut sentence is the query, absent from its passage
+        assert e["span"] is None and e["q"] not in " ".join(e["passages"][0].split())
