@@ -848,7 +848,7 @@ def test_question_bias_is_added_to_every_selection_of_the_question():
     bias = torch.zeros(n)
     bias[far] = 1e4
     bias[(far + 5) % n] = 0.37
-    eng.question_bias = lambda state, question: bias if question == "tell me" else None
+    eng.question_bias = lambda state, question, terms=None: bias if question == "tell me" else None
     out = list(eng.generate(st, "tell me", max_new_tokens=70, stop_at_newline=False))
     to = out[-1].trace.to_json()
     for rb, ro in zip(tb["chunks"][:1], to["chunks"][:1], strict=True):  # the question's selection: same learned scores
@@ -863,6 +863,31 @@ def test_question_bias_is_added_to_every_selection_of_the_question():
     # no question (a summary), or the term off: nothing is added
     eng.question_bias = Engine.question_bias.__get__(eng)
     assert eng.question_bias(st, "tell me") is None and eng.question_bias(st, None) is None
+
+
+def test_question_terms_steer_the_selection_and_question_scores_rank_as_it_does():
+    """qa.ask's cross-encoder term (`terms=`): added to the question's selection scores as the BM25
+    term is, in generate, question_scores and the causal effects alike; without terms nothing moves."""
+    m = make_model(groups=(1, 1), **copy_kw("shipped"))
+    eng = Engine(m, tokenizer=_Tok(), memory_dtype=np.float32)
+    st = eng.new_state()
+    eng.feed(st, ids_of(63 * 12 + 5, seed=33)[0].tolist())
+    n = st.n_chunks
+    s0 = eng.question_scores(st, "tell me")
+    assert s0.shape == (n,) and np.isfinite(s0).all()
+    base = list(eng.generate(st, "tell me", max_new_tokens=8, stop_at_newline=False))[-1]
+    assert base.trace.to_json()["chunks"][0]["scores"][:n] == pytest.approx(s0.tolist(), abs=1e-3)
+    far = int(np.argmin(s0))
+    terms = np.zeros(n)
+    terms[far] = 1e4
+    s1 = eng.question_scores(st, "tell me", terms=terms)
+    assert s1[far] == pytest.approx(s0[far] + 1e4, abs=1e-2) and np.delete(s1 - s0, far) == pytest.approx(0, abs=1e-4)
+    out = list(eng.generate(st, "tell me", max_new_tokens=8, stop_at_newline=False, terms=terms))[-1]
+    assert far in out.trace.to_json()["chunks"][0]["topk"]
+    eff = eng.causal_effects(st, "tell me", out.ids, [far], terms=terms)
+    assert eff[far] == pytest.approx(eng.answer_logprob(st, "tell me", out.ids, terms=terms)
+                                     - eng.answer_logprob(st, "tell me", out.ids, mask=[far], terms=terms), abs=1e-9)
+    assert np.isneginf(eng.question_scores(st, "tell me", mask=[far])[far])
 
 
 def test_bm25_index_is_the_documents_chunks(monkeypatch):
