@@ -1037,8 +1037,14 @@ def answer_md(result: dict, labels: dict[int, str] | None = None) -> str:
     q = result.get("quote")
     if q and passages:  # evidence first: the best passage, its answer sentence in bold; then the next two
         pages = q.get("pages") or [0]
+        if q.get("introduces"):
+            where = f" (the passage that introduces {md_escape(q['introduces'])})"
+        elif q.get("retrieved") is False:
+            where = " (read from the question's pool: the model did not retrieve this chunk)"
+        else:
+            where = ""
         out = (f"{_quote_marked(q['text'], q.get('short') or q.get('sentence'))}\n\n— "
-               f"{pages_text(pages[0], pages[-1], labels)}{matter_text(q, ',')}, chunk {int(q['chunk'])}")
+               f"{pages_text(pages[0], pages[-1], labels)}{matter_text(q, ',')}, chunk {int(q['chunk'])}{where}")
         if result.get("short_answer"):
             out = f"**{md_escape(result['short_answer'])}**\n\n" + out
         rest = [p for p in passages if p["chunk"] != q["chunk"]]
