@@ -410,7 +410,7 @@ def read_answer(library: Library, engine: DocumentEngine, state: Any, doc_id: st
     chunk before and after it: (quote, reading, the question's BM25 scores of the document's chunks).
     The quote is the answer sentence grown by its neighbours to at most QUOTE_MAX_CHARS, with its
     chunk, pages, character span and `short`, the short answer span inside it."""
-    from .reader import passage_around, quote_bounds
+    from .reader import passage_around
 
     from .outline import who_name
 
@@ -434,17 +434,9 @@ def read_answer(library: Library, engine: DocumentEngine, state: Any, doc_id: st
     reading = reader.read(question, passages, _doc_stats(library, doc_id))
     if reading is None:
         return None, None, bm
-    cand = reading.sentence
-    p = cand.passage
-    a, b = quote_bounds(p.text, cand.a, cand.b)
-    qa, qb = p.base + a, p.base + b
-    pages = sorted({pg for x in by_idx.values() if x["char_end"] > qa and x["char_start"] < qb and abs(x["idx"] - p.chunk) <= 1
-                    for pg in range(x["page_first"], x["page_last"] + 1)})
-    # the short answer, when it lies inside the quote (a sentence longer than the quote is cut)
-    inside = reading.span is not None and a <= reading.span[0] and reading.span[1] <= b
-    short = " ".join(p.text[reading.span[0]:reading.span[1]].split()) if inside else None
-    quote = {"text": " ".join(p.text[a:b].split()), "sentence": " ".join(p.text[cand.a:cand.b].split()),
-             "short": short, "chunk": p.chunk, "pages": pages, "char_start": qa, "char_end": qb,
+    p = reading.sentence.passage
+    quote = quote_of_reading(reading, by_idx)
+    quote = {**quote, "short": quote.pop("span_text"),  # the short answer, when the quote holds it
              "weight": round(weights.get(p.chunk, 0.0), 6), "matter": matter.get(p.chunk),
              # whether the model retrieved the quoted chunk (it is in the evidence), and its place in the
              # reading order (1-based: the evidence first, then the question selection's next best-scored)
@@ -454,6 +446,28 @@ def read_answer(library: Library, engine: DocumentEngine, state: Any, doc_id: st
              "reader": {"score": round(reading.score, 4), "margin": round(reading.margin, 4),
                         "prob": round(reading.prob, 4)}}
     return quote, reading, bm
+
+
+def quote_of_reading(reading, by_idx: dict[int, dict], cut_words: bool = False) -> dict:
+    """The quote around the reader's sentence (`quote_bounds`; `cut_words`: never ending inside a
+    word) with its text, sentence, chunk, pages and character span, and `span_text`, the reader's
+    short answer where the quote holds it (a sentence longer than the quote is cut). `by_idx`: the
+    library rows of the passage's chunks, for the pages."""
+    from .reader import quote_bounds
+    from .rerank import cut_at_word
+
+    cand = reading.sentence
+    p = cand.passage
+    a, b = quote_bounds(p.text, cand.a, cand.b)
+    if cut_words:
+        b = cut_at_word(p.text, a, b)
+    qa, qb = p.base + a, p.base + b
+    pages = sorted({pg for x in by_idx.values() if x["char_end"] > qa and x["char_start"] < qb and abs(x["idx"] - p.chunk) <= 1
+                    for pg in range(x["page_first"], x["page_last"] + 1)})
+    inside = reading.span is not None and a <= reading.span[0] and reading.span[1] <= b
+    return {"text": " ".join(p.text[a:b].split()), "sentence": " ".join(p.text[cand.a:cand.b].split()),
+            "span_text": " ".join(p.text[reading.span[0]:reading.span[1]].split()) if inside else None,
+            "chunk": p.chunk, "pages": pages, "char_start": qa, "char_end": qb}
 
 
 def quote_from_evidence(library: Library, doc_id: str, chunk: int, question: str,
@@ -599,8 +613,7 @@ READ_POOL = 8  # the trained reader reads the pool's best 8 by the fused score, 
 def _read_pool(library: Library, doc_id: str, question: str, order: list[int], reader) -> tuple[dict | None, list[int]]:
     """The trained reader (qa.reader) on the pool's best READ_POOL chunks in the fused order, each
     read with its neighbours: (the quote, the chunks in the order shown: the quote's first)."""
-    from . import rerank
-    from .reader import passage_around, quote_bounds
+    from .reader import passage_around
 
     top = order[:READ_POOL]
     want = sorted({c + d for c in top for d in (-1, 0, 1) if c + d >= 0})
@@ -609,21 +622,24 @@ def _read_pool(library: Library, doc_id: str, question: str, order: list[int], r
     reading = reader.read(question, ps, _doc_stats(library, doc_id)) if ps else None
     if reading is None:
         return None, list(order)
-    cand = reading.sentence
-    p = cand.passage
-    a, b = quote_bounds(p.text, cand.a, cand.b)
-    b = rerank._cut_at_word(p.text, a, b)
-    qa, qb = p.base + a, p.base + b
-    pages = sorted({pg for x in by_idx.values() if x["char_end"] > qa and x["char_start"] < qb and abs(x["idx"] - p.chunk) <= 1
-                    for pg in range(x["page_first"], x["page_last"] + 1)})
-    inside = reading.span is not None and a <= reading.span[0] and reading.span[1] <= b
-    span_text = " ".join(p.text[reading.span[0]:reading.span[1]].split()) if inside else None
-    quote = {"text": " ".join(p.text[a:b].split()), "sentence": " ".join(p.text[cand.a:cand.b].split()),
-             "short": None, "span_text": span_text, "chunk": p.chunk, "pages": pages, "char_start": qa, "char_end": qb,
+    p = reading.sentence.passage
+    quote = {**quote_of_reading(reading, by_idx, cut_words=True), "short": None,
              "reader": {"score": round(reading.score, 4), "margin": round(reading.margin, 4),
                         "prob": round(reading.prob, 4), "span_prob": round(reading.span_prob, 4)},
-             "cross_encoder": {"span_score": round(reading.prob * reading.span_prob, 4) if inside else None}}
+             "cross_encoder": {"span_score": None}}
+    if quote["span_text"] is not None:
+        quote["cross_encoder"]["span_score"] = round(reading.prob * reading.span_prob, 4)
     return quote, [p.chunk] + [c for c in order if c != p.chunk]
+
+
+def quote_origin(quote: dict) -> str | None:
+    """Where an evidence-first quote came from, in words for the reader (the CLI and the UI), or None
+    when it is simply the model's retrieved passage."""
+    if quote.get("introduces"):
+        return f"the passage that introduces {quote['introduces']}"
+    if quote.get("retrieved") is False:
+        return "read from the question's pool: the model did not retrieve this chunk"
+    return None
 
 
 def _cross_answer(library: Library, doc_id: str, question: str, evidence: list[dict], ce: dict,

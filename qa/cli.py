@@ -127,13 +127,11 @@ def answer_text(out: dict) -> str:
                                *_passage_lines(passages)])
         return f"{out['answer']} {abstain_reason(out)} The passages the model scored highest are below."
     if q and passages:  # evidence first: the best passage's quote, then the next two passages
-        if q.get("introduces"):
-            after = f"; the passage that introduces {q['introduces']}"
-        elif q.get("retrieved") is False:
-            after = "; read from the question's pool: the model did not retrieve this chunk"
-        else:
-            after = ""
-        lines = [f"{quoted(q['text'])} ({pages_ref(q['pages'])}{_matter(q)}, chunk {q['chunk']}{after})"]
+        from .ask import quote_origin
+
+        origin = quote_origin(q)
+        lines = [f"{quoted(q['text'])} ({pages_ref(q['pages'])}{_matter(q)}, chunk {q['chunk']}"
+                 f"{f'; {origin}' if origin else ''})"]
         if out.get("short_answer"):
             lines.append(f"Short answer: {out['short_answer']}")
         rest = [p for p in passages if p["chunk"] != q["chunk"]]

@@ -142,7 +142,7 @@ def shown(wins: dict[int, Window], retrieved: list[int], k: int = SHOWN) -> list
     return got[:k]
 
 
-def _cut_at_word(text: str, a: int, b: int) -> int:
+def cut_at_word(text: str, a: int, b: int) -> int:
     """b moved back to the end of the last whole word of text[a:b] (b unchanged at a word's end)."""
     if b >= len(text) or not (text[b - 1].isalnum() and text[b].isalnum()):
         return b
@@ -169,7 +169,7 @@ def quote_of(win: Window) -> dict | None:
     a, b = spans[i] if spans else (0, len(text))
     sa, sb = a, b
     a, b = quote_bounds(text, a, b, limit=QUOTE_MAX)
-    b = _cut_at_word(text, a, b)
+    b = cut_at_word(text, a, b)
     span_text = None
     if r.span is not None and a <= r.span[0] and r.span[1] <= b:
         span_text = " ".join(text[r.span[0]:r.span[1]].split()) or None

@@ -35,7 +35,7 @@ from typing import Any, Callable, Generator, Iterator
 import gradio as gr
 
 from ingest import pipeline
-from qa.ask import abstain_reason, snippet
+from qa.ask import abstain_reason, quote_origin, snippet
 from ingest.boilerplate import matter_label
 from ingest.errors import Cancelled, IngestError, NotPrefilled, TooLarge
 from ingest.tokenize import CHUNK_TOKENS
@@ -1037,12 +1037,8 @@ def answer_md(result: dict, labels: dict[int, str] | None = None) -> str:
     q = result.get("quote")
     if q and passages:  # evidence first: the best passage, its answer sentence in bold; then the next two
         pages = q.get("pages") or [0]
-        if q.get("introduces"):
-            where = f" (the passage that introduces {md_escape(q['introduces'])})"
-        elif q.get("retrieved") is False:
-            where = " (read from the question's pool: the model did not retrieve this chunk)"
-        else:
-            where = ""
+        origin = quote_origin(q)
+        where = f" ({md_escape(origin)})" if origin else ""
         out = (f"{_quote_marked(q['text'], q.get('short') or q.get('sentence'))}\n\n— "
                f"{pages_text(pages[0], pages[-1], labels)}{matter_text(q, ',')}, chunk {int(q['chunk'])}{where}")
         if result.get("short_answer"):
