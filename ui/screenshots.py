@@ -44,11 +44,12 @@ _WATCH_CHAT = """
 () => {
   window.__drtTexts = [];
   const root = document.querySelector('#drt-chat');
+  // the whole chat's text at each change: an answer and its evidence note can land in one
+  // batch of mutations, so watching only the last message could miss the note
   const seen = () => {
-    const msgs = root.querySelectorAll('.message-row, [data-testid="bot"], .bot');
-    const last = msgs.length ? msgs[msgs.length - 1].innerText : '';
+    const text = root.innerText;
     const arr = window.__drtTexts;
-    if (last && arr[arr.length - 1] !== last) arr.push(last);
+    if (text && arr[arr.length - 1] !== text) arr.push(text);
   };
   new MutationObserver(seen).observe(root, {subtree: true, childList: true, characterData: true});
 }
@@ -138,6 +139,8 @@ def walk_through(url: str, pdf: Path, out_dir: Path, question: str = "What is a 
             heat = page.locator("#drt-heatmap svg rect[data-chunk]")
             expect(heat.first).to_be_visible()
             res.seconds["ask"] = time.monotonic() - t
+            # the heatmap can render before the chat's last update (the evidence note) lands
+            expect(page.locator("#drt-chat")).to_contain_text("Evidence:")
             res.answer_texts = page.evaluate("() => window.__drtTexts || []")
             res.heatmap_cells = heat.count()
             # click the cell under the first top-k outline (the outline itself lets clicks through)
