@@ -65,7 +65,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536:
         raise UserError(f"--port must be between 1 and 65535, got {args.port}")
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-    from .handlers import UIContext, human_size
+    from .context import UIContext, human_size
 
     ctx = UIContext(args.home, args.model, max_file_bytes=args.max_file_size)
     if not _is_loopback(args.host):

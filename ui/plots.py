@@ -8,7 +8,7 @@
   chunk it retrieved (both on page axes), colour and size = fusion weight.
 
 Every clickable mark carries `data-*` attributes (`data-row`, `data-gen`, `data-chunk` for heatmap
-cells; `data-src`, `data-dst` for map links) that `ui.blocks` turns into Gradio events with the
+cells; `data-src`, `data-dst` for map links) that `ui.tabs` turn into Gradio events with the
 `CLICK_JS` handler below. All text in the SVG is escaped: titles and labels come from documents.
 """
 

@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     if why:
         raise SystemExit(f"screenshots: {why}")
     from .blocks import launch
-    from .handlers import UIContext
+    from .context import UIContext
 
     tmp = Path(tempfile.mkdtemp(prefix="drt-shots-"))
     os.environ.setdefault("GRADIO_TEMP_DIR", str(tmp / "gradio"))

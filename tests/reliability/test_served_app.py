@@ -15,8 +15,9 @@ import httpx
 import pytest
 
 from ui import blocks
-from ui import handlers as h
+from ui import context
 from ui.screenshots import free_port
+from ui.tabs import library as library_tab
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:.*no_silent_downcasting.*"),
@@ -44,7 +45,7 @@ def served(tiny_model, served_root):
     old = os.environ.get("GRADIO_TEMP_DIR")
     os.environ["GRADIO_TEMP_DIR"] = str(root / "gradio")
     port = free_port()
-    ctx = h.UIContext(root / "home", tiny_model, max_file_bytes="64kb", upload_root=root / "gradio")
+    ctx = context.UIContext(root / "home", tiny_model, max_file_bytes="64kb", upload_root=root / "gradio")
     ctx.library.documents()  # creates library.db
     (root / "home" / "states" / "abc").mkdir(parents=True)
     (root / "home" / "states" / "abc" / "meta.json").write_text('{"secret": 1}')
@@ -90,7 +91,7 @@ def test_file_route_traversal_never_serves_bytes(served):
 
 
 def _counting_passage(seconds: float):
-    """A stand-in for handlers.passage that takes `seconds` and records the most calls running at
+    """A stand-in for ui.tabs.library.passage that takes `seconds` and records the most calls running at
     once (peak[0])."""
     running, peak, lock = [0], [0], threading.Lock()
 
@@ -112,7 +113,7 @@ def test_queue_cannot_be_bypassed(served, monkeypatch):
     url, _ = served
     slow_passage, peak = _counting_passage(0.2)
 
-    monkeypatch.setattr(h, "passage", slow_passage)
+    monkeypatch.setattr(library_tab, "passage", slow_passage)
     codes: list[int] = []
 
     def post(route: str) -> None:
@@ -209,7 +210,7 @@ def test_overload_more_jobs_than_the_queue_holds(served, monkeypatch):
     url, _ = served
     slow_passage, peak = _counting_passage(0.05)
 
-    monkeypatch.setattr(h, "passage", slow_passage)
+    monkeypatch.setattr(library_tab, "passage", slow_passage)
     client = Client(url, verbose=False, max_workers=48)
     jobs = [client.submit("x", i, api_name="/passage") for i in range(45)]
     done, full, other = 0, 0, []

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from ui import blocks
-from ui import handlers as h
+from ui import context
 
 ROOT = Path(__file__).resolve().parents[2]
 ASSETS = ROOT / "tests" / "assets"
@@ -23,7 +23,7 @@ PDF = ASSETS / "026-latex-multicolumn__multicolumn.pdf"  # 3 pages, 53 chunks: p
 
 @pytest.fixture
 def served(drt_home, tiny_model, free_port, tmp_path):
-    ctx = h.UIContext(drt_home, tiny_model, max_file_bytes="300kb", upload_root=tmp_path / "gradio")
+    ctx = context.UIContext(drt_home, tiny_model, max_file_bytes="300kb", upload_root=tmp_path / "gradio")
     demo, url = blocks.launch(ctx, port=free_port, prevent_thread_lock=True)
     try:
         yield url, ctx

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ui import blocks
-from ui import handlers as h
+from ui import context
 from ui.screenshots import browser_unavailable, walk_through
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.skipif(_WHY is not None, reason=_
 
 
 def test_upload_ask_heatmap_summary_map_in_chromium(drt_home, tiny_model, free_port, tmp_path):
-    ctx = h.UIContext(drt_home, tiny_model, upload_root=tmp_path / "gradio")
+    ctx = context.UIContext(drt_home, tiny_model, upload_root=tmp_path / "gradio")
     demo, url = blocks.launch(ctx, port=free_port, prevent_thread_lock=True)
     shots = tmp_path / "screenshots"
     try:
@@ -71,7 +71,7 @@ def test_no_dead_ends_in_chromium(drt_home, tiny_model, free_port, tmp_path):
 
     bad = tmp_path / "broken.pdf"
     bad.write_bytes(b"%PDF-1.4\n" + b"\x00garbage" * 200)
-    ctx = h.UIContext(drt_home, tiny_model, upload_root=tmp_path / "gradio")
+    ctx = context.UIContext(drt_home, tiny_model, upload_root=tmp_path / "gradio")
     demo, url = blocks.launch(ctx, port=free_port, prevent_thread_lock=True)
     failures: list[str] = []
     try:

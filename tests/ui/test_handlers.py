@@ -1,4 +1,4 @@
-"""ui.handlers as plain functions: no server, no browser.
+"""The UI's handlers (ui.context, ui.jobs, ui.render, ui.tabs.*) as plain functions: no server, no browser.
 
 One module-scoped library holds geotopo-pp1-10.pdf (10 pages, 118 chunks), ingested through the UI
 handler with a Cancel in the middle of prefill and then a Resume; the other tests read it.
@@ -13,11 +13,22 @@ from pathlib import Path
 import gradio as gr
 import pytest
 
-from ingest.errors import IngestError
+from cli_io import UserError
+from ingest.errors import IngestError, TooLarge
 from ingest.pipeline import Progress
 from tests.ui.conftest import fake_upload
-from ui import handlers as h
+from ui import context
+from ui import jobs
+from ui import render
+from ui.tabs import ask as ask_tab
+from ui.tabs import library as library_tab
+from ui.tabs import map as map_tab
+from ui.tabs import outline as outline_tab
+from ui.tabs import summary as summary_tab
 
+# errors meant for people that the handlers pass on from qa and ingest (cli_io.UserError, the
+# common root, and IngestError)
+FOR_PEOPLE = (UserError, IngestError)
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 GEOTOPO = ASSETS / "geotopo-pp1-10.pdf"
 
@@ -28,42 +39,42 @@ GEOTOPO = ASSETS / "geotopo-pp1-10.pdf"
 
 
 def test_parse_size():
-    assert h.parse_size("50mb") == 50 * 1024**2
-    assert h.parse_size("1 GB") == 1024**3
-    assert h.parse_size("300kb") == 300 * 1024
-    assert h.parse_size(1234) == 1234
+    assert context.parse_size("50mb") == 50 * 1024**2
+    assert context.parse_size("1 GB") == 1024**3
+    assert context.parse_size("300kb") == 300 * 1024
+    assert context.parse_size(1234) == 1234
     for bad in ("", "mb", "12xb", "-1mb", "0"):
-        with pytest.raises(h.UIError):
-            h.parse_size(bad)
+        with pytest.raises(context.UIError):
+            context.parse_size(bad)
 
 
 def test_upload_checks(tmp_path):
-    ctx = h.UIContext(tmp_path / "home", tmp_path / "no-model", max_file_bytes="1kb", upload_root=tmp_path / "up")
-    with pytest.raises(h.UIError, match="choose a file"):
-        h.check_upload(ctx, None)
-    with pytest.raises(h.UIError, match="gone"):
-        h.check_upload(ctx, tmp_path / "missing.pdf")
+    ctx = context.UIContext(tmp_path / "home", tmp_path / "no-model", max_file_bytes="1kb", upload_root=tmp_path / "up")
+    with pytest.raises(context.UIError, match="choose a file"):
+        library_tab.check_upload(ctx, None)
+    with pytest.raises(context.UIError, match="gone"):
+        library_tab.check_upload(ctx, tmp_path / "missing.pdf")
     big = tmp_path / "big.pdf"
     big.write_bytes(b"%PDF-" + b"x" * 2000)
-    with pytest.raises(h.TooLarge, match="limit of this server is 1 KB"):
-        h.check_upload(ctx, big)
+    with pytest.raises(TooLarge, match="limit of this server is 1 KB"):
+        library_tab.check_upload(ctx, big)
     # only files inside the upload cache are ever deleted
-    assert h.discard_upload(ctx, big) is False and big.exists()
+    assert library_tab.discard_upload(ctx, big) is False and big.exists()
     up = fake_upload(ctx, ASSETS / "empty.txt")
-    assert h.discard_upload(ctx, up) is True
+    assert library_tab.discard_upload(ctx, up) is True
     assert not up.exists() and not up.parent.exists() and ctx.upload_root.exists()
 
 
 def test_user_errors_become_escaped_gr_errors(tmp_path):
-    ctx = h.UIContext(tmp_path / "home", tmp_path / "no-model", max_file_bytes=10, upload_root=tmp_path / "up")
-    check = h.user_facing(h.check_upload)
+    ctx = context.UIContext(tmp_path / "home", tmp_path / "no-model", max_file_bytes=10, upload_root=tmp_path / "up")
+    check = context.user_facing(library_tab.check_upload)
     evil = tmp_path / "<img src=x onerror=alert(1)>.pdf"
     evil.write_bytes(b"%PDF-1.4 too large")
     with pytest.raises(gr.Error) as e:
         check(ctx, evil)
     assert "<img" not in e.value.message and "&lt;img" in e.value.message
 
-    @h.user_facing
+    @context.user_facing
     def boom():
         raise RuntimeError("secret /etc/path details")
 
@@ -71,17 +82,17 @@ def test_user_errors_become_escaped_gr_errors(tmp_path):
         boom()
     assert "secret" not in e.value.message and "RuntimeError" in e.value.message
 
-    @h.user_facing
+    @context.user_facing
     def gen():
         yield 1
-        raise h.UIError("pick a document first")
+        raise context.UIError("pick a document first")
 
     with pytest.raises(gr.Error, match="pick a document first"):
         list(gen())
 
 
 def test_stage_board_shows_stages_chunks_speed_and_eta():
-    b = h.StageBoard("book.pdf")
+    b = jobs.StageBoard("book.pdf")
     b.update(Progress("hash", 10, 10, message="document abc"))
     b.update(Progress("parse", 0, 1, message="parsing book.pdf"))
     b.update(Progress("parse", 1, 1, message="10 pages, 30,000 characters"))
@@ -99,15 +110,15 @@ def test_stage_board_shows_stages_chunks_speed_and_eta():
 
 
 def test_md_escape_keeps_text_verbatim():
-    s = h.md_escape("<b>x</b> *bold* $x^2$ [link](javascript:alert(1)) # h")
+    s = render.md_escape("<b>x</b> *bold* $x^2$ [link](javascript:alert(1)) # h")
     assert "<b>" not in s and "\\*bold\\*" in s and "\\$x^2\\$" in s and "\\[link\\]" in s
 
 
 def test_jobs_are_per_session_and_kind(tmp_path):
-    ctx = h.UIContext(tmp_path / "home", tmp_path / "m", upload_root=tmp_path / "up")
-    assert h.cancel_job(ctx, "s1") == "Nothing to cancel."
+    ctx = context.UIContext(tmp_path / "home", tmp_path / "m", upload_root=tmp_path / "up")
+    assert jobs.cancel_job(ctx, "s1") == "Nothing to cancel."
     armed = ctx.arm("s1", "ingest")
-    assert "Cancelling" in h.cancel_job(ctx, "s1", "ingest")  # cancel while it waits in the queue
+    assert "Cancelling" in jobs.cancel_job(ctx, "s1", "ingest")  # cancel while it waits in the queue
     job = ctx.begin("s1", "ingest")
     assert job is armed and job.cancel.is_set()
     ctx.end("s1", "ingest", job)
@@ -120,11 +131,11 @@ def test_jobs_are_per_session_and_kind(tmp_path):
 def test_ingest_cancelled_before_it_starts_does_nothing(tmp_path):
     """_ingest_job (shared by ingest and resume): Cancel pressed while the job waits in the queue
     ends it at once, before the file is read or the model loaded, and the job is released."""
-    ctx = h.UIContext(tmp_path / "home", tmp_path / "no-model", upload_root=tmp_path / "up")
+    ctx = context.UIContext(tmp_path / "home", tmp_path / "no-model", upload_root=tmp_path / "up")
     up = fake_upload(ctx, GEOTOPO)
     ctx.arm("s1", "ingest")
     ctx.cancel("s1", "ingest")
-    updates = list(h.ingest_upload(ctx, up, session="s1"))
+    updates = list(library_tab.ingest_upload(ctx, up, session="s1"))
     assert [u.status.splitlines()[-1] for u in updates] == ["Cancelled before it started."]
     assert updates[-1].finished and updates[-1].doc_id is None and ctx.running() == 0
     assert Path(up).exists()  # not stored, so the upload is kept
@@ -140,16 +151,16 @@ def test_ingest_cancelled_before_it_starts_does_nothing(tmp_path):
 def lib(tiny_model, tmp_path_factory):
     """A library with geotopo ingested through the UI: cancelled in prefill, then resumed."""
     base = tmp_path_factory.mktemp("ui-handlers")
-    ctx = h.UIContext(base / "home", tiny_model, upload_root=base / "uploads")
+    ctx = context.UIContext(base / "home", tiny_model, upload_root=base / "uploads")
     up = fake_upload(ctx, GEOTOPO)
     first = []
-    for u in h.ingest_upload(ctx, up, title="GeoTopo", session="tab-1"):
+    for u in library_tab.ingest_upload(ctx, up, title="GeoTopo", session="tab-1"):
         first.append(u)
         if not u.finished and re.search(r"— [1-9][\d,]* / 118 chunks", u.status):
-            assert h.cancel_job(ctx, "tab-1", "ingest").startswith("Cancelling")
+            assert jobs.cancel_job(ctx, "tab-1", "ingest").startswith("Cancelling")
     doc_id = first[-1].doc_id
-    after_cancel = h.list_documents(ctx)
-    second = list(h.resume_prefill(ctx, doc_id[:10], session="tab-1"))
+    after_cancel = library_tab.list_documents(ctx)
+    second = list(library_tab.resume_prefill(ctx, doc_id[:10], session="tab-1"))
     yield {"ctx": ctx, "doc_id": doc_id, "first": first, "second": second, "after_cancel": after_cancel,
            "upload": up}  # fmt: skip
     ctx.close()
@@ -168,21 +179,21 @@ def test_ingest_shows_stages_cancel_keeps_work_resume_finishes(lib):
     assert not lib["upload"].exists()  # stored: the upload was removed from the cache
     (d,) = lib["after_cancel"]
     assert d["state"] == "partial" and d["tokens_done"] == last.result["tokens_prefilled"]
-    assert "resumable" in h.documents_table(lib["ctx"], lib["after_cancel"])[0][4]
+    assert "resumable" in library_tab.documents_table(lib["ctx"], lib["after_cancel"])[0][4]
     # resume goes on from the checkpoint, not from zero
     assert "resuming" in second[1].status or "resuming" in "".join(u.status for u in second)
     assert second[-1].result == {"doc_id": lib["doc_id"], "status": "done", "tokens_prefilled": 7372,
                                  "tokens": 7372}  # fmt: skip
     assert "Ready:" in second[-1].status
-    (d,) = h.list_documents(lib["ctx"])
+    (d,) = library_tab.list_documents(lib["ctx"])
     assert (d["title"], d["pages"], d["chunks"], d["state"]) == ("GeoTopo", 10, 118, "ready")
-    assert h.doc_choices(lib["ctx"], ready_only=True) == [(h.doc_choices(lib["ctx"])[0][0], lib["doc_id"])]
+    assert library_tab.doc_choices(lib["ctx"], ready_only=True) == [(library_tab.doc_choices(lib["ctx"])[0][0], lib["doc_id"])]
 
 
 def test_ingest_same_file_again_is_instant(lib):
     ctx = lib["ctx"]
     up = fake_upload(ctx, GEOTOPO)
-    ups = list(h.ingest_upload(ctx, up, session="tab-2"))
+    ups = list(library_tab.ingest_upload(ctx, up, session="tab-2"))
     assert ups[-1].result["status"] == "done" and "already in the library" in ups[-1].status
 
 
@@ -192,17 +203,17 @@ def test_add_to_library_after_the_upload_was_added_says_so(lib):
     that added nothing is still asked to choose a file."""
     ctx = lib["ctx"]
     up = fake_upload(ctx, GEOTOPO)
-    assert list(h.ingest_upload(ctx, up, session="tab-3"))[-1].finished
-    (again,) = list(h.ingest_upload(ctx, None, session="tab-3"))
+    assert list(library_tab.ingest_upload(ctx, up, session="tab-3"))[-1].finished
+    (again,) = list(library_tab.ingest_upload(ctx, None, session="tab-3"))
     assert again.finished and again.doc_id == lib["doc_id"] and "Already added" in again.status
     assert "choose another file" in again.status
-    with pytest.raises(h.UIError, match="choose a file first"):
-        list(h.ingest_upload(ctx, None, session="tab-never"))
+    with pytest.raises(context.UIError, match="choose a file first"):
+        list(library_tab.ingest_upload(ctx, None, session="tab-never"))
 
 
 def test_ask_streams_then_gives_evidence_and_trace(lib):
     ctx, doc_id = lib["ctx"], lib["doc_id"]
-    events = list(h.ask_stream(ctx, doc_id, "  Was ist ein   topologischer Raum? ", max_new_tokens=24))
+    events = list(ask_tab.ask_stream(ctx, doc_id, "  Was ist ein   topologischer Raum? ", max_new_tokens=24))
     partial = [e for e in events if not e["done"]]
     final = events[-1]
     assert final["done"] and not final["stopped"] and final["question"] == "Was ist ein topologischer Raum?"
@@ -211,17 +222,17 @@ def test_ask_streams_then_gives_evidence_and_trace(lib):
     ev = final["evidence"]
     assert ev and all(set(e) == {"chunk", "pages", "weight", "text", "causal_effect", "matter"} for e in ev)
     assert all(1 <= p <= 10 for e in ev for p in e["pages"])
-    with pytest.raises(h.UIError, match="type a question"):
-        list(h.ask_stream(ctx, doc_id, "   "))
-    with pytest.raises(h.UIError, match="pick a document"):
-        list(h.ask_stream(ctx, None, "q"))
+    with pytest.raises(context.UIError, match="type a question"):
+        list(ask_tab.ask_stream(ctx, doc_id, "   "))
+    with pytest.raises(context.UIError, match="pick a document"):
+        list(ask_tab.ask_stream(ctx, None, "q"))
 
 
 def test_chat_turn_heatmap_and_pick(lib):
     ctx, doc_id = lib["ctx"], lib["doc_id"]
-    box, history, q = h.chat_user(ctx, doc_id, "What is a metric?", [], session="tab-3")
+    box, history, q = ask_tab.chat_user(ctx, doc_id, "What is a metric?", [], session="tab-3")
     assert box == "" and history == [{"role": "user", "content": "What is a metric?"}]
-    outs = list(h.chat_bot(ctx, doc_id, q, history, [], max_new_tokens=16, session="tab-3"))
+    outs = list(ask_tab.chat_bot(ctx, doc_id, q, history, [], max_new_tokens=16, session="tab-3"))
     assert len(outs) >= 2  # at least one streamed update before the final one
     assert outs[0][0][-1]["content"].endswith("▌")
     hist, answers, picker, heat, evidence, result = outs[-1]
@@ -231,11 +242,11 @@ def test_chat_turn_heatmap_and_pick(lib):
     assert 'data-chunk="' in heat and 'class="drt-topk"' in heat and "Evidence" in evidence
     assert set(result) == {"answer", "evidence", "trace"}
     c = result["trace"]["chunks"][0]["topk"][0]
-    md = h.heatmap_pick(ctx, answers, 0, c, result["trace"]["chunks"][0]["gen_chunk"])
+    md = ask_tab.heatmap_pick(ctx, answers, 0, c, result["trace"]["chunks"][0]["gen_chunk"])
     assert f"**Chunk {c}**" in md and "p. " in md and "retrieved (top-k), weight" in md
-    heat2, ev2, res2 = h.show_answer(ctx, answers, 0)
+    heat2, ev2, res2 = ask_tab.show_answer(ctx, answers, 0)
     assert heat2 == heat and res2 == result
-    assert "No chunk 9999" in h.passage_md(ctx, doc_id, 9999)
+    assert "No chunk 9999" in library_tab.passage_md(ctx, doc_id, 9999)
 
 
 def test_mask_and_regenerate_shows_both_answers_and_causal_effects(lib):
@@ -243,25 +254,25 @@ def test_mask_and_regenerate_shows_both_answers_and_causal_effects(lib):
     and after masking side by side, the new evidence without the masked chunk and with each
     passage's causal effect beside its weight; errors for no answer and a bad chunk."""
     ctx, doc_id = lib["ctx"], lib["doc_id"]
-    outs = list(h.chat_bot(ctx, doc_id, "What is a metric?", [], [], max_new_tokens=16, session="tab-m"))
+    outs = list(ask_tab.chat_bot(ctx, doc_id, "What is a metric?", [], [], max_new_tokens=16, session="tab-m"))
     answers = outs[-1][1]
     assert "causal effect" in outs[-1][4]  # the evidence list shows each passage's causal effect
     top = answers[0]["evidence"][0]["chunk"]
-    before, after, ev, result = h.mask_regenerate(ctx, answers, 0, float(top), 16)
+    before, after, ev, result = ask_tab.mask_regenerate(ctx, answers, 0, float(top), 16)
     assert before.startswith("**Before** (nothing masked)") and after.startswith(f"**After** (chunk {top} masked)")
     assert set(result) == {"answer", "evidence", "trace"} and result["trace"]["answer"]["masked"] == [top]
     assert top not in [e["chunk"] for e in result["evidence"]]
     assert result["trace"]["answer"]["unmasked"]["answer"] == answers[0]["answer"]
     assert f"with chunk {top} masked" in ev and "weight" in ev and "causal effect" in ev
-    with pytest.raises(h.UIError, match="ask a question first"):
-        h.mask_regenerate(ctx, [], None, "3")
-    with pytest.raises(h.UIError, match="type the chunk number"):
-        h.mask_regenerate(ctx, answers, 0, "  ")
-    with pytest.raises(IngestError, match="not a chunk number"):
-        h.mask_regenerate(ctx, answers, 0, "3,x")
-    with pytest.raises(IngestError, match="not in this document"):
-        h.mask_regenerate(ctx, answers, 0, "5000")
-    assert h.effect_text({"causal_effect": 1.5}) == " · causal effect +1.500" and h.effect_text({}) == ""
+    with pytest.raises(context.UIError, match="ask a question first"):
+        ask_tab.mask_regenerate(ctx, [], None, "3")
+    with pytest.raises(context.UIError, match="type the chunk number"):
+        ask_tab.mask_regenerate(ctx, answers, 0, "  ")
+    with pytest.raises(FOR_PEOPLE, match="not a chunk number"):
+        ask_tab.mask_regenerate(ctx, answers, 0, "3,x")
+    with pytest.raises(FOR_PEOPLE, match="not in this document"):
+        ask_tab.mask_regenerate(ctx, answers, 0, "5000")
+    assert render.effect_text({"causal_effect": 1.5}) == " · causal effect +1.500" and render.effect_text({}) == ""
 
 
 def test_ask_masking_a_chunk_never_retrieved_changes_nothing(lib):
@@ -298,11 +309,11 @@ def test_ask_masking_a_chunk_never_retrieved_changes_nothing(lib):
 def test_stop_an_answer(lib):
     ctx, doc_id = lib["ctx"], lib["doc_id"]
     ctx.arm("tab-4", "ask")
-    assert "Stopping" in h.cancel_job(ctx, "tab-4", "ask")  # stopped while queued: never runs
-    (ev,) = list(h.ask_stream(ctx, doc_id, "q?", session="tab-4"))
+    assert "Stopping" in jobs.cancel_job(ctx, "tab-4", "ask")  # stopped while queued: never runs
+    (ev,) = list(ask_tab.ask_stream(ctx, doc_id, "q?", session="tab-4"))
     assert ev["done"] and ev["stopped"] and ev["answer"] == ""
     events = []
-    for ev in h.ask_stream(ctx, doc_id, "Was ist eine Metrik?", max_new_tokens=200, session="tab-5"):
+    for ev in ask_tab.ask_stream(ctx, doc_id, "Was ist eine Metrik?", max_new_tokens=200, session="tab-5"):
         events.append(ev)
         if not ev["done"]:
             ctx.cancel("tab-5", "ask")
@@ -312,63 +323,63 @@ def test_stop_an_answer(lib):
 
 def test_summary_modes_are_labelled(lib):
     ctx, doc_id = lib["ctx"], lib["doc_id"]
-    md, ev, heat, out = h.summary_view(ctx, doc_id, "extractive")
+    md, ev, heat, out = summary_tab.summary_view(ctx, doc_id, "extractive")
     assert md.startswith("### Extractive") and out["mode"] == "extractive" and out["evidence"]
     assert 'data-chunk="' in heat and "in-degree" in heat and "selected" in heat
     check = Path(ctx.engine().model_dir) / "summary_check.json"
     assert not check.exists()  # no check: the extractive summary, and one line saying why
-    md, ev, heat, out = h.summary_view(ctx, doc_id, "abstractive", max_new_tokens=8)
+    md, ev, heat, out = summary_tab.summary_view(ctx, doc_id, "abstractive", max_new_tokens=8)
     assert md.startswith("### Extractive") and "abstractive summaries are off" in md and out["mode"] == "extractive"
     check.write_text('{"abstractive_rouge_l": 0.3, "extractive_rouge_l": 0.1}')  # a model that passed
     try:
-        md, ev, heat, out = h.summary_view(ctx, doc_id, "abstractive", max_new_tokens=8)
+        md, ev, heat, out = summary_tab.summary_view(ctx, doc_id, "abstractive", max_new_tokens=8)
     finally:
         check.unlink()
     assert md.startswith("### Abstractive") and out["trace"]["mode"] == "abstractive"
-    with pytest.raises(h.UIError, match="unknown summary mode"):
-        h.summarize_doc(ctx, doc_id, "poetic")
+    with pytest.raises(context.UIError, match="unknown summary mode"):
+        summary_tab.summarize_doc(ctx, doc_id, "poetic")
 
 
 def test_summary_of_a_part_or_pages(lib):
     ctx, doc_id = lib["ctx"], lib["doc_id"]
-    choices = h.summary_parts(ctx, doc_id)
-    assert choices[0] == ("Whole document", h.WHOLE_DOCUMENT) and len(choices) > 2
+    choices = summary_tab.summary_parts(ctx, doc_id)
+    assert choices[0] == ("Whole document", summary_tab.WHOLE_DOCUMENT) and len(choices) > 2
     number = choices[2][1]
-    md, _, _, out = h.summary_view(ctx, doc_id, "extractive", chapter=number)
+    md, _, _, out = summary_tab.summary_view(ctx, doc_id, "extractive", chapter=number)
     assert {s["part"] for s in out["trace"]["sentences"]} <= {number} and len(out["trace"]["parts"]) == 1
-    md, _, _, out = h.summary_view(ctx, doc_id, "extractive", pages="3-4")
+    md, _, _, out = summary_tab.summary_view(ctx, doc_id, "extractive", pages="3-4")
     assert all(set(s["pages"]) & {3, 4} for s in out["trace"]["sentences"])
-    with pytest.raises(IngestError, match="page range"):
-        h.summary_view(ctx, doc_id, "extractive", pages="4-3")
-    with pytest.raises(IngestError, match="no chapter 999"):
-        h.summary_view(ctx, doc_id, "extractive", chapter=999)
+    with pytest.raises(FOR_PEOPLE, match="page range"):
+        summary_tab.summary_view(ctx, doc_id, "extractive", pages="4-3")
+    with pytest.raises(FOR_PEOPLE, match="no chapter 999"):
+        summary_tab.summary_view(ctx, doc_id, "extractive", chapter=999)
 
 
 def test_outline_and_what_a_chunk_relied_on(lib):
     ctx, doc_id = lib["ctx"], lib["doc_id"]
-    md = h.outline_view(ctx, doc_id)
+    md = outline_tab.outline_view(ctx, doc_id)
     assert "### Statements" in md and "| definition 1 |" in md
-    o = h.outline_doc(ctx, doc_id)
+    o = outline_tab.outline_doc(ctx, doc_id)
     st = next(s for s in o["statements"] if s["used_by"])
     user = st["used_by"][0]["chunk"]
-    got = h.relied_on_view(ctx, doc_id, user)
+    got = outline_tab.relied_on_view(ctx, doc_id, user)
     assert f"**Chunk {user}**" in got and f"{st['kind']} {st['number']}" in got
-    with pytest.raises(h.UIError, match="not in this document"):
-        h.relied_on_view(ctx, doc_id, 10**6)
-    assert "Pick a document" in h.relied_on_view(ctx, doc_id, None)
+    with pytest.raises(context.UIError, match="not in this document"):
+        outline_tab.relied_on_view(ctx, doc_id, 10**6)
+    assert "Pick a document" in outline_tab.relied_on_view(ctx, doc_id, None)
 
 
 def test_document_map_and_picks(lib):
     ctx, doc_id = lib["ctx"], lib["doc_id"]
-    svg, info = h.doc_map_view(ctx, doc_id)
+    svg, info = map_tab.doc_map_view(ctx, doc_id)
     assert "data-src=" in svg and "118 chunks on 10 pages" in info
-    dep = h.doc_map(ctx, doc_id)
+    dep = map_tab.doc_map(ctx, doc_id)
     row = next(r for r in dep if len(r["retrieved"]) > 1)
-    both = h.doc_map_pick(ctx, doc_id, row["chunk"], row["retrieved"][0])
+    both = map_tab.doc_map_pick(ctx, doc_id, row["chunk"], row["retrieved"][0])
     assert f"**Querying chunk {row['chunk']}**" in both and f"**Retrieved chunk {row['retrieved'][0]}**" in both
-    alone = h.doc_map_pick(ctx, doc_id, row["chunk"])
+    alone = map_tab.doc_map_pick(ctx, doc_id, row["chunk"])
     assert "Retrieved (weight" in alone
-    assert "retrieved nothing" in h.doc_map_pick(ctx, doc_id, 0)
+    assert "retrieved nothing" in map_tab.doc_map_pick(ctx, doc_id, 0)
 
 
 def test_not_prefilled_and_delete(lib):
@@ -376,43 +387,43 @@ def test_not_prefilled_and_delete(lib):
     up = fake_upload(ctx, ASSETS / "frankenstein_excerpt.txt")
     stop = threading.Event()
     ups = []
-    for u in h.ingest_upload(ctx, up, session="tab-6"):
+    for u in library_tab.ingest_upload(ctx, up, session="tab-6"):
         ups.append(u)
         if "▶ **prefilling**" in u.status and not stop.is_set():
             stop.set()
             ctx.cancel("tab-6", "ingest")
     doc = ups[-1].doc_id
     if ups[-1].result["status"] == "partial":  # cancel won the race: the UI says what to do
-        with pytest.raises(h.UIError, match="press Resume"):
-            list(h.ask_stream(ctx, doc, "Who wrote the letters?"))
-        assert doc not in [v for _, v in h.doc_choices(ctx, ready_only=True)]
+        with pytest.raises(context.UIError, match="press Resume"):
+            list(ask_tab.ask_stream(ctx, doc, "Who wrote the letters?"))
+        assert doc not in [v for _, v in library_tab.doc_choices(ctx, ready_only=True)]
     assert (ctx.home / "states" / doc).exists()
-    assert "Deleted" in h.delete_document(ctx, doc[:8])
+    assert "Deleted" in library_tab.delete_document(ctx, doc[:8])
     assert not (ctx.home / "states" / doc).exists()
-    assert [d["doc_id"] for d in h.list_documents(ctx)] == [lib["doc_id"]]
-    assert h.delete_document(ctx, None) == "Nothing deleted."
+    assert [d["doc_id"] for d in library_tab.list_documents(ctx)] == [lib["doc_id"]]
+    assert library_tab.delete_document(ctx, None) == "Nothing deleted."
 
 
 def test_bad_and_encrypted_files(tiny_model, tmp_path):
-    ctx = h.UIContext(tmp_path / "home", tiny_model, upload_root=tmp_path / "uploads")
+    ctx = context.UIContext(tmp_path / "home", tiny_model, upload_root=tmp_path / "uploads")
     up = fake_upload(ctx, ASSETS / "random-bytes.pdf")
     seen = []
     with pytest.raises(Exception) as e:
-        for u in h.ingest_upload(ctx, up):
+        for u in library_tab.ingest_upload(ctx, up):
             seen.append(u)
     assert getattr(e.value, "user_error", False) and "**Failed:**" in seen[-1].status
     assert up.exists()  # not stored: the upload stays for another try
     enc = fake_upload(ctx, ASSETS / "005-libreoffice-writer-password.pdf")
     with pytest.raises(Exception, match="(?i)password"):
-        list(h.ingest_upload(ctx, enc))
-    assert h.list_documents(ctx) == []  # nothing half-written
-    last = list(h.ingest_upload(ctx, enc, password="openpassword"))[-1]
+        list(library_tab.ingest_upload(ctx, enc))
+    assert library_tab.list_documents(ctx) == []  # nothing half-written
+    last = list(library_tab.ingest_upload(ctx, enc, password="openpassword"))[-1]
     assert last.result["status"] == "done" and not enc.exists()
     ctx.close()
 
 
 def test_answer_md_shows_a_quote_with_its_page_or_an_abstention():
-    from ui.handlers import answer_md
+    from ui.render import answer_md
 
     q = {"text": "Emma Woodhouse, handsome, clever, and rich.", "chunk": 3, "pages": [2]}
     md = answer_md({"answer": q["text"], "quote": q, "short_answer": "handsome"})
@@ -434,7 +445,7 @@ def test_answer_md_shows_a_quote_with_its_page_or_an_abstention():
 
 def test_passages_from_licence_contents_or_index_pages_are_tagged():
     """Issue 29 item 4: the tag ask puts on a passage (ingest.boilerplate.chunk_matter) is shown."""
-    from ui.handlers import answer_md, evidence_md
+    from ui.render import answer_md, evidence_md
 
     ev = [{"chunk": 7, "pages": [230], "weight": 0.6, "text": "Project Gutenberg...", "matter": "licence"},
           {"chunk": 2, "pages": [3], "weight": 0.4, "text": "Emma Woodhouse...", "matter": None},
@@ -448,7 +459,7 @@ def test_passages_from_licence_contents_or_index_pages_are_tagged():
 
 
 def test_answer_md_says_when_the_quote_is_from_a_chunk_the_model_scored_but_did_not_retrieve():
-    from ui.handlers import answer_md
+    from ui.render import answer_md
 
     q = {"text": "The cottage was called Barton Cottage.", "short": "Barton", "chunk": 7, "pages": [3],
          "retrieved": False, "rank": 6}
@@ -459,39 +470,39 @@ def test_answer_md_says_when_the_quote_is_from_a_chunk_the_model_scored_but_did_
 
 def test_the_page_of_a_passage_and_the_export(lib):
     ctx, doc_id = lib["ctx"], lib["doc_id"]
-    img, caption = h.page_view(ctx, doc_id, 5)
+    img, caption = ask_tab.page_view(ctx, doc_id, 5)
     assert img.width > 300 and img.height > 300 and caption.startswith("Chunk 5 highlighted on p. ")
     row = next(r for r in ctx.library.chunks(doc_id) if r["page_last"] > r["page_first"])  # over a page break
-    both, caption = h.page_view(ctx, doc_id, row["idx"])
+    both, caption = ask_tab.page_view(ctx, doc_id, row["idx"])
     assert "runs over the page break" in caption and both.height > img.height * 1.5
-    with pytest.raises(h.UIError, match="not in this document"):
-        h.page_view(ctx, doc_id, 10**6)
-    assert h.page_view(ctx, None, 3) == (None, "")
-    path = Path(h.export_conversation(ctx, doc_id))
+    with pytest.raises(context.UIError, match="not in this document"):
+        ask_tab.page_view(ctx, doc_id, 10**6)
+    assert ask_tab.page_view(ctx, None, 3) == (None, "")
+    path = Path(ask_tab.export_conversation(ctx, doc_id))
     assert path.suffix == ".md" and path.read_text().startswith("# GeoTopo")
 
 
 def test_user_errors_are_said_in_place(lib, tmp_path):
     ctx, doc_id = lib["ctx"], lib["doc_id"]
-    box, history, pending = h.chat_user(ctx, None, "What is it?", [])
+    box, history, pending = ask_tab.chat_user(ctx, None, "What is it?", [])
     assert box == "What is it?" and pending == "" and history[-1]["role"] == "assistant"
     assert "pick a document first" in history[-1]["content"] and history[-1]["content"].startswith("**✗**")
-    _, history, pending = h.chat_user(ctx, doc_id, "   ", [])
+    _, history, pending = ask_tab.chat_user(ctx, doc_id, "   ", [])
     assert pending == "" and "type a question first" in history[-1]["content"]
-    empty = h.UIContext(tmp_path / "empty-home", ctx.model, upload_root=tmp_path / "up")
+    empty = context.UIContext(tmp_path / "empty-home", ctx.model, upload_root=tmp_path / "up")
     try:
-        _, history, _ = h.chat_user(empty, None, "Hi?", [])
+        _, history, _ = ask_tab.chat_user(empty, None, "Hi?", [])
         assert "the library is empty" in history[-1]["content"]
-        assert h.library_note(h.list_documents(empty)) == h.EMPTY_LIBRARY
+        assert library_tab.library_note(library_tab.list_documents(empty)) == library_tab.EMPTY_LIBRARY
     finally:
         empty.close()
-    docs = h.list_documents(ctx)
-    assert h.newest_ready(docs) == doc_id and "document(s)" in h.library_note(docs)
-    assert h.error_text(ValueError("x")).startswith("internal error (ValueError)")
+    docs = library_tab.list_documents(ctx)
+    assert library_tab.newest_ready(docs) == doc_id and "document(s)" in library_tab.library_note(docs)
+    assert context.error_text(ValueError("x")).startswith("internal error (ValueError)")
 
 
 def test_a_failed_stage_is_marked_not_left_running():
-    board = h.StageBoard("x.pdf")
+    board = jobs.StageBoard("x.pdf")
     board.update(Progress("parse", 0, 1, message="parsing x.pdf"))
     assert "▶ **parsing**" in board.markdown()
     board.fail()
@@ -502,27 +513,27 @@ def test_a_failed_stage_is_marked_not_left_running():
 def test_all_documents_and_spoiler_safe_reading_in_the_chat(lib):
     ctx, doc_id = lib["ctx"], lib["doc_id"]
     # spoiler-safe: no evidence at or after page 4
-    *_, last = h.chat_bot(ctx, doc_id, "Was ist ein topologischer Raum?", [], [], 16, before_page=4)
+    *_, last = ask_tab.chat_bot(ctx, doc_id, "Was ist ein topologischer Raum?", [], [], 16, before_page=4)
     history, answers = last[0], last[1]
     assert answers[-1]["evidence"] and all(p < 4 for e in answers[-1]["evidence"] for p in e["pages"])
     # every document at once: one message, answers grouped by document, each added to the picker
-    other = next(u for u in h.ingest_upload(ctx, fake_upload(ctx, ASSETS / "frankenstein_excerpt.txt"), session="tab-9")
+    other = next(u for u in library_tab.ingest_upload(ctx, fake_upload(ctx, ASSETS / "frankenstein_excerpt.txt"), session="tab-9")
                  if u.finished)
     try:
-        assert h.chat_user(ctx, h.ALL_DOCS, "Who is Margaret?", [])[2] == "Who is Margaret?"
-        *_, last = h.chat_bot(ctx, h.ALL_DOCS, "Who is Margaret?", [], [], 16)
+        assert ask_tab.chat_user(ctx, context.ALL_DOCS, "Who is Margaret?", [])[2] == "Who is Margaret?"
+        *_, last = ask_tab.chat_bot(ctx, context.ALL_DOCS, "Who is Margaret?", [], [], 16)
         history, answers = last[0], last[1]
         assert len(answers) == 2 and {a["doc_id"] for a in answers} == {doc_id, other.doc_id}
         assert "**GeoTopo**" in history[-1]["content"] and "---" in history[-1]["content"]
-        with pytest.raises(h.UIError, match="pick one document"):
-            h.export_conversation(ctx, h.ALL_DOCS)
+        with pytest.raises(context.UIError, match="pick one document"):
+            ask_tab.export_conversation(ctx, context.ALL_DOCS)
     finally:
-        h.delete_document(ctx, other.doc_id)
+        library_tab.delete_document(ctx, other.doc_id)
 
 
 def test_the_answer_shows_before_its_causal_effects(lib):
     ctx, doc_id = lib["ctx"], lib["doc_id"]
-    steps = list(h.chat_bot(ctx, doc_id, "Was ist eine Metrik?", [], [], 16))
+    steps = list(ask_tab.chat_bot(ctx, doc_id, "Was ist eine Metrik?", [], [], 16))
     early = [s for s in steps if isinstance(s[0], list) and "Measuring each passage" in s[0][-1]["content"]]
     assert early, "the answer was not shown before its causal effects"
     final = steps[-1]
@@ -530,18 +541,18 @@ def test_the_answer_shows_before_its_causal_effects(lib):
     assert steps.index(early[0]) < len(steps) - 1
     # regression: a heatmap cell clicked before the effects arrive finds the answer ("Ask a question first." before)
     shown_now = early[0][1]
-    assert len(shown_now) == 1 and "Chunk" in h.heatmap_pick(ctx, shown_now, 0, shown_now[0]["evidence"][0]["chunk"])
+    assert len(shown_now) == 1 and "Chunk" in ask_tab.heatmap_pick(ctx, shown_now, 0, shown_now[0]["evidence"][0]["chunk"])
 
 
 def test_a_document_being_prefilled_is_listed_as_such(lib, monkeypatch):
     ctx, doc_id = lib["ctx"], lib["doc_id"]
-    monkeypatch.setattr(h, "_state_of", lambda d, fp: ("partial", 630, 6300))
+    monkeypatch.setattr(library_tab, "_state_of", lambda d, fp: ("partial", 630, 6300))
     ctx.prefilling.add(doc_id)
     try:
-        (d,) = h.list_documents(ctx)
-        assert d["state"] == "prefilling" and h._state_text(d).startswith("prefilling now: 630 / 6,300 tokens (10%)")
-        assert "prefilling now" in h.library_note([d]) and h.newest_ready([d]) is None
+        (d,) = library_tab.list_documents(ctx)
+        assert d["state"] == "prefilling" and library_tab._state_text(d).startswith("prefilling now: 630 / 6,300 tokens (10%)")
+        assert "prefilling now" in library_tab.library_note([d]) and library_tab.newest_ready([d]) is None
     finally:
         ctx.prefilling.discard(doc_id)
-    (d,) = h.list_documents(ctx)
-    assert d["state"] == "partial" and "resumable" in h._state_text(d)
+    (d,) = library_tab.list_documents(ctx)
+    assert d["state"] == "partial" and "resumable" in library_tab._state_text(d)

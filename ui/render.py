@@ -1,0 +1,133 @@
+"""Markdown for the UI: text quoted verbatim, pages, quotes, evidence lists and answers.
+
+Pure functions of the results `qa` returns (no library, no model): the tabs call them and
+`tests/ui/test_handlers.py` checks their wording. Everything shown verbatim goes through
+`md_escape` (HTML-escaped, Markdown and $math$ characters quoted).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+from ingest.boilerplate import matter_label
+from qa.ask import abstain_reason, quote_origin, snippet
+
+from . import plots
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>$-])")
+
+
+def md_escape(text: str) -> str:
+    """Text shown verbatim inside Markdown: HTML-escaped, Markdown (and $math$) characters quoted."""
+    return _MD_SPECIAL.sub(r"\\\1", html.escape(str(text), quote=False))
+
+
+def pages_text(first: int, last: int, labels: dict[int, str] | None = None) -> str:
+    a, b = plots.page_label(first, labels), plots.page_label(last, labels)
+    return f"p. {a}" if first == last else f"pp. {a}–{b}"
+
+
+def quote(text: str, limit: int | None = None) -> str:
+    """A chunk's text as a quote block, cut at word boundaries (qa.ask.snippet)."""
+    return "> " + md_escape(snippet(text, limit))
+
+
+def quote_marked(text: str, sentence: str | None) -> str:
+    """A quote block with `sentence` in bold: the reader's short answer, or the sentence that answers."""
+    t = " ".join(str(text).split())
+    i = t.find(sentence) if sentence else -1
+    if i < 0:
+        return quote(t)
+    return ("> " + md_escape(t[:i]) + "**" + md_escape(sentence) + "**" + md_escape(t[i + len(sentence):])).rstrip()
+
+
+def matter_text(e: dict, sep: str = " ·") -> str:
+    """" · *licence page*" (contents page, index page; after `sep`) for a passage on such a page, else ""."""
+    label = matter_label(e)
+    return f"{sep} *{label}*" if label else ""
+
+
+def effect_text(e: dict) -> str:
+    """" · causal effect +1.234" for an evidence row that has one (ask's rows), else ""."""
+    if "causal_effect" not in e:
+        return ""
+    v = e["causal_effect"]
+    return " · causal effect n/a" if v is None else f" · causal effect {float(v):+.3f}"
+
+
+EFFECT_NOTE = ("causal effect: how much less likely (in nats) the model finds the answer shown above (its short "
+               "answer, else the quoted sentence) when that chunk alone is hidden from retrieval; + means the "
+               "chunk supports that answer, − that the answer is likelier without it, 0 that the model never used it")
+
+
+def evidence_md(evidence: list[dict], labels: dict[int, str] | None = None, *, title: str = "Evidence") -> str:
+    """The evidence list (heaviest first): chunk, pages, fusion weight, causal effect (ask), the passage."""
+    if not evidence:
+        return f"**{title}:** none (no document chunk was retrieved)."
+    note = f" ({EFFECT_NOTE})" if any("causal_effect" in e for e in evidence) else ""
+    out = [f"**{title}** — the document chunks the model retrieved, by fusion weight (normalised over the answer){note}:"]
+    for e in evidence:
+        pages = e.get("pages") or [0]
+        out.append(
+            f"**{pages_text(pages[0], pages[-1], labels)}**{matter_text(e)} · chunk {int(e['chunk'])} · "
+            f"weight {float(e['weight']):.3f}{effect_text(e)}\n\n{quote(e['text'], 600)}"
+        )
+    return "\n\n".join(out)
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def answer_md(result: dict, labels: dict[int, str] | None = None) -> str:
+    """The chat's answer: a quote from the document with its page, or an abstention; the model's
+    short answer under the quote when it copied one verbatim from it."""
+    text = str(result.get("answer") or "").strip()
+    passages = result.get("passages") or []
+    if result.get("abstained"):
+        if passages:  # the cross-encoder's closest passages, said to be what they are
+            return (f"**Not found in this document.** {md_escape(abstain_reason(result))}\n\n"
+                    "The closest passages (closest, not an answer):\n\n" + passages_md(passages, labels))
+        return (f"**Not found in this document.** {md_escape(abstain_reason(result))} The passages the "
+                "model scored highest are listed under Evidence.")
+    q = result.get("quote")
+    if q and passages:  # evidence first: the best passage, its answer sentence in bold; then the next two
+        pages = q.get("pages") or [0]
+        origin = quote_origin(q)
+        where = f" ({md_escape(origin)})" if origin else ""
+        out = (f"{quote_marked(q['text'], q.get('short') or q.get('sentence'))}\n\n— "
+               f"{pages_text(pages[0], pages[-1], labels)}{matter_text(q, ',')}, chunk {int(q['chunk'])}{where}")
+        if result.get("short_answer"):
+            out = f"**{md_escape(result['short_answer'])}**\n\n" + out
+        rest = [p for p in passages if p["chunk"] != q["chunk"]]
+        if rest:
+            out += "\n\nAlso relevant:\n\n" + passages_md(rest, labels)
+        return out
+    if q:
+        pages = q.get("pages") or [0]
+        short = q.get("short")  # the trained reader's short answer, in bold inside the quote
+        if q.get("introduces"):
+            where = f"the passage that introduces {md_escape(q['introduces'])}, read first"
+        elif q.get("retrieved", True):
+            where = "the passage is shown first under Evidence"
+        else:
+            where = (f"the model scored this chunk {_ordinal(int(q.get('rank') or 0))}, after the chunks it retrieved; "
+                     "the passage is shown first under Evidence")
+        out = (f"{quote_marked(q['text'], short or q.get('sentence'))}\n\n— {pages_text(pages[0], pages[-1], labels)}"
+               f"{matter_text(q, ',')}, chunk {int(q['chunk'])} ({where})")
+        if result.get("short_answer") and not short:  # the model's own, copied from the quote
+            out = f"**{md_escape(result['short_answer'])}**\n\n" + out
+        return out
+    return md_escape(text) if text else "*(the model wrote nothing; see what it retrieved below)*"
+
+
+def passages_md(passages: list[dict], labels: dict[int, str] | None = None) -> str:
+    """Shown passages as a list: pages, chunk (the page view's chunk field shows it), the reader's
+    probability, the text."""
+    items = []
+    for p in passages:
+        pages = p.get("pages") or [0]
+        items.append(f"- {pages_text(pages[0], pages[-1], labels)} · chunk {int(p['chunk'])} · "
+                     f"{100 * float(p.get('p') or 0):.0f}%: {md_escape(snippet(p.get('text', ''), 240))}")
+    return "\n".join(items)

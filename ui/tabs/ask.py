@@ -1,0 +1,583 @@
+"""The Ask tab: a streamed chat about one document (or all of them), the retrieval heatmap of the
+picked answer, its evidence, a clicked cell's passage and page, Mask and regenerate, the export.
+
+Handlers first (plain functions, testable without a browser), then the tab's layout (`layout`),
+its events (`wire`) and its API endpoint (`api`: /ask). Answers come from `qa.ask`, the same code
+as `drt-reader ask`.
+"""
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import gradio as gr
+
+from ingest.errors import Cancelled, IngestError, NotPrefilled
+from qa.ask import snippet
+
+from .. import plots
+from ..context import (
+    ALL_DOCS,
+    MAX_NEW_TOKENS,
+    MODEL,
+    PRIVATE,
+    UIContext,
+    UIError,
+    error_text,
+    in_place,
+    not_prefilled_message,
+    ready,
+    session_of,
+    user_facing,
+)
+from ..jobs import cancel_job, run_threaded
+from ..render import answer_md, effect_text, evidence_md, matter_text, md_escape, pages_text
+from .library import list_documents, passage_md
+
+
+def before_page_of(value: Any) -> int | None:
+    """The Ask tab's "before page" field: None when empty or 0."""
+    if value in (None, "") or int(value) <= 0:
+        return None
+    return int(value)
+
+
+def ask_stream(
+    ctx: UIContext, doc_id: str | None, question: str, *, max_new_tokens: int = 64, session: str = "",
+    before_page: int | None = None,
+) -> Iterator[dict]:
+    """Answer a question about a document, streaming: {"answer": text so far, "done": False} ...
+    then {"answer", "evidence", "trace", "done": True, "stopped", "doc_id", "question"}.
+    `before_page`: spoiler-safe reading (qa.ask.BeforePage)."""
+    doc_id = ready(ctx, doc_id)
+    question = " ".join(str(question or "").split())
+    if not question:
+        raise UIError("type a question first")
+    n_new = max(1, min(int(max_new_tokens or 64), MAX_NEW_TOKENS))
+    from qa.ask import ask
+
+    job = ctx.begin(session, "ask")
+    text = ""
+    result: dict | None = None
+    try:
+        if job.cancel.is_set():
+            yield {"answer": "", "evidence": [], "trace": {"chunks": []}, "done": True, "stopped": True,
+                   "doc_id": doc_id, "question": question}  # fmt: skip
+            return
+        engine = ctx.engine()
+
+        def work(emit: Callable) -> dict:
+            return ask(ctx.library, engine, doc_id, question, max_new_tokens=n_new, on_delta=emit, cancel=job.cancel,
+                       before_page=before_page, on_answer=lambda r: emit(("answer", r)))
+
+        try:
+            for kind, payload in run_threaded(work, job, min_interval=0.1):
+                if kind == "events":
+                    text += "".join(p for p in payload if isinstance(p, str))
+                    early = [p[1] for p in payload if isinstance(p, tuple)]
+                    yield {"answer": text, "done": False, **({"early": early[-1]} if early else {})}
+                else:
+                    result = payload
+        except NotPrefilled as e:
+            raise UIError(not_prefilled_message(ctx, doc_id)) from e
+        except Cancelled:
+            yield {"answer": text.strip(), "evidence": [], "trace": {"chunks": []}, "done": True,
+                   "stopped": True, "doc_id": doc_id, "question": question}  # fmt: skip
+            return
+    finally:
+        ctx.end(session, "ask", job)
+    assert result is not None
+    yield {**result, "done": True, "stopped": False, "doc_id": doc_id, "question": question}
+
+
+def answer_heatmap(ctx: UIContext, record: dict | None) -> str:
+    """The retrieval heatmap of one answer record (an ask result with its doc_id)."""
+    if not record:
+        return plots.note("Ask a question: the retrieval heatmap of the answer appears here.")
+    chunk_pages, labels = ctx.layout(record["doc_id"])
+    return plots.retrieval_heatmap_svg(record.get("trace"), chunk_pages, labels)
+
+
+def chat_user(ctx: UIContext, doc_id: str | None, question: str, history: list | None, session: str = ""):
+    """First step of a chat turn (instant, unqueued): echo the question, arm the job so Stop
+    works while it waits. Returns (textbox value, history, pending question); a user error (no
+    document, no question) is said in the chat and leaves the pending question empty."""
+    q = " ".join(str(question or "").split())
+    try:
+        if doc_id != ALL_DOCS:
+            ready(ctx, doc_id)
+        elif not list_documents(ctx):
+            raise UIError("the library is empty: add a document in the Library tab first")
+        if not q:
+            raise UIError("type a question first")
+    except Exception as e:  # said in the chat, in place: the question stays in the box, nothing is queued
+        note = {"role": "assistant", "content": in_place(error_text(e))}
+        return question, list(history or []) + [note], ""
+    ctx.arm(session, "ask")
+    return "", list(history or []) + [{"role": "user", "content": q}], q
+
+
+def _answer_choices(answers: list[dict]) -> list[tuple[str, int]]:
+    out = []
+    for i, a in enumerate(answers):
+        q = a.get("question", "")
+        out.append((f"#{i + 1}: {q[:60]}{'…' if len(q) > 60 else ''}", i))
+    return out
+
+
+def _evidence_note(evidence: list[dict], labels: dict[int, str]) -> dict:
+    """A collapsed chat message under an answer, listing what it retrieved."""
+    if not evidence:
+        body, pages = "No document chunk was retrieved.", ""
+    else:
+        lines = [
+            f"- {pages_text(e['pages'][0], e['pages'][-1], labels)}, chunk {e['chunk']}, weight "
+            f"{e['weight']:.3f}{effect_text(e).replace(' · ', ', ')}: {md_escape(snippet(e['text'], 140))}"
+            for e in evidence
+        ]
+        body = "\n".join(lines)
+        ps = sorted({p for e in evidence for p in e["pages"]})
+        pages = f" ({pages_text(ps[0], ps[-1], labels)})"
+    return {"role": "assistant", "content": body,
+            "metadata": {"title": f"Evidence: {len(evidence)} passages{pages}", "status": "done"}}  # fmt: skip
+
+
+def chat_bot(
+    ctx: UIContext,
+    doc_id: str | None,
+    question: str | None,
+    history: list | None,
+    answers: list | None,
+    max_new_tokens: int = 64,
+    session: str = "",
+    before_page: int | None = None,
+) -> Iterator[tuple]:
+    """Second step of a chat turn: stream the answer into the chat, then show its heatmap and
+    evidence. Yields (history, answers, answer picker update, heatmap HTML, evidence Markdown,
+    result JSON). `doc_id` ALL_DOCS asks every ready document (chat_all)."""
+    history = list(history or [])
+    answers = list(answers or [])
+    skip = gr.skip()
+    if not question:
+        yield history, answers, skip, skip, skip, skip
+        return
+    if doc_id == ALL_DOCS:
+        yield from chat_all(ctx, question, history, answers, max_new_tokens, before_page)
+        return
+    final: dict | None = None
+    for ev in ask_stream(ctx, doc_id, question, max_new_tokens=max_new_tokens, session=session,
+                         before_page=before_page):
+        if ev["done"]:
+            final = ev
+        elif "early" in ev:  # the answer, before its causal effects: show it (and let it be picked) now
+            early = {**ev["early"], "doc_id": ctx.library.resolve(doc_id), "question": question}
+            _, labels = ctx.layout(early["doc_id"])
+            note = "\n\n*Measuring each passage's causal effect on this answer…*"
+            shown_now = answers + [{k: early.get(k) for k in ("doc_id", "question", "answer", "evidence", "trace",
+                                                               "quote", "abstained", "passages", "short_answer")}]
+            yield (history + [{"role": "assistant", "content": answer_md(early, labels) + note}], shown_now,
+                   gr.update(choices=_answer_choices(shown_now), value=len(shown_now) - 1),
+                   answer_heatmap(ctx, early), evidence_md(early["evidence"], labels) + note, skip)
+        else:  # the answer is a quote chosen at the end: show progress, not the raw generation
+            yield history + [{"role": "assistant", "content": "*reading the passages the model retrieved…* ▌"}], answers, skip, skip, skip, skip
+    assert final is not None
+    _, labels = ctx.layout(final["doc_id"])
+    text = final["answer"].strip()
+    if final.get("stopped"):
+        shown = (md_escape(text) + " " if text else "") + "*(stopped)*"
+        yield history + [{"role": "assistant", "content": shown}], answers, skip, skip, skip, skip
+        return
+    shown = answer_md(final, labels)
+    history = history + [{"role": "assistant", "content": shown}, _evidence_note(final["evidence"], labels)]
+    record = {k: final.get(k) for k in ("doc_id", "question", "answer", "evidence", "trace", "quote", "abstained",
+                                        "passages", "short_answer")}
+    answers.append(record)
+    picker = gr.update(choices=_answer_choices(answers), value=len(answers) - 1)
+    result = {k: final[k] for k in ("answer", "evidence", "trace")}
+    yield history, answers, picker, answer_heatmap(ctx, record), answer_evidence_md(ctx, record, labels), result
+
+
+def chat_all(ctx: UIContext, question: str, history: list, answers: list, max_new_tokens: int,
+             before_page: int | None) -> Iterator[tuple]:
+    """"All documents": every ready document's model retrieves on its own (qa.ask.ask_all); one
+    chat message with the answers grouped by document, the surest first; each answer is also added
+    to the answer picker (its heatmap and evidence)."""
+    from qa.ask import ask_all
+
+    skip = gr.skip()
+    yield history + [{"role": "assistant", "content": "*asking every document…* ▌"}], answers, skip, skip, skip, skip
+    out = ask_all(ctx.library, ctx.engine(), question, max_new_tokens=max(1, min(int(max_new_tokens), MAX_NEW_TOKENS)),
+                  before_page=before_page)
+    parts = []
+    for d in out["documents"]:
+        _, labels = ctx.layout(d["doc_id"])
+        parts.append(f"**{md_escape(d['title'])}**\n\n{answer_md(d, labels)}")
+        answers.append({"doc_id": d["doc_id"], "question": question, **{k: d.get(k) for k in
+                        ("answer", "evidence", "trace", "quote", "abstained", "passages", "short_answer")}})
+    history = history + [{"role": "assistant", "content": "\n\n---\n\n".join(parts)}]
+    picker = gr.update(choices=_answer_choices(answers), value=len(answers) - len(out["documents"]))
+    first = answers[len(answers) - len(out["documents"])]
+    _, labels = ctx.layout(first["doc_id"])
+    yield (history, answers, picker, answer_heatmap(ctx, first), answer_evidence_md(ctx, first, labels),
+           {"question": out["question"], "documents": [{k: d[k] for k in ("doc_id", "title", "answer", "evidence")}
+                                                       for d in out["documents"]]})
+
+
+def answer_evidence_md(ctx: UIContext, record: dict, labels: dict[int, str] | None = None) -> str:
+    """Evidence of an answer: the quoted passage first (its chunk, the quote in bold), then the
+    chunks the model retrieved by fusion weight."""
+    body = evidence_md(record.get("evidence") or [], labels)
+    q = record.get("quote")
+    if not q:
+        return body
+    best = next((p for p in record.get("passages") or [] if p["chunk"] == q["chunk"]), None)
+    if best is not None:  # the passage the quote was read from (its window), the quote in bold
+        flat, quoted = " ".join(best["text"].split()), " ".join(q["text"].split())
+        i = flat.find(quoted)
+        shown = (md_escape(flat[:i]) + "**" + md_escape(quoted) + "**" + md_escape(flat[i + len(quoted):])
+                 if i >= 0 else "**" + md_escape(quoted) + "**")
+        pages = best.get("pages") or [0]
+        return (f"**Quoted passage** · {pages_text(pages[0], pages[-1], labels)}{matter_text(q)} · "
+                f"chunk {int(q['chunk'])}\n\n> {shown}\n\n" + body)
+    rows = ctx.library.chunks(record["doc_id"], [int(q["chunk"])])
+    if not rows:
+        return body
+    r = rows[0]
+    flat = " ".join(r["text"].split())
+    quoted = " ".join(q["text"].split())
+    i = flat.find(quoted[:60])
+    shown = (md_escape(flat[:i]) + "**" + md_escape(flat[i:i + len(quoted)]) + "**" + md_escape(flat[i + len(quoted):])
+             if i >= 0 else md_escape(flat))
+    head = (f"**Quoted passage** · {pages_text(r['page_first'], r['page_last'], labels)}{matter_text(q)} · "
+            f"chunk {int(q['chunk'])}"
+            f"\n\n> {shown}")
+    return head + "\n\n" + body
+
+
+def show_answer(ctx: UIContext, answers: list | None, index: int | None) -> tuple[str, str, dict | None]:
+    """(heatmap, evidence, result) of one earlier answer of the chat."""
+    answers = answers or []
+    if index is None or not (0 <= int(index) < len(answers)):
+        return answer_heatmap(ctx, None), "", None
+    rec = answers[int(index)]
+    _, labels = ctx.layout(rec["doc_id"])
+    return (answer_heatmap(ctx, rec), answer_evidence_md(ctx, rec, labels),
+            {k: rec[k] for k in ("answer", "evidence", "trace")})  # fmt: skip
+
+
+def heatmap_pick(ctx: UIContext, answers: list | None, index: int | None, chunk: Any, gen: Any = None) -> str:
+    """The passage behind a heatmap cell (or a chunk number typed in), with what that row gave it."""
+    answers = answers or []
+    if index is None or not (0 <= int(index) < len(answers)):
+        return "Ask a question first."
+    rec = answers[int(index)]
+    if chunk is None:
+        return "Pick a chunk."
+    c = int(chunk)
+    notes = []
+    rows = (rec.get("trace") or {}).get("chunks") or []
+    for i, r in enumerate(rows):
+        if gen is not None and int(gen) >= 0 and int(r.get("gen_chunk", -1)) != int(gen):
+            continue
+        s = r.get("scores")
+        bits = []
+        if s is not None and c < len(s) and s[c] is not None:
+            bits.append(f"relevance {float(s[c]):.3f}")
+        if c in (r.get("topk") or []):
+            w = r["weights"][r["topk"].index(c)]
+            bits.append(f"retrieved (top-k), weight {float(w):.3f}")
+        if bits:
+            notes.append(f"gen {i + 1}: " + ", ".join(bits))
+    text = passage_md(ctx, rec["doc_id"], c)
+    return text + ("\n\n" + " · ".join(notes) if notes else "")
+
+
+def page_view(ctx: UIContext, doc_id: str | None, chunk: Any) -> tuple[Any, str]:
+    """(image, caption) of the page(s) a chunk lies on, the chunk highlighted: a PDF or EPUB page as
+    printed (ingest.page.render_page, one image per page when the chunk runs over a page break), a
+    text document's page typeset; (None, the passage in its context) when no page can be drawn."""
+    from ingest.page import passage_context, render_page
+
+    if not doc_id or chunk is None or str(chunk) == "":
+        return None, ""
+    lib = ctx.library
+    doc_id = lib.resolve(doc_id)
+    c = int(chunk)
+    n = lib.document(doc_id)["n_chunks"]
+    if not 0 <= c < n:
+        raise UIError(f"chunk {c} is not in this document (0 to {n - 1})")
+    row = lib.chunks(doc_id, [c])[0]
+    _, labels = ctx.layout(doc_id)
+    pages = list(range(row["page_first"], row["page_last"] + 1))
+    try:
+        pngs = [render_page(lib, doc_id, pg, highlight=c) for pg in pages]
+    except IngestError as e:  # no kept file (added before files were kept): the passage in its context
+        ctxt = passage_context(lib, doc_id, c)
+        return None, (f"*{md_escape(str(e))}.* In its context ({pages_text(pages[0], pages[-1], labels)}):\n\n> "
+                      f"{md_escape(' '.join(ctxt['before'].split()))} **{md_escape(' '.join(ctxt['text'].split()))}** "
+                      f"{md_escape(' '.join(ctxt['after'].split()))}")
+    return _stack_png(pngs), (f"Chunk {c} highlighted on {pages_text(pages[0], pages[-1], labels)}"
+                             + (" (it runs over the page break)" if len(pages) > 1 else ""))
+
+
+def _stack_png(pngs: list[bytes]) -> Any:
+    """PNG pages one above the other, as a PIL image (what gr.Image shows)."""
+    import io
+
+    from PIL import Image
+
+    imgs = [Image.open(io.BytesIO(b)).convert("RGB") for b in pngs]
+    if len(imgs) == 1:
+        return imgs[0]
+    out = Image.new("RGB", (max(i.width for i in imgs), sum(i.height for i in imgs) + 8 * (len(imgs) - 1)), "white")
+    y = 0
+    for im in imgs:
+        out.paste(im, (0, y))
+        y += im.height + 8
+    return out
+
+
+def export_conversation(ctx: UIContext, doc_id: str | None) -> str:
+    """The document's conversation and latest summary as a Markdown file (qa.export); its path."""
+    from qa.export import export_file
+
+    if doc_id == ALL_DOCS:
+        raise UIError("pick one document to export its conversation")
+    doc_id = ready(ctx, doc_id)
+    return str(export_file(ctx.library, doc_id, ctx.upload_root / "exports", model_fp=ctx.fingerprint()))
+
+
+def mask_regenerate(
+    ctx: UIContext, answers: list | None, index: int | None, chunks: Any, max_new_tokens: int = 64
+) -> tuple[str, str, str, dict | None]:
+    """Mask and regenerate: ask the picked answer's question again with `chunks` ("12" or "12,40",
+    or a number) barred from retrieval (qa.ask.ask's `mask`). Returns (the unmasked answer,
+    the new answer, the new evidence with each passage's weight and causal effect, the new result
+    JSON): Markdown for the two answers side by side."""
+    from qa.ask import ask, parse_mask
+
+    answers = answers or []
+    if index is None or not (0 <= int(index) < len(answers)):
+        raise UIError("ask a question first, then pick the chunk to mask")
+    if chunks is None or str(chunks).strip() == "":
+        raise UIError("type the chunk number to mask (click a heatmap cell to fill it in), e.g. 12 or 12,40")
+    if isinstance(chunks, float) and chunks.is_integer():
+        chunks = int(chunks)
+    mask = parse_mask(str(chunks))
+    rec = answers[int(index)]
+    doc_id = ready(ctx, rec["doc_id"])
+    n_new = max(1, min(int(max_new_tokens or 64), MAX_NEW_TOKENS))
+    try:
+        out = ask(ctx.library, ctx.engine(), doc_id, rec["question"], max_new_tokens=n_new, mask=mask)
+    except NotPrefilled as e:
+        raise UIError(not_prefilled_message(ctx, doc_id)) from e
+    _, labels = ctx.layout(doc_id)
+    masked = ", ".join(str(c) for c in out["masked"])
+    before = out["unmasked"]
+    before_md = "**Before** (nothing masked)\n\n" + answer_md(before, labels)
+    after_md = f"**After** (chunk{'s' if len(out['masked']) > 1 else ''} {masked} masked)\n\n" + answer_md(out, labels)
+    ev = evidence_md(out["evidence"], labels, title=f"Evidence with chunk {masked} masked")
+    return before_md, after_md, ev, {k: out[k] for k in ("answer", "evidence", "trace")}
+
+
+# ---------------------------------------------------------------------------------------------
+# the tab
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class AskTab:
+    """The Ask tab's components; `answers` holds the chat's answer records, `pending_q` the question
+    between the instant user turn and the queued bot turn."""
+
+    answers: gr.State
+    pending_q: gr.State
+    doc: gr.Dropdown
+    max_tokens: gr.Slider
+    before_in: gr.Number
+    chat: gr.Chatbot
+    question: gr.Textbox
+    send_btn: gr.Button
+    stop_btn: gr.Button
+    answer_pick: gr.Dropdown
+    heatmap: gr.HTML
+    pick_chunk: gr.Number
+    pick_btn: gr.Button
+    mask_in: gr.Textbox
+    mask_btn: gr.Button
+    picked: gr.Markdown
+    page_caption: gr.Markdown
+    page_img: gr.Image
+    mask_before: gr.Markdown
+    mask_after: gr.Markdown
+    mask_evidence: gr.Markdown
+    evidence: gr.Markdown
+    export_btn: gr.Button
+    export_file: gr.File
+    ask_json: gr.JSON
+
+
+def layout(answers: gr.State, pending_q: gr.State) -> AskTab:
+    """Build the tab's components (inside the app's `gr.Tabs`) around the chat's states."""
+    with gr.Tab("Ask", id="ask"):
+        with gr.Row():
+            doc = gr.Dropdown(label="Document (prefilled)", choices=[], scale=3, elem_id="drt-ask-doc")
+            max_tokens = gr.Slider(8, MAX_NEW_TOKENS, value=64, step=8, label="Longest answer (tokens)")
+            before_in = gr.Number(label="Read only before page (spoiler-safe; 0 = all)", precision=0,
+                                  minimum=0, value=None, scale=1, elem_id="drt-before-page")
+        chat = gr.Chatbot(
+            label="Chat about the document", height=360, buttons=["copy", "copy_all"],
+            feedback_options=None, elem_id="drt-chat",
+        )  # fmt: skip
+        with gr.Row():
+            question = gr.Textbox(
+                placeholder="Ask a question about the document…", show_label=False, scale=5,
+                elem_id="drt-question",
+            )  # fmt: skip
+            send_btn = gr.Button("Ask", variant="primary", scale=1, elem_id="drt-send")
+            stop_btn = gr.Button("Stop", variant="stop", scale=1)
+        gr.Markdown(
+            "**What the model retrieved.** One row per generated chunk, one column per document "
+            "chunk along the pages; colour = relevance score, outlined = retrieved (top-k). "
+            "Click a cell to read the passage.",
+            elem_classes="drt-small",
+        )
+        answer_pick = gr.Dropdown(label="Answer", choices=[], elem_id="drt-answer-pick")
+        heatmap = gr.HTML(
+            plots.note("Ask a question: the retrieval heatmap of the answer appears here."),
+            css_template=plots.CSS, js_on_load=plots.CLICK_JS, elem_id="drt-heatmap",
+        )  # fmt: skip
+        with gr.Row():
+            pick_chunk = gr.Number(label="…or type a chunk number", precision=0, minimum=0, scale=1)
+            pick_btn = gr.Button("Show passage", scale=1)
+            mask_in = gr.Textbox(label="Chunk(s) to mask", placeholder="e.g. 12 or 12,40", scale=1,
+                                 elem_id="drt-mask-in")  # fmt: skip
+            mask_btn = gr.Button("Mask and regenerate", scale=1, elem_id="drt-mask")
+        picked = gr.Markdown(elem_id="drt-picked")
+        with gr.Accordion("The page, the passage highlighted", open=True):
+            page_caption = gr.Markdown(elem_id="drt-page-caption")
+            page_img = gr.Image(show_label=False, interactive=False, type="pil", elem_id="drt-page")
+        with gr.Row():  # the answer before and after masking, side by side
+            mask_before = gr.Markdown(elem_id="drt-mask-before")
+            mask_after = gr.Markdown(elem_id="drt-mask-after")
+        mask_evidence = gr.Markdown(elem_id="drt-mask-evidence")
+        with gr.Accordion("Evidence", open=True):
+            evidence = gr.Markdown(elem_id="drt-evidence")
+        with gr.Row():
+            export_btn = gr.Button("Export the conversation (Markdown)", scale=1, elem_id="drt-export")
+            export_file = gr.File(label="Markdown", interactive=False, scale=2, elem_id="drt-export-file")
+        with gr.Accordion("Raw result (answer, evidence, trace as JSON)", open=False):
+            ask_json = gr.JSON()
+    return AskTab(answers, pending_q, doc, max_tokens, before_in, chat, question, send_btn, stop_btn,
+                  answer_pick, heatmap, pick_chunk, pick_btn, mask_in, mask_btn, picked, page_caption,
+                  page_img, mask_before, mask_after, mask_evidence, evidence, export_btn, export_file,
+                  ask_json)
+
+
+def wire(ctx: UIContext, tab: AskTab) -> None:
+    """The tab's events."""
+    _wire_chat(ctx, tab)
+    _wire_answer(ctx, tab)
+
+
+def _wire_chat(ctx: UIContext, tab: AskTab) -> None:
+    """A chat turn (Ask, Enter): the question at once, then the answer through the model's queue; Stop."""
+
+    @user_facing
+    def user_turn(doc_id: str | None, q: str, history: list, request: gr.Request) -> tuple:
+        return chat_user(ctx, doc_id, q, history, session=session_of(request))
+
+    def bot_turn(doc_id, q, history, answers_, n_tokens, before, request: gr.Request) -> Iterator[tuple]:
+        skip = gr.skip()
+        if not q:  # user_turn already said what is missing
+            yield (skip,) * 6
+            return
+        try:
+            yield from chat_bot(ctx, doc_id, q, history, answers_, int(n_tokens), session=session_of(request),
+                                before_page=before_page_of(before))
+        except Exception as e:  # said in the chat, in place
+            yield (list(history or []) + [{"role": "assistant", "content": in_place(error_text(e))}],
+                   skip, skip, skip, skip, skip)
+
+    bot_outputs = [tab.chat, tab.answers, tab.answer_pick, tab.heatmap, tab.evidence, tab.ask_json]
+    user_inputs, user_outputs = [tab.doc, tab.question, tab.chat], [tab.question, tab.chat, tab.pending_q]
+    bot_inputs = [tab.doc, tab.pending_q, tab.chat, tab.answers, tab.max_tokens, tab.before_in]
+    for trigger in (tab.send_btn.click, tab.question.submit):
+        trigger(user_turn, user_inputs, user_outputs, queue=False, **PRIVATE).success(
+            bot_turn, bot_inputs, bot_outputs, show_progress="hidden", **MODEL, **PRIVATE,
+        )  # fmt: skip
+
+    def stop(request: gr.Request) -> None:
+        cancel_job(ctx, session_of(request), "ask")
+
+    tab.stop_btn.click(stop, None, None, queue=False, **PRIVATE)
+
+
+def _wire_answer(ctx: UIContext, tab: AskTab) -> None:
+    """The picked answer: its heatmap and evidence, a cell's passage and page, the export, masking."""
+
+    @user_facing
+    def show(answers_, index) -> tuple:
+        return show_answer(ctx, answers_, index)
+
+    picked_answer = [tab.answers, tab.answer_pick]
+    tab.answer_pick.change(show, picked_answer, [tab.heatmap, tab.evidence, tab.ask_json], **PRIVATE)
+
+    @user_facing
+    def cell(answers_, index, evt: gr.EventData) -> tuple:
+        data = getattr(evt, "_data", None) or {}
+        c = data.get("chunk")
+        return heatmap_pick(ctx, answers_, index, c, data.get("gen")), c, gr.skip() if c is None else str(c)
+
+    tab.heatmap.cell_click(cell, picked_answer, [tab.picked, tab.pick_chunk, tab.mask_in], **PRIVATE)
+
+    def show_page(doc_id, answers_, index, chunk) -> tuple:
+        try:  # the picked answer's document (with "All documents", each answer has its own)
+            if answers_ and index is not None and 0 <= int(index) < len(answers_):
+                doc_id = answers_[int(index)]["doc_id"]
+            if doc_id == ALL_DOCS:
+                return "Ask a question first.", None
+            return page_view(ctx, doc_id, chunk)[::-1]
+        except Exception as e:
+            return in_place(error_text(e)), None
+
+    page_outputs = [tab.page_caption, tab.page_img]
+    tab.pick_chunk.change(show_page, [tab.doc, *picked_answer, tab.pick_chunk], page_outputs, **PRIVATE)
+
+    def export(doc_id) -> tuple:
+        try:
+            return export_conversation(ctx, doc_id), ""
+        except Exception as e:
+            return None, in_place(error_text(e))
+
+    tab.export_btn.click(export, [tab.doc], [tab.export_file, tab.page_caption], **PRIVATE)
+
+    @user_facing
+    def pick(answers_, index, chunk) -> str:
+        return heatmap_pick(ctx, answers_, index, chunk)
+
+    tab.pick_btn.click(pick, [*picked_answer, tab.pick_chunk], tab.picked, **PRIVATE)
+
+    @user_facing
+    def mask_and_regenerate(answers_, index, chunks, n_tokens) -> tuple:
+        return mask_regenerate(ctx, answers_, index, chunks, int(n_tokens))
+
+    tab.mask_btn.click(mask_and_regenerate, [*picked_answer, tab.mask_in, tab.max_tokens],
+                       [tab.mask_before, tab.mask_after, tab.mask_evidence, tab.ask_json],
+                       **MODEL, **PRIVATE)  # fmt: skip
+    # another document: a new chat
+    tab.doc.change(lambda: ([], [], gr.update(choices=[], value=None)), None, [tab.chat, *picked_answer],
+                   **PRIVATE)  # fmt: skip
+
+
+def api(ctx: UIContext) -> None:
+    """The API-only endpoint /ask (gradio_client)."""
+
+    def ask(doc_id: str, question: str, max_new_tokens: int = 64,
+            request: gr.Request = None) -> Iterator[dict]:  # fmt: skip
+        """Ask a question about a prefilled document; streams {"answer", "done": false} updates,
+        then {"answer", "evidence", "trace", "done": true}."""
+        yield from user_facing(ask_stream)(
+            ctx, doc_id, question, max_new_tokens=max_new_tokens, session=session_of(request)
+        )
+
+    gr.api(ask, api_name="ask", **MODEL)
