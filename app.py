@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from cli_io import UserError, emit  # noqa: F401  (emit: kept importable from app for scripts)
+from cli_io import UserError
 
 ROOT = Path(__file__).resolve().parent
 DEFAULT_MODEL = str(ROOT / "checkpoints" / "drt-tiny")
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         rc = args.func(args)
-    except UserError as e:
+    except UserError as e:  # every package's errors meant for people (cli_io): one line, no traceback
         print(f"drt-reader: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -87,13 +87,6 @@ def main(argv: list[str] | None = None) -> int:
         except OSError:
             pass
         return 141
-    except Exception as e:
-        # each package's own errors (drt_core.errors, ingest.errors, store.errors) carry
-        # `user_error = True`: they are meant for people, one line, no traceback
-        if getattr(e, "user_error", False):
-            print(f"drt-reader: error: {e}", file=sys.stderr)
-            return 2
-        raise
     return int(rc or 0)
 
 

@@ -1,7 +1,11 @@
 """What every command shares, for people: the error meant for them and the way results are printed.
 
-A small module below every package, so that drt_core, ingest and ui can raise `UserError` and
-print with `emit` without importing `app` (the command line that imports them all).
+A small module below every package (it imports none of ours), so that every package can raise
+`UserError` and print with `emit` without importing `app` (the command line that imports them all).
+
+`UserError` is the one root of the errors meant for people: each package's own errors subclass it
+(`drt_core.errors.DRTError`, `store.errors.StoreError`, `ingest.errors.IngestError`,
+`qa.errors.QAError`), and app.py catches it once.
 """
 
 from __future__ import annotations
@@ -11,7 +15,21 @@ import json
 
 
 class UserError(Exception):
-    """An error caused by the user's input: printed as one line, exit status 2."""
+    """An error caused by the user's input or setup, said to them: printed by the command line as
+    one line, without a traceback, exit status 2 (gr.Error in the UI). Its message is one line
+    whatever it was given (MuPDF messages and file names may carry newlines)."""
+
+    # what ui/handlers.py still reads to tell these from internal errors (it could ask
+    # isinstance(e, UserError)); set here once, never by a subclass
+    user_error = True
+
+    def __str__(self) -> str:
+        return " ".join(super().__str__().split())
+
+
+def json_flag(p: argparse.ArgumentParser) -> None:
+    """A command's `--json` option: print one JSON object (what `emit` reads)."""
+    p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def emit(args: argparse.Namespace, obj: dict, text: str | None = None) -> None:

@@ -1,10 +1,10 @@
 """Errors shown to people: each prints as one line at the command line and as gr.Error in the UI."""
 
+from cli_io import UserError
 
-class DRTError(Exception):
-    """Base of every error caused by input (a bad file, an unknown document, a bad option)."""
 
-    user_error = True
+class DRTError(UserError):
+    """Base of the model's and training's errors caused by input (a bad checkpoint, option or file)."""
 
 
 class ModelNotFound(DRTError):

@@ -325,7 +325,6 @@ class DRTForCausalLM(DRTPreTrainedModel):
                 )
         self.norm = RMSNorm(D, cfg.rms_eps)
         self.lm_head = nn.Linear(D, cfg.vocab_size, bias=False)
-        self._fixed_retriever = None
         self.post_init()
 
     def get_input_embeddings(self):

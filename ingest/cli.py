@@ -1,8 +1,10 @@
-"""Commands `ingest`, `list`, `ask`, `summarize`, `trace`, `export`, `page`, `rm` (docs/design.md Contract 2).
+"""Commands `ingest`, `list`, `page`, `rm` (docs/design.md Contract 2; the reading commands are
+qa/cli.py's).
 
 Each takes `--json` to print one JSON object. DOC_ID may be any unique prefix of the document's
-sha256. `args.home` and `args.model` come from app.py's global options. Heavy imports (the engine,
-torch) happen inside the handlers, so `drt-reader --help` stays fast.
+sha256. `args.home` and `args.model` come from app.py's global options; the library and the engine
+are opened by ingest/session.py, which qa's commands share. Heavy imports (the engine, torch)
+happen inside the handlers, so `drt-reader --help` stays fast.
 """
 
 from __future__ import annotations
@@ -12,16 +14,13 @@ import os
 import signal
 import sys
 import threading
-import time
 from contextlib import contextmanager
 from typing import Iterator
 
-from cli_io import emit
+from cli_io import emit, json_flag
 
 from .errors import IngestError
-
-
-DOC_HELP = "document id (a unique prefix is enough), or its title or file name, or a part of one"
+from .session import DOC_HELP, ProgressPrinter, open_library
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -54,29 +53,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_rm)
 
 
-def json_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-
-
-
-
-@contextmanager
-def open_library(args: argparse.Namespace) -> Iterator:
-    from store.library import Library
-
-    lib = Library(args.home)
-    try:
-        yield lib
-    finally:
-        lib.close()
-
-
-def load_engine(args: argparse.Namespace):
-    from . import pipeline
-
-    return pipeline.load_engine(args.model)
-
-
 # ---------------------------------------------------------------------------------------------
 # ingest
 # ---------------------------------------------------------------------------------------------
@@ -100,42 +76,6 @@ def _cancel_on_sigint(cancel: threading.Event) -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, old)
-
-
-class ProgressPrinter:
-    """One updating line on stderr (only when stderr is a terminal, or with -v)."""
-
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
-        self.last = 0.0
-        self.stage = ""
-        self.message = ""
-        self.open = False
-
-    def __call__(self, p) -> None:
-        if not self.enabled:
-            return
-        t = time.monotonic()
-        news = (p.stage, p.message) != (self.stage, self.message)
-        if not news and t - self.last < 0.5 and p.done < p.total:
-            return
-        self.last, self.stage, self.message = t, p.stage, p.message
-        pct = f"{100 * p.done / p.total:5.1f}%" if p.total else ""
-        extra = ""
-        if p.tokens_per_s:
-            extra += f" {p.tokens_per_s:,.0f} tok/s"
-        if p.eta_s is not None:
-            extra += f" ETA {p.eta_s:,.0f} s"
-        print(f"\r[{p.stage:8s}] {pct} {p.message}{extra}\033[K", end="", file=sys.stderr, flush=True)
-        self.open = p.stage != "done"
-        if not self.open:
-            print(file=sys.stderr)
-
-    def close(self) -> None:
-        """Clear an unfinished progress line, so an error message starts on a clean line."""
-        if self.enabled and self.open:
-            print("\r\033[K", end="", file=sys.stderr, flush=True)
-            self.open = False
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:

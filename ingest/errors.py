@@ -1,20 +1,16 @@
 """Errors shown to people: one line at the command line (exit 2), gr.Error in the UI.
 
-Every class here carries `user_error = True` (app.py prints those without a traceback). Messages
-say what happened and, where there is one, what to do about it.
+Every class here is a `cli_io.UserError` (app.py prints those without a traceback, on one line).
+Messages say what happened and, where there is one, what to do about it.
 """
 
 from __future__ import annotations
 
+from cli_io import UserError
 
-class IngestError(Exception):
+
+class IngestError(UserError):
     """Base of every ingest error caused by the input (a bad file, a wrong password, a limit)."""
-
-    user_error = True
-
-    def __str__(self) -> str:
-        # one line, always: MuPDF messages and file names may carry newlines
-        return " ".join(super().__str__().split())
 
 
 class UnsupportedFile(IngestError):

@@ -26,9 +26,10 @@ from store.library import Library
 
 from . import abstain as abstain_mod
 from ingest.boilerplate import chunk_matter
-from ingest.errors import Cancelled, IngestError
+from ingest.errors import Cancelled, NotPrefilled
 from drt_core.protocol import DocumentEngine
 from ingest.pipeline import ready_state
+from .errors import QAError
 from .reader import sentence_spans  # quotes are cut as the reader cuts
 
 MAX_EVIDENCE = 8
@@ -110,7 +111,7 @@ QUOTE_GROW = (1, 2, -1)
 def retrieval_z(trace: Any, n_doc_chunks: int) -> float | None:
     """How far the question's best-scored document chunk stands above the rest: (max - mean) / std
     of the retrieval scores of the answer's first chunk over the document's chunks (None without
-    scores). The statistic abstention is calibrated on (`drt-reader eval qa --calibrate`)."""
+    scores). Reported in the answer's trace; no threshold reads it."""
     rows = (trace_json(trace) or {}).get("chunks") or []
     scores = rows[0].get("scores") if rows else None
     if not scores:
@@ -294,11 +295,11 @@ class BeforePage:
         self._lib, self.doc_id = library, doc_id
         doc = library.document(doc_id)
         if not 2 <= int(page) <= doc["n_pages"]:
-            raise IngestError(f"--before-page must be between 2 and {doc['n_pages']} (the document's pages), not {page}")
+            raise QAError(f"--before-page must be between 2 and {doc['n_pages']} (the document's pages), not {page}")
         rows = library.chunks(doc_id)
         self.limit = next((r["idx"] for r in rows if r["page_last"] >= int(page)), len(rows))
         if self.limit < 2:
-            raise IngestError(f"nothing ends before page {page}: ask about a later page")
+            raise QAError(f"nothing ends before page {page}: ask about a later page")
         self.page = int(page)
         self.n_tokens = rows[self.limit - 1]["tok_end"]
 
@@ -545,21 +546,21 @@ def generate(
 
 
 def parse_mask(text: str | None) -> list[int]:
-    """"3,17" (`ask --mask`, the UI's mask box) -> [3, 17]; IngestError (one line) for anything but
+    """"3,17" (`ask --mask`, the UI's mask box) -> [3, 17]; QAError (one line) for anything but
     comma-separated chunk numbers. Whether each is a chunk of the document: check_mask."""
     if text is None:
         return []
     parts = [p.strip() for p in str(text).split(",")]
     if not any(parts):
-        raise IngestError("--mask: give chunk numbers, e.g. --mask 3 or --mask 3,17")
+        raise QAError("--mask: give chunk numbers, e.g. --mask 3 or --mask 3,17")
     for p in parts:
         if not p.isdigit():
-            raise IngestError(f"--mask: {p!r} is not a chunk number (chunk numbers are integers from 0, e.g. 3,17)")
+            raise QAError(f"--mask: {p!r} is not a chunk number (chunk numbers are integers from 0, e.g. 3,17)")
     return [int(p) for p in parts]
 
 
 def check_mask(mask: Any, n_chunks: int) -> list[int]:
-    """`mask` (chunk numbers) as a sorted list; IngestError, one line, for anything that is not a
+    """`mask` (chunk numbers) as a sorted list; QAError, one line, for anything that is not a
     chunk of the document."""
     out = set()
     for c in mask or []:
@@ -567,9 +568,9 @@ def check_mask(mask: Any, n_chunks: int) -> list[int]:
             if isinstance(c, float) and c.is_integer():
                 c = int(c)
             else:
-                raise IngestError(f"--mask: {c!r} is not a chunk number")
+                raise QAError(f"--mask: {c!r} is not a chunk number")
         if not 0 <= c < n_chunks:
-            raise IngestError(f"--mask: chunk {c} is not in this document (its chunks are 0 to {n_chunks - 1})")
+            raise QAError(f"--mask: chunk {c} is not in this document (its chunks are 0 to {n_chunks - 1})")
         out.add(c)
     return sorted(out)
 
@@ -768,9 +769,9 @@ def ask(
     is made, before its causal effects are measured (the UI shows it, then streams the effects in)."""
     question = " ".join(str(question).split())
     if not question:
-        raise IngestError("the question is empty")
+        raise QAError("the question is empty")
     if max_new_tokens < 1:
-        raise IngestError("--max-new-tokens must be at least 1")
+        raise QAError("--max-new-tokens must be at least 1")
     state = ready_state(library, engine, doc_id)
     record = library
     if before_page is not None:
@@ -833,7 +834,7 @@ def ask_all(library: Library, engine: DocumentEngine, question: str, *, max_new_
     ready = [d for d in library.documents()
              if any(s["model_fp"] == fp and s["status"] == "done" for s in d.get("prefill") or [])]
     if not ready:
-        raise IngestError("no document is prefilled by this model yet: `drt-reader ingest FILE` first")
+        raise NotPrefilled("no document is prefilled by this model yet: `drt-reader ingest FILE` first")
     out = []
     for d in ready:
         page = before_page if before_page is not None and before_page <= d["n_pages"] else None  # else all of it

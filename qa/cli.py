@@ -1,15 +1,17 @@
 """The question-answering commands: ask, summarize, outline, trace, export (the document commands
-ingest, list, page and rm are ingest/cli.py's, whose library and engine helpers these share)."""
+ingest, list, page and rm are ingest/cli.py's; both open the library and the engine through
+ingest/session.py)."""
 
 from __future__ import annotations
 
 import argparse
 import os
 
-from cli_io import emit
-from ingest.cli import DOC_HELP, json_flag, load_engine, open_library
-from ingest.errors import IngestError
+from cli_io import emit, json_flag
 from ingest.parts import pages_ref
+from ingest.session import DOC_HELP, load_engine, open_library
+
+from .errors import QAError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -158,7 +160,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if args.all_docs:
         return _ask_all(args)
     if args.doc_id is None or args.question is None:
-        raise IngestError("give a document and a question (DOC_ID QUESTION), or --all QUESTION")
+        raise QAError("give a document and a question (DOC_ID QUESTION), or --all QUESTION")
     mask = parse_mask(getattr(args, "mask", None))
     with open_library(args) as lib:
         doc_id = lib.resolve(args.doc_id)
@@ -188,11 +190,11 @@ def _ask_all(args: argparse.Namespace) -> int:
 
     question = args.question if args.question is not None else args.doc_id
     if args.question is not None and args.doc_id is not None:
-        raise IngestError("--all asks every document: give the question only")
+        raise QAError("--all asks every document: give the question only")
     if not question:
-        raise IngestError("give the question: drt-reader ask --all QUESTION")
+        raise QAError("give the question: drt-reader ask --all QUESTION")
     if args.mask:
-        raise IngestError("--mask names chunks of one document: it does not go with --all")
+        raise QAError("--mask names chunks of one document: it does not go with --all")
     with open_library(args) as lib:
         out = ask_all(lib, load_engine(args), question, max_new_tokens=args.max_new_tokens,
                       before_page=args.before_page)
@@ -236,7 +238,7 @@ def cmd_outline(args: argparse.Namespace) -> int:
         if args.chunk is not None:
             n = lib.document(doc_id)["n_chunks"]
             if not 0 <= args.chunk < n:
-                raise IngestError(f"chunk {args.chunk} is not in this document (0 to {n - 1})")
+                raise QAError(f"chunk {args.chunk} is not in this document (0 to {n - 1})")
             rows = relied_on(document_statements(lib, doc_id), dep, args.chunk)
             by_idx = {r["idx"]: r for r in lib.chunks(doc_id, [args.chunk, *(r["chunk"] for r in rows)])}
             lines = [f"chunk {args.chunk} ({pages_ref(list(range(by_idx[args.chunk]['page_first'], by_idx[args.chunk]['page_last'] + 1)))}) "
@@ -264,11 +266,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.out:
         path = os.path.abspath(os.path.expanduser(args.out))
         if os.path.isdir(path):
-            raise IngestError(f"--out {args.out} is a folder; give a file name")
+            raise QAError(f"--out {args.out} is a folder; give a file name")
         try:
             out = str(write_atomic(path, md))
         except OSError as e:
-            raise IngestError(f"cannot write {args.out}: {e.strerror or e}") from e
+            raise QAError(f"cannot write {args.out}: {e.strerror or e}") from e
     obj = {"doc_id": doc_id, "out": out, "questions": n, "markdown": None if out else md}
     emit(args, obj, out if out else md.rstrip("\n"))
     return 0

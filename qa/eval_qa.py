@@ -40,8 +40,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ingest.errors import IngestError
 from ingest.parts import document_text
+
+from .errors import QAError
 
 logger = logging.getLogger(__name__)
 
@@ -51,10 +52,6 @@ BASELINES = ("bm25", "bm25s", "minilm")  # bm25s: drt_core.bm25 (question stop-w
 K = (1, 4)  # hit@k reported
 SHORT_RIGHT_F1 = 0.5  # a short answer is right when its token F1 against the gold answer reaches this
 DRT = "drt"
-
-
-class QAError(IngestError):
-    """A bad question file, option or missing document (one line, exit status 2)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -452,21 +449,6 @@ def boilerplate_chunks(library, doc_id: str, chunks: list[dict]) -> set[int]:
     return set(chunk_matter(library, doc_id, chunks))
 
 
-def calibrate(rows: list[dict], system: str, max_false: float = 0.10) -> dict:
-    """The abstention threshold on retrieval_z (qa.ask) from evaluated rows: the largest z such
-    that at most `max_false` of the answerable questions whose gold passage the system retrieved
-    (hit@4) fall below it; with the share of unanswerable questions it then abstains on."""
-    found = sorted(r[system]["z"] for r in rows if r["answerable"] and r[system].get("hit@4") and r[system].get("z") is not None)
-    una = [r[system]["z"] for r in rows if not r["answerable"] and r[system].get("z") is not None]
-    if not found:
-        raise QAError("no answerable question with a retrieved gold passage: nothing to calibrate on")
-    t = found[int(max_false * len(found))]  # found[i] for i = floor(max_false * n): that many lie below
-    ans = [r[system]["z"] for r in rows if r["answerable"] and r[system].get("z") is not None]
-    return {"abstain_z": round(float(t), 4), "calibrated_on": len(found),
-            "abstain_answerable": _mean(z < t for z in ans), "abstain_unanswerable": _mean(z < t for z in una),
-            "unanswerable": len(una)}
-
-
 def calibrate_confidence(rows: list[dict], system: str, max_false: float = 0.10) -> dict:
     """The threshold of the reader's abstention test (qa.abstain_model; ask's `confidence`) from
     evaluated rows: the largest score such that at most `max_false` of the answerable questions it
@@ -671,13 +653,15 @@ def register_eval(esub) -> None:
     q.add_argument("--max-new-tokens", type=int, metavar="N", default=64,
                    help="longest DRT answer in tokens (default 64)")
     q.add_argument("--calibrate", action="store_true",
-                   help="also compute the abstention threshold on these questions (validation questions only: "
-                        "at most --max-false of the answerable ones whose gold passage was retrieved abstain)")
+                   help="also compute the abstention thresholds on these questions (validation questions only): "
+                        "the cross-encoder's (cross_encoder.json), else the reader's (reader.json), such that at "
+                        "most --max-false of the answerable ones abstain")
     q.add_argument("--max-false", type=float, default=0.10, metavar="SHARE",
-                   help="with --calibrate: the share of answerable questions (gold retrieved) allowed to fall "
-                        "below the threshold (default 0.10)")
+                   help="with --calibrate: the share of answerable questions allowed to fall below the "
+                        "threshold (default 0.10)")
     q.add_argument("--write-threshold", action="store_true",
-                   help="with --calibrate: write the reader's abstention threshold into the checkpoint's reader.json")
+                   help="with --calibrate: write the thresholds into the checkpoint's cross_encoder.json "
+                        "(or reader.json)")
     q.add_argument("--mine", metavar="SPLIT", default=None,
                    help="instead of --questions FILE, first write FILE from the mined questions of SPLIT "
                         "(data/qa/SPLIT.jsonl; e.g. val) with unanswerable ones asked of other documents")
@@ -691,7 +675,7 @@ def cmd_qa(args) -> int:
 
     from cli_io import emit
 
-    from ingest.cli import ProgressPrinter
+    from ingest.session import ProgressPrinter
     from ingest.pipeline import default_device
 
     if args.mine:
@@ -751,12 +735,7 @@ def cmd_qa(args) -> int:
             tmp.replace(meta_path)
             text += f"\nwritten to {meta_path}"
     elif args.calibrate:
-        drt = next(s for s in res["systems"] if s.startswith(DRT))
-        res["calibration"] = cal = calibrate(res["rows"], drt, max_false=args.max_false)
-        text += (f"\n\ncalibrated retrieval_z threshold = {cal['abstain_z']} on {cal['calibrated_on']} retrieved answerable "
-                 f"questions: abstains on {100 * (cal['abstain_answerable'] or 0):.1f}% of answerable and "
-                 f"{100 * (cal['abstain_unanswerable'] or 0):.1f}% of {cal['unanswerable']} unanswerable")
-        if args.write_threshold:
-            text += "\nnot written: this checkpoint has no reader (reader.json), and no config reads a retrieval_z threshold"
+        text += ("\n\nnothing calibrated: this checkpoint has neither a cross-encoder (cross_encoder.json) nor a "
+                 "reader's abstention test (reader.json), the two thresholds a checkpoint reads")
     emit(args, res, text)
     return 0

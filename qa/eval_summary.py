@@ -30,7 +30,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable
 
-from ingest.errors import IngestError
+from .errors import QAError
 from .eval_qa import DEFAULT_DOCS_ROOT, TextFinder, token_f1
 
 logger = logging.getLogger(__name__)
@@ -112,7 +112,7 @@ def load_set(path: str | Path) -> list[dict]:
     for r in rows:
         missing = {"doc", "chapter", "line_start", "line_end", "summary", "key_sentences"} - set(r)
         if missing:
-            raise IngestError(f"{path}: a record lacks {', '.join(sorted(missing))}")
+            raise QAError(f"{path}: a record lacks {', '.join(sorted(missing))}")
     return rows
 
 
@@ -122,7 +122,7 @@ def chapter_span(finder: TextFinder, file_lines: list[str], rec: dict) -> tuple[
     head, tail = " ".join(body[:3]), " ".join(body[-2:])
     a, b = finder.find(head), finder.find(tail)
     if a is None or b is None:
-        raise IngestError(f"chapter {rec['chapter']!r} of {rec['doc']} not found in the stored text")
+        raise QAError(f"chapter {rec['chapter']!r} of {rec['doc']} not found in the stored text")
     return a[0], b[1]
 
 
@@ -143,10 +143,10 @@ def run_summary_eval(set_path: str | Path, *, home: str | Path, model: str, docs
         for doc in dict.fromkeys(r["doc"] for r in recs):
             path = Path(docs_root) / doc
             if not path.is_file():
-                raise IngestError(f"document not found: {path} (--docs-root {docs_root})")
+                raise QAError(f"document not found: {path} (--docs-root {docs_root})")
             res = pipeline.ingest(path, library=lib, engine=engine, progress=progress)
             if res.status != "done":
-                raise IngestError(f"prefill of {path} did not finish ({res.status}); run again to resume")
+                raise QAError(f"prefill of {path} did not finish ({res.status}); run again to resume")
             text = document_text(lib, res.doc_id)
             finder = TextFinder(text)
             lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
@@ -229,17 +229,17 @@ def cmd_summary(args) -> int:
 
     from cli_io import emit
 
-    from ingest.cli import ProgressPrinter
+    from ingest.session import ProgressPrinter
 
     set_path = SETS.get(args.summary_set, args.summary_set)
     if args.write_check and Path(set_path).resolve() == SETS["sealed"].resolve():
-        raise IngestError("--write-check decides on validation chapters only: use --set val")
+        raise QAError("--write-check decides on validation chapters only: use --set val")
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     unknown = [s for s in systems if s not in SYSTEMS]
     if unknown:
-        raise IngestError(f"unknown system {', '.join(unknown)}; choose from {', '.join(SYSTEMS)}")
+        raise QAError(f"unknown system {', '.join(unknown)}; choose from {', '.join(SYSTEMS)}")
     if args.write_check and not {"drt", "abstractive"} <= set(systems):
-        raise IngestError("--write-check needs the drt and abstractive systems")
+        raise QAError("--write-check needs the drt and abstractive systems")
     printer = ProgressPrinter(sys.stderr.isatty() or bool(getattr(args, "verbose", False)))
     try:
         res = run_summary_eval(set_path, home=args.summary_home or Path(args.home) / "eval-summary", model=args.model,

@@ -28,10 +28,10 @@ from store.library import Library
 
 from .ask import evidence_rows, generate, trace_json
 from ingest.boilerplate import chunk_matter
-from ingest.errors import IngestError
 from ingest.parts import Part, document_parts, document_text, pages_ref, select
 from drt_core.protocol import DocumentEngine
 from ingest.pipeline import ready_state
+from .errors import QAError
 from .reader import sentence_spans
 
 MODES = ("extractive", "abstractive")
@@ -152,7 +152,7 @@ def extractive(
     else:
         chosen = select(document_parts(library, doc_id), chapter=chapter, pages=pages)
     if not chosen:
-        raise IngestError(f"pages {pages[0]}-{pages[1]} are outside this document (1-{doc['n_pages']})" if pages
+        raise QAError(f"pages {pages[0]}-{pages[1]} are outside this document (1-{doc['n_pages']})" if pages
                           else "nothing to summarize")
     text = document_text(library, doc_id)
     page_rows = library.pages(doc_id)
@@ -256,7 +256,7 @@ def summarize(
     used) and "notice" (why the abstractive mode was not, else ""); recorded as a "summary" trace.
     `force_abstractive` is for `eval summary`, which measures the mode before it is offered."""
     if mode not in MODES:
-        raise IngestError(f"unknown summary mode {mode!r}; use one of {', '.join(MODES)}")
+        raise QAError(f"unknown summary mode {mode!r}; use one of {', '.join(MODES)}")
     fp = str(engine.fingerprint)
     state = ready_state(library, engine, doc_id)
     notice = ""
@@ -292,8 +292,8 @@ def parse_pages(text: str) -> tuple[int, int]:
     """"12-30" or "12" -> (12, 30) / (12, 12); a clear error otherwise."""
     m = re.fullmatch(r"\s*(\d+)\s*(?:[-–]\s*(\d+))?\s*", text or "")
     if not m:
-        raise IngestError(f"pages must look like 12-30 or 12, not {text!r}")
+        raise QAError(f"pages must look like 12-30 or 12, not {text!r}")
     a, b = int(m.group(1)), int(m.group(2) or m.group(1))
     if a < 1 or b < a:
-        raise IngestError(f"page range {text!r} is empty: give FIRST-LAST with 1 <= FIRST <= LAST")
+        raise QAError(f"page range {text!r} is empty: give FIRST-LAST with 1 <= FIRST <= LAST")
     return a, b

@@ -1,19 +1,16 @@
 """Errors of the store shown to people (one line at the command line, gr.Error in the UI).
 
-`store` imports nothing from drt_core, so this is its own small hierarchy; every class carries
-`user_error = True`, which is what app.py and the UI look for.
+`store` imports nothing from drt_core, so this is its own small hierarchy under the one root of
+errors meant for people, `cli_io.UserError` (what app.py catches).
 """
 
 from __future__ import annotations
 
+from cli_io import UserError
 
-class StoreError(Exception):
+
+class StoreError(UserError):
     """Base of every store error meant for people."""
-
-    user_error = True
-
-    def __str__(self) -> str:
-        return " ".join(super().__str__().split())
 
 
 class UnknownDocument(StoreError):

@@ -8,7 +8,7 @@ import hashlib
 import pytest
 
 from qa.ask import BeforePage, ask, ask_all
-from ingest.errors import IngestError
+from qa.errors import QAError
 from ingest.pipeline import ingest, prefill_document
 
 
@@ -69,9 +69,9 @@ def test_before_page_retrieves_nothing_at_or_after_it_and_matches_the_truncated_
 
 def test_before_page_errors(library, engine, assets):
     res = ingest(assets / "emma-pp2-21.pdf", library=library, engine=engine)
-    with pytest.raises(IngestError, match="between 2 and 20"):
+    with pytest.raises(QAError, match="between 2 and 20"):
         ask(library, engine, res.doc_id, "Who?", before_page=99)
-    with pytest.raises(IngestError, match="between 2 and 20"):
+    with pytest.raises(QAError, match="between 2 and 20"):
         BeforePage(library, res.doc_id, 1)
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from ingest.errors import IngestError
 from ingest.parts import document_text
+from qa.errors import QAError
 from qa.summary import (abstractive_allowed, extractive, in_degree, parse_pages, per_part_budget,
                             summary_check, whole_sentences)
 from tests.ingest.docstore import store_text
@@ -75,7 +76,7 @@ def test_budget_and_pages_parsing():
     assert per_part_budget(1) == 5 and per_part_budget(4) == 3 and per_part_budget(20) == 2 and per_part_budget(60) == 1
     assert parse_pages("12-30") == (12, 30) and parse_pages("7") == (7, 7)
     for bad in ("x", "30-12", "0-3"):
-        with pytest.raises(IngestError):
+        with pytest.raises(QAError):
             parse_pages(bad)
 
 

@@ -12,6 +12,7 @@ import struct
 import pytest
 import torch
 
+from cli_io import UserError
 from drt_core.errors import CorruptCheckpoint, ModelNotFound
 from ingest.errors import EngineUnavailable
 
@@ -103,7 +104,7 @@ def test_corrupt_safetensors_is_a_one_line_error(model_dir, how):
     p.write_bytes(_corrupt(p, how))
     with pytest.raises((CorruptCheckpoint, EngineUnavailable)) as e:
         _load(model_dir)
-    assert getattr(e.value, "user_error", False) and "\n" not in str(e.value)
+    assert isinstance(e.value, UserError) and "\n" not in str(e.value)
     assert "model.safetensors" in str(e.value) or "cannot load" in str(e.value)
 
 

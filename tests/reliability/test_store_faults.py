@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cli_io import UserError
+
 ROOT = Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
 
@@ -107,7 +109,7 @@ def test_full_database_is_a_clean_one_line_error(tmp_path, library, drt_home):
     library._w.conn.execute(f"PRAGMA max_page_count = {pages + 3}")
     with pytest.raises(LibraryFull, match="full") as e:
         ingest(src, library=library, engine=None, prefill=False)
-    assert "\n" not in str(e.value) and getattr(e.value, "user_error", False)
+    assert "\n" not in str(e.value) and isinstance(e.value, UserError)
     assert snapshot(drt_home) == before
     assert library._r.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     library._w.conn.execute("PRAGMA max_page_count = 1073741823")  # space freed: it works
@@ -120,6 +122,7 @@ _PREFILL = r"""
 import sys, resource
 from pathlib import Path
 from drt_core.engine import Engine
+from cli_io import UserError
 from ingest import pipeline
 from store.library import Library
 home, model, doc, states, fsize = sys.argv[1:6]
@@ -131,7 +134,7 @@ try:
     res = pipeline.ingest(doc, library=lib, engine=Engine.from_pretrained(model))
     print("OK", res.status)
 except Exception as e:
-    print("ERROR", type(e).__name__, getattr(e, "user_error", False), e)
+    print("ERROR", type(e).__name__, isinstance(e, UserError), e)
 """
 
 

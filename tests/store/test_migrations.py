@@ -7,6 +7,7 @@ import sqlite3
 import pytest
 from sqlite_utils import Database
 
+from cli_io import UserError
 from store import migrations
 from store.errors import LibraryCorrupt, SchemaTooNew
 from store.library import Library
@@ -113,7 +114,7 @@ def test_corrupt_file_is_a_clear_error(drt_home):
     (drt_home / "library.db").write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(LibraryCorrupt) as e:
         Library(drt_home)
-    assert getattr(e.value, "user_error", False) and "\n" not in str(e.value)
+    assert isinstance(e.value, UserError) and "\n" not in str(e.value)
 
 
 def test_concurrent_first_opens_migrate_once(drt_home):
