@@ -182,8 +182,8 @@ def main(argv: list[str] | None = None) -> int:
             cut = max(0, len(prompt) - 1 - S1)
             # deferred groups: caught up by the next feed, exactly; the haystack before the catch-up span
             # (and a margin) selects nothing, which nothing reads (feed select=False)
-            lazy = 0 if a.full_groups or a.select_all or not eng.can_defer else \
-                max(0, cut - eng._catch_up_span - 4 * S1)
+            lazy = 0 if a.full_groups or a.select_all or not eng.stream.can_defer else \
+                max(0, cut - eng.stream.catch_up_span - 4 * S1)
             if lazy:
                 eng.feed(st, prompt[:lazy], upper=False, select=False)
             eng.feed(st, prompt[lazy:cut], upper=a.full_groups)

@@ -6,7 +6,7 @@ memory it needs, for
                      checkpointed every 8 blocks as ingest does;
     sliding_window   the sliding-window baseline of about the same size ("Base LM +2 layers");
     full_attention   the full-attention baseline through the engine (a KV ring of
-                     Engine.full_attention_capacity = 65536 positions, attended in full every block);
+                     Stream.full_attention_capacity = 65536 positions, attended in full every block);
     full_attention_kv  the same weights with a growing KV cache that only attends to the positions
                      filled so far (the best case for full attention on CPU; bench-local loop,
                      checked against the batch model's logits in tests/drt_core/train/test_evaluate.py),
@@ -211,13 +211,13 @@ def worker(arch: str, length: int, preset: str, tokens: Path, tmp_dir: str | Non
                 state = eng.new_state(None)
                 tier = {"sliding_window": "sliding-window KV ring",
                         "landmark": "every position's K/V (RAM, growing)"}.get(
-                    arch, f"KV ring of {Engine.full_attention_capacity} positions")
+                    arch, f"KV ring of {eng.stream.full_attention_capacity} positions")
             for p in eng.prefill(state, ids, block_chunks=block_chunks, defer_upper=arch != "drt_eager"):
                 if device != "cpu":  # (numpy ids: no 1M-int list)
                     torch.cuda.synchronize()
                 mark(p.done_tokens)
             if state.carry.upper_stale:  # the deferred groups, as the first question runs them: timed too
-                eng._catch_up(state)
+                eng.stream.catch_up(state)
                 mark(len(ids))
             if cfg.uses_chunks:
                 out["gca_backend"] = resolve_backend(cfg.gca_backend, torch.device(device))
@@ -387,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(r))
         return 0
 
-    from drt_core.engine import Engine
+    from drt_core.stream import Stream
 
     try:
         lengths = [parse_length(x) for x in args.lengths.split(",") if x.strip()]
@@ -410,9 +410,9 @@ def main(argv: list[str] | None = None) -> int:
            "rows": []}
     for a in archs:
         for n in lengths:
-            if a == "full_attention" and n > Engine.full_attention_capacity:
+            if a == "full_attention" and n > Stream.full_attention_capacity:
                 row = {"arch": a, "length": n,
-                       "status": f"n/a: exceeds capacity ({Engine.full_attention_capacity} positions)"}
+                       "status": f"n/a: exceeds capacity ({Stream.full_attention_capacity} positions)"}
             elif a == "full_attention_kv" and n > fa_max:
                 row = {"arch": a, "length": n, "status": f"not run: quadratic (above --fa-max {fmt_length(fa_max)})"}
             elif a == "landmark" and n > lm_max:

@@ -25,9 +25,9 @@ ingest stores documents, so RSS stays flat), then the prompt tail (pads + questi
     requires every answer token to be the argmax.
 Reported per model and length: those accuracies, per depth, seconds, prefill tokens/s, peak RSS of
 this process during that length (sampled VmRSS), and per sample the answer and the generation.
-A model that cannot run a length (full attention beyond Engine.full_attention_capacity) is
+A model that cannot run a length (full attention beyond Stream.full_attention_capacity) is
 reported as "n/a: ..." for it. The fixed_retriever streams like the DRT (its chunk scores are the
-frozen MiniLM's cosines of the stored chunks' texts, Engine._memory_embeddings).
+frozen MiniLM's cosines of the stored chunks' texts, MemoryIndex.embeddings).
 
 ppl
 ---
@@ -190,10 +190,10 @@ def load_models(paths: Sequence[str], device: str | None = None, use_faiss: bool
 def unsupported(entry: ModelEntry, length: int, kind: str = "niah") -> str | None:
     """Why a model cannot run `length` tokens for `kind` ("niah" or "ppl"), or None.
 
-    Every architecture streams; full attention only up to Engine.full_attention_capacity."""
+    Every architecture streams; full attention only up to Stream.full_attention_capacity."""
     eng = entry.engine
-    if entry.arch == "full_attention" and length > eng.full_attention_capacity:
-        return f"n/a: exceeds capacity ({length} > {eng.full_attention_capacity} positions)"
+    if entry.arch == "full_attention" and length > eng.stream.full_attention_capacity:
+        return f"n/a: exceeds capacity ({length} > {eng.stream.full_attention_capacity} positions)"
     return None
 
 

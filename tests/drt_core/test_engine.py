@@ -10,7 +10,10 @@ import pytest
 import torch
 
 from drt_core import DRTConfig, DRTForCausalLM
-from drt_core.engine import Engine, ban_repeats
+from drt_core import counterfactual
+from drt_core.decode import ban_repeats
+from drt_core.engine import Engine
+from drt_core.stream import Stream
 from drt_core.errors import CheckpointMismatch
 from tests.drt_core.flavours import FLAVOURS, flavour_kw, toy_word_tables
 
@@ -477,7 +480,7 @@ def test_generate_with_no_repeat_ngram_does_not_loop():
 def test_gather_keys_is_gathers_k(tmp_path, kind):
     """gather_keys (what copy_span / copy_lead read of a neighbour chunk) returns gather's K for
     every memory kind, in idx's shape, including an overlay's mix of stored and appended rows."""
-    from drt_core.engine import OverlayMemory
+    from drt_core.memory_index import OverlayMemory
     from store.chunk_store import MemmapChunkMemory, RamChunkMemory
 
     D, N, G, k = 8, 5, 1, 2
@@ -521,8 +524,8 @@ def test_masking_a_chunk_never_retrieved_changes_nothing(flavour):
     base = list(eng.generate(st, "what is it", max_new_tokens=70, stop_at_newline=False))
     tb = base[-1].trace.to_json()
     # the chunks some selection of the pass picked: the answer's (the trace), and the prompt's own
-    # chunks' and the carried one (not in the trace: _answer_logprob collects them)
-    _, picked = eng._answer_logprob(st, eng.prompt_ids(st, "what is it"), base[-1].ids, frozenset())
+    # chunks' and the carried one (not in the trace: counterfactual.answer_logprob collects them)
+    _, picked = counterfactual.answer_logprob(st, eng.prompt_ids(st, "what is it"), base[-1].ids, frozenset())
     assert _picked(tb) <= picked
     never = sorted(set(range(st.n_chunks)) - picked)
     assert never, "every chunk was picked: lengthen the document"
@@ -572,7 +575,7 @@ def test_masked_chunks_are_never_selected_and_effects_are_logprob_differences():
 
 @pytest.mark.parametrize("flavour,groups", [("paper", (2,)), ("shipped", (1, 1)), ("allgroups", (1, 1))])
 def test_masked_variants_in_one_batch_match_one_fork_each(flavour, groups):
-    """_fork_variants runs several masks side by side (causal_effects' batched pass): each row's
+    """counterfactual.fork_variants runs several masks side by side (causal_effects' batched pass): each row's
     logits are those of a fork with that mask alone, over a run that closes chunks (landmarks,
     new selections, GCA over several segments, the copy head), and the state is untouched."""
     m = make_model(groups=groups, **copy_kw(flavour))
@@ -582,23 +585,23 @@ def test_masked_variants_in_one_batch_match_one_fork_each(flavour, groups):
     keys, sel = st.memory.keys().copy(), st.carry.sel_idx.clone()
     prompt = eng.prompt_ids(st, "tell me")
     ids = prompt + ids_of(150, seed=24)[0].tolist()  # past two chunk boundaries
-    _, picked = eng._answer_logprob(st, prompt, ids[len(prompt):], frozenset())
+    _, picked = counterfactual.answer_logprob(st, prompt, ids[len(prompt):], frozenset())
     some = sorted(picked)
     masks = [frozenset(), frozenset(some[:1]), frozenset(some[1:3]), frozenset({some[-1]})]
-    fork = eng._fork_variants(st, masks)
+    fork = counterfactual.fork_variants(st, masks)
     got = eng.feed(fork, ids[:70], want_logits=True)
     got = torch.cat([got, eng.feed(fork, ids[70:], want_logits=True)], dim=1)  # two runs: the carry's rows move on
     assert got.shape == (len(masks), len(ids), V)
     for b, mask in enumerate(masks):
         one = st.fork()
-        eng._bar(one, mask)
+        counterfactual.bar(one, mask)
         want = eng.feed(one, ids, want_logits=True)
         # rtol 1e-4: a batch of four rows and a single row take other GEMM kernels on some CPUs (an AMX
         # Xeon: logits of ~11 off by 1.7e-4); a wrong mask or selection moves them by far more
         torch.testing.assert_close(got[b], want, atol=2e-5, rtol=1e-4)
         torch.testing.assert_close(fork.carry.sel_idx[b], one.carry.sel_idx)
     assert not torch.allclose(got[0], got[1], atol=1e-3)  # the masks matter
-    lps = eng._answer_logprobs(st, prompt, ids[len(prompt):], masks)
+    lps = counterfactual.answer_logprobs(st, prompt, ids[len(prompt):], masks)
     for b, mask in enumerate(masks):
         assert lps[b] == pytest.approx(eng.answer_logprob(st, None, ids[len(prompt):], mask, prompt_ids=prompt),
                                        rel=1e-5)
@@ -613,7 +616,7 @@ def test_mask_is_checked():
     for bad, msg in (([st.n_chunks], "not a chunk"), ([-1], "not a chunk"), (["2"], "integers"), ([1.5], "integers")):
         with pytest.raises(ValueError, match=msg):
             list(eng.generate(st, "q", max_new_tokens=2, mask=bad))
-    assert eng.check_mask(st, None) == frozenset() and eng.check_mask(st, [np.int64(2), 2]) == {2}
+    assert counterfactual.check_mask(st, None) == frozenset() and counterfactual.check_mask(st, [np.int64(2), 2]) == {2}
 
 
 SHIPPED_DIR = Path(__file__).resolve().parents[2] / "checkpoints" / "drt-tiny"
@@ -670,7 +673,7 @@ def test_stream_preamble_is_text_before_the_stream(arch):
 def test_stream_preamble_belongs_to_no_chunk(tmp_path):
     """With a preamble, chunk 0 still holds the document's first 63 tokens; the stored state reloads
     to the same numbers; and the preamble leaves the fingerprint of a config without one unchanged."""
-    from drt_core.engine import _state_config
+    from drt_core.state_io import state_config
 
     m = make_model(stream_preamble=[5, 17, 42, 9, 250])
     eng = Engine(m, memory_dtype=np.float32)
@@ -683,8 +686,8 @@ def test_stream_preamble_belongs_to_no_chunk(tmp_path):
     a = eng.feed(st, ids[300:], want_logits=True)
     b = eng.feed(st2, ids[300:], want_logits=True)
     torch.testing.assert_close(a, b)
-    assert "stream_preamble" not in _state_config(make_model().config)
-    assert _state_config(m.config)["stream_preamble"] == [5, 17, 42, 9, 250]
+    assert "stream_preamble" not in state_config(make_model().config)
+    assert state_config(m.config)["stream_preamble"] == [5, 17, 42, 9, 250]
 
 
 def test_train_set_stream_preamble_default_is_the_shipped_preamble():
@@ -742,13 +745,13 @@ def test_deferred_groups_give_the_numbers_of_running_them(arch, variant, one_thr
     the catch-up runs the last positions in one run, not block by block) and the same answer."""
     m = make_model(arch, (2,), **copy_kw(variant))
     eng = Engine(m, memory_dtype=np.float32)
-    assert eng.can_defer
+    assert eng.stream.can_defer
     ids = (repeating_ids(1000) if variant == "shipped" else ids_of(1000, seed=3))[0].tolist()
     doc, q = ids[:900], ids[900:]
     full = _prefilled(eng, doc, defer=False)
     lazy = _prefilled(eng, doc, defer=True)
     assert lazy.carry.upper_stale and not full.carry.upper_stale
-    assert lazy.carry.mid.shape[0] == eng._catch_up_span
+    assert lazy.carry.mid.shape[0] == eng.stream.catch_up_span
     np.testing.assert_array_equal(full.memory.keys(), lazy.memory.keys())
     for a, b in zip(full.memory.selections(), lazy.memory.selections()):
         np.testing.assert_array_equal(a, b)
@@ -771,7 +774,7 @@ def test_a_catch_up_that_reaches_too_little_back_is_caught(monkeypatch, one_thre
     eng = Engine(m, memory_dtype=np.float32)
     ids = ids_of(1000, seed=3)[0].tolist()
     ref = eng.feed(_prefilled(eng, ids[:900], defer=False).fork(), ids[900:], want_logits=True)
-    monkeypatch.setattr(Engine, "_catch_up_span", property(lambda self: self.cfg.window // 2))
+    monkeypatch.setattr(Stream, "catch_up_span", property(lambda self: self.cfg.window // 2))
     out = eng.feed(_prefilled(eng, ids[:900], defer=True).fork(), ids[900:], want_logits=True)
     assert (out - ref).abs().max() > 1e-3
 
@@ -781,7 +784,7 @@ def test_two_groups_are_never_deferred():
     deferred, and a prefill asked to defer runs every layer."""
     m = make_model(groups=(1, 1))
     eng = Engine(m, memory_dtype=np.float32)
-    assert not eng.can_defer
+    assert not eng.stream.can_defer
     ids = ids_of(700, seed=4)[0].tolist()
     st = _prefilled(eng, ids, defer=True)
     assert not st.carry.upper_stale and st.carry.mid is None
@@ -802,7 +805,7 @@ def test_a_haystack_fed_without_selections_gives_the_same_answer(variant, one_th
     ids = (repeating_ids(1700) if variant == "shipped" else ids_of(1700, seed=5))[0].tolist()
     doc, q = ids[:1600], ids[1600:]
     cut = 16 * (S - 1)  # a block boundary of feed's default blocks: both streams run the same blocks
-    assert cut <= len(doc) - eng._catch_up_span - S
+    assert cut <= len(doc) - eng.stream.catch_up_span - S
     full = eng.new_state()
     eng.feed(full, doc, upper=False)
     lazy = eng.new_state()

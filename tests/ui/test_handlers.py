@@ -279,6 +279,7 @@ def test_ask_masking_a_chunk_never_retrieved_changes_nothing(lib):
     """qa.ask.ask with a chunk that no selection picked (the answer's, the prompt's, the carried
     one) masked: the same answer, evidence (weights and causal effects) and trace, bit for bit, but
     for that chunk's score (None), the retrieval z-score over the others, and the mask's own record."""
+    from drt_core import counterfactual
     from qa.ask import ask, retrieval_z
     from ingest.pipeline import ready_state
 
@@ -287,7 +288,7 @@ def test_ask_masking_a_chunk_never_retrieved_changes_nothing(lib):
     st = ready_state(ctx.library, eng, doc_id)
     base = ask(ctx.library, eng, doc_id, q, max_new_tokens=16)
     ids = list(eng.generate(st, q, max_new_tokens=16, no_repeat_ngram=4))[-1].ids
-    _, picked = eng._answer_logprob(st, eng.prompt_ids(st, q), ids, frozenset())
+    _, picked = counterfactual.answer_logprob(st, eng.prompt_ids(st, q), ids, frozenset())
     c = min(set(range(st.n_chunks)) - picked)
     out = ask(ctx.library, eng, doc_id, q, max_new_tokens=16, mask=[c])
     assert out["answer"] == base["answer"] and out["evidence"] == base["evidence"]

@@ -15,6 +15,7 @@ from drt_core.train import evaluate as ev
 from drt_core.config import DRTConfig
 from drt_core.engine import Engine
 from drt_core.errors import DRTError
+from drt_core.memory_index import MemoryIndex
 from drt_core.modeling import DRTForCausalLM, retrieval_scores
 from drt_core.tokenizer import DEFAULT_PATH, encode, load_tokenizer
 from store.chunk_store import RamChunkMemory
@@ -33,7 +34,7 @@ def entry(arch: str = "drt", **kw) -> ev.ModelEntry:
     """An engine over a tiny random model with the shipped tokenizer (tokenizer_path None = shipped)."""
     eng = Engine(tiny_model(arch, **kw), load_tokenizer(), fingerprint=f"test-{arch}")
     if arch == "full_attention":
-        eng.full_attention_capacity = 2048  # keeps the test's KV ring small
+        eng.stream.full_attention_capacity = 2048  # keeps the test's KV ring small
     return ev.ModelEntry(arch, None, eng, None)
 
 
@@ -132,7 +133,7 @@ def test_niah_first_token_matches_generation(haystack):
 
 def test_full_attention_over_capacity_is_na(haystack, tmp_path):
     fa = entry("full_attention")
-    fa.engine.full_attention_capacity = 512
+    fa.engine.stream.full_attention_capacity = 512
     res = ev.run_niah([fa], [500, 900], haystack=haystack, samples=1, depths=1, seed=0)
     r0, r1 = res["models"][0]["results"]
     assert r0["status"] == "ok"
@@ -214,13 +215,13 @@ def test_cli_niah_and_ppl(ckpt, tmp_path, capsys, assets):
 # faiss retrieval = exact retrieval
 
 
-def _exact_and_faiss(eng, mem, q, q_chunk):
-    keys = torch.from_numpy(mem.keys())
+def _exact_and_faiss(eng, index, q, q_chunk):
+    keys = torch.from_numpy(index.memory.keys())
     scores = retrieval_scores(q[None], keys[None], q_chunk, torch.arange(keys.shape[0]))[0]
-    eng.use_faiss = False
-    ie, we = eng._topk(scores, mem, q, q_chunk)
-    eng.use_faiss = True
-    i_f, wf = eng._topk(None, mem, q, q_chunk)
+    eng.stream.use_faiss = False
+    ie, we = eng.stream.topk(scores, index, q, q_chunk)
+    eng.stream.use_faiss = True
+    i_f, wf = eng.stream.topk(None, index, q, q_chunk)
     return ie, we, i_f, wf
 
 
@@ -236,7 +237,7 @@ def test_faiss_topk_equals_exact(n, k, qchunks):
                np.zeros((n, 1, k), np.int32), np.zeros((n, 1, k), np.float32))
     q = torch.randn(len(qchunks), D, generator=g)
     qc = torch.tensor(qchunks)
-    ie, we, i_f, wf = _exact_and_faiss(eng, mem, q, qc)
+    ie, we, i_f, wf = _exact_and_faiss(eng, MemoryIndex(mem, eng.device), q, qc)
     assert ie.shape == i_f.shape == (len(qchunks), k)
     assert torch.equal(ie, i_f)
     torch.testing.assert_close(we, wf, rtol=1e-5, atol=1e-6)
@@ -251,6 +252,7 @@ def test_faiss_incremental_index_grows_and_rebuilds():
     eng = Engine(tiny_model("drt"), None, fingerprint="t", use_faiss=True)
     D, k = 64, 2
     mem = RamChunkMemory(D, 63, 1, k)
+    index = MemoryIndex(mem, eng.device)
     g = torch.Generator().manual_seed(1)
 
     def add(m):
@@ -261,12 +263,12 @@ def test_faiss_incremental_index_grows_and_rebuilds():
         add(10)
         q = torch.randn(2, D, generator=g)
         qc = torch.tensor([mem.n - 1, mem.n - 1])
-        ie, we, i_f, wf = _exact_and_faiss(eng, mem, q, qc)
+        ie, we, i_f, wf = _exact_and_faiss(eng, index, q, qc)
         assert torch.equal(ie, i_f)
-        assert eng._faiss_indexes[mem].ntotal == mem.n
+        assert index.faiss.ntotal == mem.n
     mem.truncate(15)  # a reopened / truncated memory rebuilds its index
-    ie, we, i_f, wf = _exact_and_faiss(eng, mem, torch.randn(1, D, generator=g), torch.tensor([15]))
-    assert torch.equal(ie, i_f) and eng._faiss_indexes[mem].ntotal == 15
+    ie, we, i_f, wf = _exact_and_faiss(eng, index, torch.randn(1, D, generator=g), torch.tensor([15]))
+    assert torch.equal(ie, i_f) and index.faiss.ntotal == 15
 
 
 def test_faiss_engine_stream_equals_exact(haystack):

@@ -1,0 +1,136 @@
+"""A stream's state on disk, and the fingerprint that keys it.
+
+A state directory (`Engine.open_state`) holds the chunk memory's files (store.chunk_store), one
+`carry-<n>.safetensors` (the sliding-window caches, the carried selection, the partial chunk's
+buffers: `Carry.tensors`) and meta.json, the commit record written last: a state is what its last
+commit says, and a carry file no commit names is dropped on reopen.
+
+The fingerprint names the model and everything the stored states depend on: the weights, the
+tokenizer, the configuration as the states depend on it (`state_config`), the engine's version and
+the memory's dtype. A state computed by another fingerprint is refused (CheckpointMismatch).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from store.chunk_store import ChunkMemory, MemmapChunkMemory, atomic_write_bytes
+
+from .config import RETIRED, DRTConfig
+
+ENGINE_VERSION = 1  # bump when the state format or the state-changing computation changes
+
+
+# ----------------------------------------------------------------------------------------------
+# fingerprints
+
+
+def state_config(cfg: DRTConfig) -> dict:
+    """The configuration as the stored states depend on it (what the fingerprint hashes)."""
+    d = cfg.to_dict()
+    for k in ("gca_backend", "transformers_version", "_name_or_path", "architectures", "dtype",
+              "torch_dtype"):
+        d.pop(k, None)
+    # the retired extensions (config.RETIRED) at their "off" values, as every config held them:
+    # the fingerprints of the models that never used them stay as they were
+    d.update({k: v for k, v in RETIRED.items() if k != "lexical_window"})
+    for key in ("bm25_weight", "bm25_window"):  # question time only: prefilled states do not depend on them
+        d.pop(key, None)
+    if d.get("stream_preamble") is None:  # added later: off, it leaves the fingerprints as they were
+        d.pop("stream_preamble", None)
+    if not d.get("lexical_word_carry"):  # likewise
+        d.pop("lexical_word_carry", None)
+    return d
+
+
+def _engine_tag(memory_dtype) -> str:
+    return f"engine{ENGINE_VERSION}/{np.dtype(memory_dtype).name}"
+
+
+def model_fingerprint(model, memory_dtype) -> str:
+    """The fingerprint of a model in memory: its weights' values, its state_config, the engine."""
+    h = hashlib.sha256()
+    for k, v in sorted(model.state_dict().items()):
+        h.update(k.encode())
+        h.update(v.detach().float().cpu().numpy().tobytes())
+    h.update(json.dumps(state_config(model.config), sort_keys=True).encode())
+    h.update(_engine_tag(memory_dtype).encode())
+    return h.hexdigest()[:16]
+
+
+def checkpoint_fingerprint(path: Path, cfg: DRTConfig, memory_dtype) -> str:
+    """The fingerprint of a checkpoint folder: the bytes of its weights and tokenizer, the config as
+    the states depend on it (state_config, not config.json's bytes), the engine."""
+    h = hashlib.sha256()
+    for p in (path / "model.safetensors", path / "tokenizer.json"):
+        if p.exists():
+            with open(p, "rb") as f:
+                for blk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(blk)
+    h.update((json.dumps(state_config(cfg), sort_keys=True) + _engine_tag(memory_dtype)).encode())
+    return h.hexdigest()[:16]
+
+
+# ----------------------------------------------------------------------------------------------
+# the carry on disk
+
+
+def read_meta(directory: Path, fingerprint: str) -> dict | None:
+    """The state's last commit record (None: nothing committed); CheckpointMismatch when another
+    model computed it."""
+    meta = MemmapChunkMemory.read_meta(directory)
+    if meta is not None and meta.get("model_fp") not in (None, fingerprint):
+        from .errors import CheckpointMismatch
+
+        raise CheckpointMismatch(f"states in {directory} were computed by model {meta.get('model_fp')}, "
+                                 f"not {fingerprint}")
+    return meta
+
+
+def load_carry(directory: Path, meta: dict | None, carry, cfg: DRTConfig, n_lower: int, device) -> bool:
+    """Fill a new carry from the committed carry file (False: none committed). A carry file no commit
+    names (a kill between writing it and committing meta.json) is deleted first."""
+    for f in directory.glob("carry-*.safetensors*"):
+        if meta is None or f.name != meta.get("carry"):
+            f.unlink(missing_ok=True)
+    if meta is None or not meta.get("carry"):
+        return False
+    from safetensors.torch import load_file
+
+    t = load_file(str(directory / meta["carry"]), device=str(device))
+    carry.pos, carry.n_tokens = int(meta["pos"]), int(meta["n_tokens"])
+    carry.sel_idx, carry.sel_w, carry.h_buf = t["sel_idx"], t["sel_w"], t["h_buf"]
+    carry.tok_buf = t["tok_buf"].tolist()
+    if carry.key_tail is not None:
+        carry.key_tail = t["key_tail"]
+    for i, w in enumerate(carry.windows):
+        w.k, w.v, w.pos, w.next_pos = t[f"w{i}.k"], t[f"w{i}.v"], t[f"w{i}.pos"], carry.pos + cfg.preamble_len
+    # a state committed with its retrieval groups deferred (Engine.prefill): caught up on demand
+    carry.upper_pos = int(meta.get("upper_pos", carry.pos))
+    carry.mid = t.get("mid")
+    for w in carry.windows[n_lower:]:  # the ring's positions as of upper_pos (stale ones are never read)
+        w.next_pos = carry.upper_pos + cfg.preamble_len
+    return True
+
+
+def save_carry(directory: Path, memory: ChunkMemory, carry, fingerprint: str, arch: str) -> None:
+    """Write the carry to a new file, then commit the memory with meta.json naming it; the carry file
+    of the commit before is deleted after."""
+    from safetensors.torch import save
+
+    name = f"carry-{carry.n_tokens}.safetensors"
+    tensors: dict[str, torch.Tensor] = carry.tensors()
+    atomic_write_bytes(directory / name, save({k: v.cpu() for k, v in tensors.items()}))
+    old = memory.meta.get("carry")
+    memory.commit({"carry": name, "pos": carry.pos, "n_tokens": carry.n_tokens, "model_fp": fingerprint,
+                   "arch": arch, "upper_pos": carry.upper_pos})
+    if old and old != name:
+        try:
+            (directory / old).unlink()
+        except FileNotFoundError:
+            pass
