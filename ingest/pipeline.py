@@ -7,7 +7,7 @@
 - cancel: a `threading.Event`. Before the document is stored, cancelling raises `Cancelled` and
   leaves the library as it was. During prefill the engine stops at the next chunk batch; what it
   checkpointed is kept, the document is "partial", and running `ingest` again resumes it.
-- errors: every bad input raises an `IngestError` (one line, `user_error = True`) before anything is
+- errors: every bad input raises an `IngestError` (a `cli_io.UserError`: one line) before anything is
   written. The document, its pages, chunks and token ids are written in ONE transaction, only after
   parsing and tokenizing succeeded. Prefill state is separate: a row per (document, model
   fingerprint) whose counters follow the engine's checkpoints (`state.n_tokens`).
@@ -26,6 +26,8 @@
   `DRT_PREFILL_CHECKPOINT_EVERY` (blocks per checkpoint) are passed to `engine.prefill` when set
   (the engine's defaults otherwise). A resumed prefill should use the same block size as the run it
   continues for states bit-identical to an uninterrupted run's.
+- a state saved before the chunks' token ids were stored (`store.errors.StateTooOld` when opened) is
+  prefilled again from the stored token ids, with a warning; asking it first says to ingest again.
 
 The engine (drt_core.engine) is only touched through `Engine.from_pretrained`, `.tokenizer`,
 `.fingerprint`, `.open_state(dir)`, `.prefill(state, ids, cancel=)` and `state.n_tokens` /
@@ -48,6 +50,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from drt_core.protocol import DocumentEngine
+from store.errors import StateTooOld
 from store.library import Library
 
 from .errors import Cancelled, EngineUnavailable, IngestError, PrefillBusy
@@ -406,7 +409,7 @@ def _prefill_locked(
 ) -> dict:
     total = len(ids)
     try:
-        state = engine.open_state(sdir)
+        state = _open_state(engine, sdir, doc_id)
     except OSError as e:
         if e.errno in _DISK_FULL:
             raise _disk_full(e, sdir) from e
@@ -472,6 +475,20 @@ def _prefill_locked(
     row = save("partial")
     emit(Progress("prefill", row["n_tokens_done"], total, message="cancelled: run ingest again to resume"))
     return row
+
+
+def _open_state(engine: DocumentEngine, sdir: Path, doc_id: str) -> Any:
+    """engine.open_state(sdir) under the prefill lock. A state saved before the chunks' token ids
+    were stored (StateTooOld) is removed and opened anew: its prefill starts again from the token
+    ids in the library, which hold everything it was computed from."""
+    try:
+        return engine.open_state(sdir)
+    except StateTooOld as e:
+        logger.warning("%s; prefilling document %s again", e, doc_id[:12])
+        for f in sdir.iterdir():
+            if f.name != LOCK_NAME:  # held by this prefill
+                shutil.rmtree(f) if f.is_dir() else f.unlink()
+        return engine.open_state(sdir)
 
 
 def _disk_full(e: OSError, sdir: Path) -> IngestError:

@@ -129,8 +129,12 @@ class RamChunkMemory(ChunkMemory):
 
 
 class MemmapChunkMemory(ChunkMemory):
-    """Disk tier: directory with key.f32, k.bin, v.bin, sel_idx.i32, sel_w.f32, tok.i32 and meta.json
-    (tok.i32 came later: a directory written before it gets a zero-filled one, read as pad ids)."""
+    """Disk tier: directory with key.f32, k.bin, v.bin, sel_idx.i32, sel_w.f32, tok.i32 and meta.json.
+
+    tok.i32 came later: a state committed before it (no tok.i32, or a first chunk whose ids start
+    with 0, the pad id that no document token has: the ids it lacked were padded) is refused with
+    StateTooOld rather than read with pad ids in place of its tokens; the ingest pipeline then
+    prefills the document again from its stored token ids."""
 
     BLOCK = 1024  # chunks added per file growth
 
@@ -145,11 +149,26 @@ class MemmapChunkMemory(ChunkMemory):
             shape = (meta["D"], meta["N"], meta["G"], meta["k"], meta["dtype"])
             if shape != (D, N, G, k, self.dtype.name):
                 raise ValueError(f"chunk memory at {self.dir} has shape {shape}, expected {(D, N, G, k, self.dtype.name)}")
+            if not self._has_token_ids(int(meta["n"])):
+                from .errors import StateTooOld
+
+                raise StateTooOld(f"the prefilled state in {self.dir} was saved before the chunks' token ids "
+                                  "were stored: prefill the document again (drt-reader ingest on its file)")
         self.n = int(meta["n"]) if meta else 0
         self.meta = meta or {}
         self._cap = 0
         self._open(max(self.BLOCK, -(-self.n // self.BLOCK) * self.BLOCK))
         self._key_ram = np.array(self._key[: self.n], dtype=np.float32)
+
+    def _has_token_ids(self, n: int) -> bool:
+        """Whether a committed directory holds its chunks' token ids (see the class docstring)."""
+        p = self.dir / "tok.i32"
+        if not p.exists():
+            return False
+        if n == 0:
+            return True
+        first = np.fromfile(p, dtype=np.int32, count=1)
+        return len(first) == 1 and int(first[0]) != 0
 
     # files -------------------------------------------------------------------------------------
     def _spec(self):

@@ -35,3 +35,8 @@ class LibraryBusy(StoreError):
 
 class LibraryFull(StoreError):
     """The disk (or the database's size limit) is full: the write was rolled back."""
+
+
+class StateTooOld(StoreError):
+    """A prefilled state saved before the chunks' token ids were stored: it cannot be read on; the
+    document is prefilled again from its stored token ids (ingest does it)."""

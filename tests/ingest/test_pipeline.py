@@ -293,3 +293,48 @@ def test_sigkill_during_prefill_then_resume(assets, tmp_path):
             c.close()
 
     assert dep(home) == dep(ref_home)
+
+
+def test_a_state_saved_before_token_ids_is_prefilled_again(library, tmp_path):
+    """A document whose state was saved before the chunks' token ids were stored (no tok.i32): asking
+    it is a clear one-line error saying to ingest again; ingesting it again prefills it anew from the
+    library's token ids, ending with the state an uninterrupted prefill makes, its token ids stored.
+    Nothing is lost: the state is computed from those ids, which the library keeps."""
+    import numpy as np
+
+    from cli_io import UserError
+    from drt_core.config import DRTConfig
+    from drt_core.engine import Engine
+    from drt_core.modeling import DRTForCausalLM
+    from ingest.pipeline import ready_state
+    from store.errors import StateTooOld
+
+    shipped = Path(__file__).resolve().parents[2] / "checkpoints" / "drt-tiny"
+    model_dir = tmp_path / "model"
+    DRTForCausalLM(DRTConfig.from_preset("tiny", vocab_size=8192)).save_pretrained(model_dir)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copy(shipped / name, model_dir / name)
+    engine = Engine.from_pretrained(model_dir, device="cpu")
+    src = tmp_path / "doc.txt"
+    src.write_text("The lighthouse keeper counted the ships that passed in the night. " * 40)
+    res = ingest(src, library=library, engine=engine)
+    assert res.status == "done"
+    sdir = state_dir(library.home, res.doc_id, engine.fingerprint)
+    mem = ready_state(library, engine, res.doc_id).memory
+    n, keys, toks = mem.n, mem.keys().copy(), mem.tokens(np.arange(mem.n)).copy()
+    del mem
+    ids = library.token_ids(res.doc_id)
+    assert n >= 3 and toks[0].tolist() == ids[:63]
+
+    (sdir / "tok.i32").unlink()  # as a state committed before the chunk store kept token ids
+    with pytest.raises(StateTooOld, match="drt-reader ingest") as e:
+        ready_state(library, engine, res.doc_id)
+    assert isinstance(e.value, UserError) and "\n" not in str(e.value)
+
+    again = ingest(src, library=library, engine=engine)
+    assert again.status == "done" and again.doc_id == res.doc_id and not again.created
+    mem = ready_state(library, engine, res.doc_id).memory
+    assert mem.n == n and np.array_equal(mem.keys(), keys)
+    assert np.array_equal(mem.tokens(np.arange(n)), toks)
+    row = library.prefill_state(res.doc_id, engine.fingerprint)
+    assert row["status"] == "done" and row["n_tokens_done"] == len(ids)
