@@ -1,4 +1,4 @@
-"""Generation on a fork of a document's state, as gpt-fast's generate.py: the prompt fed at once,
+"""Generation on a fork of a document's state, as in gpt-fast's generation: the prompt fed at once,
 then one token at a time (`decode_one_token`), sampled (`sample`), with the retrieval trace of the
 chunks the answer reads (`RetrievalTrace`) and the events a caller streams (`GenEvent`).
 
