@@ -378,10 +378,8 @@ class Stream:
         model, c, car, mem = self.model, self.cfg, state.carry, state.memory
         S, D = c.chunk_size, c.hidden_size
         full = torch.cat([car.h_buf, x])  # starts at the current chunk's first slot
-        if len(car.tok_buf) != len(car.h_buf):  # a state saved before token ids were kept: pad ids
-            n = len(car.h_buf)
-            tail = car.tok_buf[len(car.tok_buf) - n:] if n else []
-            car.tok_buf = [c.pad_token_id] * (n - len(tail)) + tail
+        # one id per buffered state (a state saved before token ids were stored is refused on open)
+        assert len(car.tok_buf) == len(car.h_buf), f"carry: {len(car.tok_buf)} token ids, {len(car.h_buf)} states"
         full_tok = car.tok_buf + list(aug)  # the token id of every slot of `full`
         c0 = (car.pos - len(car.h_buf)) // S  # chunk index of full[0]
         m = len(full) // S  # chunks completed in this run

@@ -411,23 +411,26 @@ def test_orphan_carry_file_is_removed_on_open(tmp_path):
     assert st.n_tokens == 200
 
 
-def test_state_saved_before_token_ids_were_kept_still_streams():
-    """A carry from before `tok_buf` was maintained (empty, while h_buf holds a partial chunk):
-    the missing ids are read as pad ids, the stream goes on, and later chunks get their real ids."""
+def test_a_state_saved_before_token_ids_were_stored_is_refused(tmp_path):
+    """Regression (the padding of such states is gone): a state directory committed before the chunk
+    store kept token ids (no tok.i32) is refused on open with a one-line StateTooOld, never read on
+    with pad ids in place of its tokens (ingest then prefills it again: tests/ingest/test_pipeline.py).
+    A state reopened mid-chunk has one token id per buffered state."""
+    from store.errors import StateTooOld
+
     m = make_model(copy_head=True)
     eng = Engine(m, memory_dtype=np.float32)
-    st = eng.new_state()
     ids = ids_of(300, seed=9)[0].tolist()
-    eng.feed(st, ids[:100])  # chunk 0 complete, 37 tokens of chunk 1 buffered
-    assert len(st.carry.tok_buf) == len(st.carry.h_buf) > 0
-    st.carry.tok_buf = []  # as an old state reopens
-    out = eng.feed(st, ids[100:], want_logits=True)
-    assert out.shape == (200, V) and torch.isfinite(out).all()
-    toks = st.memory.tokens(np.array([0, 1, 2]))
-    assert toks[0].tolist() == ids[:63]
-    n_old = 100 - 63  # chunk 1's slots that were buffered when the ids were lost
-    assert toks[1].tolist() == [0] * n_old + ids[100:126]
-    assert toks[2].tolist() == ids[126:189]
+    st = eng.open_state(tmp_path / "s")
+    list(eng.prefill(st, ids[:200], block_chunks=2, checkpoint_every=1))  # 3 chunks, 11 tokens buffered
+    del st
+    st = eng.open_state(tmp_path / "s")
+    assert len(st.carry.tok_buf) == len(st.carry.h_buf) > 0 and st.carry.tok_buf[-1] == ids[199]
+    del st
+    (tmp_path / "s" / "tok.i32").unlink()
+    with pytest.raises(StateTooOld, match="saved before the chunks' token ids were stored") as e:
+        eng.open_state(tmp_path / "s")
+    assert "\n" not in str(e.value)
 
 
 def test_copy_head_reads_the_keys_gca_gathered(monkeypatch):
@@ -474,6 +477,36 @@ def test_generate_with_no_repeat_ngram_does_not_loop():
     assert len(set(bigrams(loop))) < len(bigrams(loop))  # the plain greedy answer does repeat itself
     ids = answer_ids(2)
     assert len(ids) == 40 and len(set(bigrams(ids))) == len(bigrams(ids))
+
+
+def test_a_forks_memory_index_starts_from_its_bases(monkeypatch):
+    """MemoryIndex: a question's fork takes the stored chunks' token ids, distinct tokens and words
+    and lexical counts from its base's index, never reading the stored memory again; it adds its
+    own chunks, and its rows equal those of an index computed from scratch over its memory. The
+    base's index is left as it was."""
+    from drt_core.memory_index import MemoryIndex
+
+    m = make_model(groups=(1, 1), **copy_kw("lexwords"))
+    eng = Engine(m, memory_dtype=np.float32)
+    lex, c = m.lexical, eng.cfg
+    ids = ids_of(63 * 8 + 10, seed=7)[0].tolist()
+    st = eng.new_state()
+    eng.feed(st, ids[: 63 * 6])
+    st.index.lexical_stats(lex, c.vocab_size, c.pad_token_id)  # as the document's first question leaves it
+    base_rows = {k: v.clone() for k, v in st.index.rows.items()}
+    fork = st.fork()
+    reads = []
+    tokens = type(st.memory).tokens
+    monkeypatch.setattr(type(st.memory), "tokens",
+                        lambda self, idx: (self is st.memory and reads.append(idx)) or tokens(self, idx))
+    eng.feed(fork, ids[63 * 6:])  # two more chunks, each selected with the lexical term
+    assert reads == [] and fork.memory.n == 8
+    fresh = MemoryIndex(fork.memory, eng.device)
+    fresh.lexical_stats(lex, c.vocab_size, c.pad_token_id)
+    assert set(fresh.rows) == set(fork.index.rows) == {"tokens", "distinct_tokens", "distinct_words"}
+    for k, v in fresh.rows.items():
+        assert len(v) == 8 and torch.equal(v, fork.index.rows[k]), k
+        assert torch.equal(st.index.rows[k], base_rows[k]), k
 
 
 @pytest.mark.parametrize("kind", ["ram", "memmap", "overlay"])
