@@ -173,7 +173,7 @@ def document_parts(library, doc_id: str) -> list[Part]:
         starts = [(f"pp. {pages[int(i * per)]['label']}-{pages[min(len(pages), int((i + 1) * per)) - 1]['label']}",
                    pages[int(i * per)]["char_start"]) for i in range(k)]
         source = "pages"
-    starts = sorted({pos: t for t, pos in starts}.items())
+    starts = sorted({pos: t for t, pos in starts if pos < n_chars}.items())  # (a view cut at a page: none past its end)
     parts: list[Part] = []
     if starts and starts[0][0] > 0:
         if starts[0][0] >= 0.1 * n_chars:

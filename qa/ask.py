@@ -302,6 +302,8 @@ class BeforePage:
             raise QAError(f"nothing ends before page {page}: ask about a later page")
         self.page = int(page)
         self.n_tokens = rows[self.limit - 1]["tok_end"]
+        self.last_page = rows[self.limit - 1]["page_last"]
+        self.n_chars = rows[self.limit - 1]["char_end"]
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._lib, name)
@@ -317,7 +319,18 @@ class BeforePage:
         return dict(self._lib.document(doc_id), n_chunks=self.limit)
 
     def pages(self, doc_id: str, with_text: bool = False, numbers=None) -> list[dict]:
-        return [p for p in self._lib.pages(doc_id, with_text=with_text, numbers=numbers) if p["number"] < self.page]
+        """The pages the read chunks lie on, the last one cut where they end: the pages of the
+        document truncated there."""
+        out = []
+        for p in self._lib.pages(doc_id, with_text=with_text, numbers=numbers):
+            if p["number"] > self.last_page or p["char_start"] >= self.n_chars:
+                continue
+            if p["char_end"] > self.n_chars:
+                p = dict(p, char_end=self.n_chars)
+                if with_text:
+                    p["text"] = p["text"][: self.n_chars - p["char_start"]]
+            out.append(p)
+        return out
 
 
 _PREFIXES: dict[tuple, Any] = {}  # (home, doc, model, tokens) -> the state after a prefix (RAM, two kept)

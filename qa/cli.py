@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--mode",
         choices=("extractive", "abstractive"),
         default="extractive",
-        help="extractive: the passages the document retrieves most; abstractive: generated "
+        help="extractive: sentences quoted from each part that tell what happens; abstractive: generated "
         "(default extractive)",
     )
     p.add_argument(
@@ -48,6 +48,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     where.add_argument("--pages", metavar="A-B", default=None, help="only pages A to B (physical page numbers)")
     where.add_argument("--chapter", type=int, metavar="N", default=None,
                        help="only part N (chapters or sections; `drt-reader outline DOC` lists them)")
+    p.add_argument("--before-page", type=int, metavar="N", default=None,
+                   help="the story so far: summarize only what ends before page N (nothing from page N on)")
     json_flag(p)
     p.set_defaults(func=cmd_summarize)
 
@@ -218,7 +220,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
         doc_id = lib.resolve(args.doc_id)
         engine = load_engine(args)
         out = summarize(lib, engine, doc_id, mode=args.mode, max_new_tokens=args.max_new_tokens,
-                        chapter=args.chapter, pages=pages)
+                        chapter=args.chapter, pages=pages, before_page=args.before_page)
     text = (out["summary"] or EMPTY_GENERATION) + "\n\nEvidence:\n" + (_evidence_text(out["evidence"]) or "  (none)")
     if out["trace"].get("notice"):
         text = out["trace"]["notice"] + "\n\n" + text

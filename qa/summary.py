@@ -1,13 +1,17 @@
-"""Summaries: whole sentences from every part of the document, ranked by what the model retrieved.
+"""Summaries: each part's story in whole sentences quoted from it, and the story so far.
 
 extractive (default): the document is cut into parts (ingest.parts: chapters from the PDF's
-    bookmarks, headings, TeX sections, or equal page spans). While prefilling, every chunk
-    retrieved a few earlier chunks with fusion weights (the dependency map); a chunk's retrieval
-    centrality is the sum of the weights with which the rest of the document retrieved it, edges
-    from and to licence, contents and index pages left out. Within each part, each whole
-    sentence (it ends at . ! or ?, not at a page break) scores the centrality of the chunks it
-    lies on; the best sentences of each part are quoted verbatim, in document order, with their
-    pages. Nothing is paraphrased.
+    bookmarks, headings, TeX sections, or equal page spans). Each part's summary is its whole
+    sentences (they end at . ! or ?, not at a page break) chosen by qa.narrate: one from each
+    stretch of the part, from its start to its end, scored by what the part is about (the shipped
+    MiniLM encoder), the people it names, speech (penalised), its opening, words that move the
+    story on, and the model's retrieval centrality (the weighted in-degree of the sentence's
+    chunks in the dependency map, licence, contents and index pages left out). The book's summary
+    is its parts' summaries, in order, each sentence with its pages. Nothing is paraphrased.
+the story so far (`before_page=N`): the same summary of the document as a reader who stopped
+    before page N has it: only the chunks that end before page N, their pages, and the dependency
+    map's rows of those chunks (prefill is causal, so they are the truncated document's own): exact
+    by construction, as `ask --before-page` is.
 abstractive: the model generates after `drt_core.prompts.summary_suffix()`, retrieving only from
     the parts asked for. Offered only when the model's summary check (`summary_check.json` in its
     checkpoint, written by `drt-reader eval summary --write-check` on the validation chapters)
@@ -26,12 +30,13 @@ from typing import Sequence
 
 from store.library import Library
 
-from .ask import evidence_rows, generate, trace_json
+from .ask import BeforePage, evidence_rows, generate, prefix_state, trace_json
 from ingest.boilerplate import chunk_matter
 from ingest.parts import Part, document_parts, document_text, pages_ref, select
 from drt_core.protocol import DocumentEngine
 from ingest.pipeline import ready_state
 from .errors import QAError
+from . import narrate
 from .reader import sentence_spans
 
 MODES = ("extractive", "abstractive")
@@ -115,18 +120,16 @@ def part_sentences(text: str, part: Part, chunks: list[dict], centrality: list[f
 
 
 def per_part_budget(n_parts: int) -> int:
-    """Sentences per part: a whole book gets one or two from each chapter, a single part five."""
-    if n_parts <= 1:
-        return 5
-    if n_parts <= 6:
-        return 3
-    return 2 if n_parts <= 24 else 1
+    """Sentences per part: a chapter (or up to six parts) gets five, more parts three each: the
+    book's summary is its chapters' summaries."""
+    return 5 if n_parts <= 6 else 3
 
 
-def pick(cands: list[Sentence], k: int) -> list[Sentence]:
-    """The k best-scored sentences (ties: the earlier), in document order."""
-    best = sorted(cands, key=lambda s: (-s.score, s.char_start))[:k]
-    return sorted(best, key=lambda s: s.char_start)
+def minilm_embed(texts: list[str]):
+    """L2-normalised MiniLM embeddings of `texts` (the encoder the repository ships)."""
+    from drt_core.fixed_retriever import embed_texts
+
+    return embed_texts(texts)
 
 
 def extractive(
@@ -138,6 +141,7 @@ def extractive(
     pages: tuple[int, int] | None = None,
     per_part: int | None = None,
     span: tuple[int, int, str] | None = None,
+    embed=minilm_embed,
 ) -> dict:
     """{"summary", "evidence", "trace"}: whole sentences from every part (or from one `span`: (char
     start, char end, title), as `eval summary` gives a chapter); the trace lists the sentences
@@ -164,7 +168,10 @@ def extractive(
     k = per_part or per_part_budget(len(chosen))
     picked: list[Sentence] = []
     for part in chosen:
-        picked += pick(part_sentences(text, part, chunks, cent, boiler), k)
+        cands = part_sentences(text, part, chunks, cent, boiler)
+        idx = narrate.narrative([c.text for c in cands], [c.char_start for c in cands], (part.char_start, part.char_end),
+                                k, embed=embed, centrality=[c.score for c in cands])
+        picked += [cands[i] for i in idx]
     labels = {p["number"]: p["label"] for p in page_rows}
     lines, rows = [], []
     titles = {p.number: p.title for p in chosen}
@@ -181,7 +188,8 @@ def extractive(
         lines.append(f"{r['text']} ({pages_ref(r['pages'], labels)})")
     covered = len({r["part"] for r in rows})
     intro = (f"Extractive summary: {len(rows)} sentences quoted from {covered} of {len(chosen)} "
-             f"part(s) ({chosen[0].source}), the ones the rest of the document retrieved most.")
+             f"part(s) ({chosen[0].source}), in order: in each part, from its start to its end, the ones "
+             "that tell who does what.")
     top = max((r["score"] for r in rows), default=0.0) or 1.0
     ev_pairs: dict[int, float] = {}
     for r in rows:
@@ -190,8 +198,9 @@ def extractive(
     evidence = evidence_rows(library, doc_id, sorted(ev_pairs.items()), limit=len(ev_pairs))
     evidence.sort(key=lambda e: e["chunk"])
     trace = {"mode": "extractive",
-             "method": "retrieval centrality (weighted in-degree in the dependency map, boilerplate left out), "
-                       f"best {k} whole sentence(s) per part",
+             "method": f"narrative pick (qa.narrate): per part, the best whole sentence of each of {k} equal "
+                       "stretches by what the part is about (MiniLM), its recurring names, speech, its opening, "
+                       "time words and retrieval centrality",
              "sentences": rows, "parts": [p.to_json() for p in chosen],
              "in_degree": [round(x, 6) for x in cent], "selected": sorted(ev_pairs), "chunks": []}
     return {"summary": "\n\n".join([intro, *lines]), "evidence": evidence, "trace": trace}
@@ -251,10 +260,12 @@ def summarize(
     pages: tuple[int, int] | None = None,
     per_part: int | None = None,
     force_abstractive: bool = False,
+    before_page: int | None = None,
 ) -> dict:
     """Contract 2 `summarize`: {"summary", "evidence", "trace"}, the trace with "mode" (the one
     used) and "notice" (why the abstractive mode was not, else ""); recorded as a "summary" trace.
-    `force_abstractive` is for `eval summary`, which measures the mode before it is offered."""
+    `force_abstractive` is for `eval summary`, which measures the mode before it is offered.
+    `before_page`: the story so far, nothing from page N on (see the module docstring)."""
     if mode not in MODES:
         raise QAError(f"unknown summary mode {mode!r}; use one of {', '.join(MODES)}")
     fp = str(engine.fingerprint)
@@ -264,15 +275,26 @@ def summarize(
         ok, notice = abstractive_allowed(summary_check(engine.model_dir))
         if not ok:
             mode = "extractive"
+    dep = None
+    read = library
+    if before_page is not None:
+        read = BeforePage(library, doc_id, before_page)
+        if mode == "extractive":
+            dep = [r for r in dependency_map(library, engine, doc_id, state) if int(r.get("chunk", -1)) < read.limit]
+        else:
+            state = prefix_state(read, engine, doc_id, read.n_tokens)
     if mode == "extractive":
-        out = extractive(library, doc_id, dependency_map(library, engine, doc_id, state), chapter=chapter,
-                         pages=pages, per_part=per_part)
+        out = extractive(read, doc_id, dep if dep is not None else dependency_map(library, engine, doc_id, state),
+                         chapter=chapter, pages=pages, per_part=per_part)
     else:
         keep = None
         if chapter is not None or pages is not None:
-            keep = part_chunks(library, doc_id, select(document_parts(library, doc_id), chapter=chapter, pages=pages))
-        out = abstractive(library, engine, state, doc_id, keep=keep, max_new_tokens=max_new_tokens)
+            keep = part_chunks(read, doc_id, select(document_parts(read, doc_id), chapter=chapter, pages=pages))
+        out = abstractive(read, engine, state, doc_id, keep=keep, max_new_tokens=max_new_tokens)
     out["trace"]["mode"], out["trace"]["notice"] = mode, notice
+    if before_page is not None:
+        out["trace"]["before_page"] = int(before_page)
+        out["summary"] = f"The story so far, before page {int(before_page)}. " + out["summary"]
     library.add_trace(doc_id, fp, "summary", out)
     return out
 

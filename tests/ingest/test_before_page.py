@@ -8,6 +8,7 @@ import hashlib
 import pytest
 
 from qa.ask import BeforePage, ask, ask_all
+from qa.summary import summarize
 from qa.errors import QAError
 from ingest.pipeline import ingest, prefill_document
 
@@ -48,7 +49,14 @@ def test_before_page_retrieves_nothing_at_or_after_it_and_matches_the_truncated_
     assert out["evidence"] and all(p < 8 for e in out["evidence"] for p in e["pages"])
     assert out["quote"] is None or all(p < 8 for p in out["quote"]["pages"])
     assert out["trace"]["answer"]["before_page"] == 8
-    # the document truncated where the reading stops: the same pages, chunks and token ids, stored anew
+    short = ask(library, engine, truncated(library, engine, doc, view), q, max_new_tokens=8)
+    assert short["answer"] == out["answer"]
+    assert [(e["chunk"], e["weight"]) for e in short["evidence"]] == [(e["chunk"], e["weight"]) for e in out["evidence"]]
+
+
+def truncated(library, engine, doc: str, view: BeforePage) -> str:
+    """The document truncated where the reading stops: the same pages, chunks and token ids,
+    stored anew and prefilled; its id."""
     pages = library.pages(doc, with_text=True)
     chunks = library.chunks(doc)[: view.limit]
     ids = library.token_ids(doc)[: view.n_tokens]
@@ -62,9 +70,22 @@ def test_before_page_retrieves_nothing_at_or_after_it_and_matches_the_truncated_
     library.add_document(d, [{k: p[k] for k in ("number", "label", "char_start", "char_end", "text")} for p in kept],
                          chunks, ids)
     prefill_document(library, engine, d["id"])
-    short = ask(library, engine, d["id"], q, max_new_tokens=8)
-    assert short["answer"] == out["answer"]
-    assert [(e["chunk"], e["weight"]) for e in short["evidence"]] == [(e["chunk"], e["weight"]) for e in out["evidence"]]
+    return d["id"]
+
+
+def test_story_so_far_shows_nothing_from_page_n_on_and_matches_the_truncated_document(library, engine, assets):
+    doc = ingest(assets / "emma-pp2-21.pdf", library=library, engine=engine).doc_id
+    view = BeforePage(library, doc, 12)
+    so_far = summarize(library, engine, doc, before_page=12)
+    rows = so_far["trace"]["sentences"]
+    assert rows and all(p < 12 for r in rows for p in r["pages"])
+    assert all(p < 12 for e in so_far["evidence"] for p in e["pages"])
+    assert so_far["trace"]["before_page"] == 12 and so_far["summary"].startswith("The story so far, before page 12.")
+    whole = summarize(library, engine, doc)
+    assert any(p >= 12 for r in whole["trace"]["sentences"] for p in r["pages"])  # the cut is real
+    short = summarize(library, engine, truncated(library, engine, doc, view))
+    assert ([(r["text"], r["pages"], r["chunks"]) for r in short["trace"]["sentences"]]
+            == [(r["text"], r["pages"], r["chunks"]) for r in rows])
 
 
 def test_before_page_errors(library, engine, assets):
