@@ -379,7 +379,8 @@ class Stream:
         S, D = c.chunk_size, c.hidden_size
         full = torch.cat([car.h_buf, x])  # starts at the current chunk's first slot
         # one id per buffered state (a state saved before token ids were stored is refused on open)
-        assert len(car.tok_buf) == len(car.h_buf), f"carry: {len(car.tok_buf)} token ids, {len(car.h_buf)} states"
+        n_ids, n_states = len(car.tok_buf), len(car.h_buf)
+        assert n_ids == n_states, f"carry: {n_ids} token ids, {n_states} states"
         full_tok = car.tok_buf + list(aug)  # the token id of every slot of `full`
         c0 = (car.pos - len(car.h_buf)) // S  # chunk index of full[0]
         m = len(full) // S  # chunks completed in this run
