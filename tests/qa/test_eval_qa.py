@@ -196,6 +196,21 @@ def test_cli_eval_qa_json_and_errors(cli, qa_set, tmp_path, drt_home):
     assert rc == 2 and "unknown baseline tfidf" in err
 
 
+def test_cli_eval_qa_calibrate_without_a_threshold_to_calibrate(cli, qa_set):
+    """--calibrate calibrates the thresholds a checkpoint reads (the cross-encoder's, else the
+    reader's); with neither it says so. The retrieval_z threshold it used to compute instead, which
+    no config read, is gone."""
+    qf, root = qa_set
+    args = ("eval", "qa", "--questions", str(qf), "--docs-root", str(root), "--baselines", "", "--limit", "2",
+            "--calibrate")
+    rc, out, err = cli(*args)
+    assert rc == 0, err
+    assert "nothing calibrated" in out and "retrieval_z" not in out
+    rc, out, err = cli(*args, "--json")
+    assert rc == 0, err
+    assert "calibration" not in one_json(out)
+
+
 def test_mined_question_file_ends_when_a_type_runs_out(tmp_path):
     """Regression: with n larger than a type's items, the round robin stalled on the empty type
     forever (val has 8 mined character questions). It now takes what is left from the others."""
