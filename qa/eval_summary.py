@@ -1,14 +1,15 @@
 """`drt-reader eval summary`: chapter summaries against summaries written by reading.
 
-The sets (docs/eval/summaries/: `sealed.jsonl`, 12 test-split chapters, read once per shipped
-round; `val.jsonl`, 6 validation-split chapters, for choices) give per chapter the book, its
-line span, a summary written in the reader's own words and three key sentences copied verbatim.
-Each book is ingested and prefilled (resumable); each chapter is found in the stored text by its
-first and last lines, and summarised by every system with the same budget (SENTENCES whole
+The sets (docs/eval/summaries/: `sealed_v2.jsonl`, 15 chapters of three books outside every
+split, read once per shipped round; `sealed.jsonl`, 12 test-split chapters, read in issue 51 and
+now for development; `val.jsonl`, 6 validation-split chapters, for choices) give per chapter the
+book, its line span, a summary written in the reader's own words and three key sentences copied
+verbatim. Each book is ingested and prefilled (resumable), as the record's `read_as` file when it
+has one (a PDF of the same book; its line span still refers to `doc`); each chapter is found in
+the stored text by its first and last lines, and summarised by every system with the same budget (SENTENCES whole
 sentences; the model's generation: up to --max-new-tokens):
 
-  drt          the extractive summary (qa.summary.extractive): sentences ranked by the model's
-               retrieval centrality in the chapter
+  drt          the extractive summary (qa.summary.extractive): the narrative pick (qa.narrate)
   lead         the chapter's first sentences (the strongest plain baseline of news summarisation)
   centroid     the sentences closest to the chapter's TF-IDF centroid (Radev et al. 2004)
   abstractive  the model's own generation after the summary prompt, retrieving only from the chapter
@@ -37,7 +38,9 @@ logger = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parent.parent
 SETS = {"val": ROOT / "docs" / "eval" / "summaries" / "val.jsonl",
-        "sealed": ROOT / "docs" / "eval" / "summaries" / "sealed.jsonl"}
+        "sealed": ROOT / "docs" / "eval" / "summaries" / "sealed.jsonl",
+        "sealed_v2": ROOT / "docs" / "eval" / "summaries" / "sealed_v2.jsonl"}
+SET_ROOTS = {"sealed_v2": ROOT.parent / "shared"}  # its `doc` paths are relative to ../shared
 SENTENCES = 5
 SYSTEMS = ("drt", "lead", "centroid", "abstractive")
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
@@ -142,9 +145,11 @@ def run_summary_eval(set_path: str | Path, *, home: str | Path, model: str, docs
     with Library(home) as lib:
         for doc in dict.fromkeys(r["doc"] for r in recs):
             path = Path(docs_root) / doc
-            if not path.is_file():
-                raise QAError(f"document not found: {path} (--docs-root {docs_root})")
-            res = pipeline.ingest(path, library=lib, engine=engine, progress=progress)
+            read = Path(docs_root) / next((r.get("read_as") or doc) for r in recs if r["doc"] == doc)
+            for f in {path, read}:
+                if not f.is_file():
+                    raise QAError(f"document not found: {f} (--docs-root {docs_root})")
+            res = pipeline.ingest(read, library=lib, engine=engine, progress=progress)
             if res.status != "done":
                 raise QAError(f"prefill of {path} did not finish ({res.status}); run again to resume")
             text = document_text(lib, res.doc_id)
@@ -208,10 +213,12 @@ def write_check(res: dict, model_dir: str | Path, command: str) -> Path:
 def register_eval(esub) -> None:
     s = esub.add_parser("summary", help="chapter summaries against summaries written by reading (ROUGE-L)")
     s.add_argument("--set", dest="summary_set", default="val",
-                   help="val (validation chapters, for choices), sealed (test chapters: once per shipped "
-                        "round), or a JSONL path (default val)")
-    s.add_argument("--docs-root", metavar="DIR", default=str(DEFAULT_DOCS_ROOT),
-                   help="where the records' `doc` paths are (default: the repository's ../shared/corpora)")
+                   help="val (validation chapters, for choices), sealed_v2 (unseen books' chapters: once per "
+                        "shipped round), sealed (issue 51's test chapters, now development), or a JSONL path "
+                        "(default val)")
+    s.add_argument("--docs-root", metavar="DIR", default=None,
+                   help="where the records' `doc` paths are (default: the repository's ../shared/corpora; "
+                        "../shared for sealed_v2)")
     s.add_argument("--home", dest="summary_home", metavar="DIR", default=None,
                    help="library the books are ingested into (default: <--home>/eval-summary)")
     s.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated, from {', '.join(SYSTEMS)}")
@@ -232,7 +239,9 @@ def cmd_summary(args) -> int:
     from ingest.session import ProgressPrinter
 
     set_path = SETS.get(args.summary_set, args.summary_set)
-    if args.write_check and Path(set_path).resolve() == SETS["sealed"].resolve():
+    if args.docs_root is None:
+        args.docs_root = str(SET_ROOTS.get(args.summary_set, DEFAULT_DOCS_ROOT))
+    if args.write_check and Path(set_path).resolve() in {SETS["sealed"].resolve(), SETS["sealed_v2"].resolve()}:
         raise QAError("--write-check decides on validation chapters only: use --set val")
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     unknown = [s for s in systems if s not in SYSTEMS]

@@ -23,8 +23,8 @@ chapters (docs/eval/summaries/val.jsonl and the first sealed set, read in issue 
 `python -m bench.summary_dev`: ROUGE-L 0.160 and key-sentence recall 16.7% there, against the
 lead's 0.138 / 11.1% and the TF-IDF centroid's 0.142 / 11.1%. The centrality's weight is small
 (0.1 did as well as 0 there, 0.25 worse): it mostly breaks ties. Only the
-`PER_STRETCH` best sentences of each stretch by the signals that need no encoder are embedded,
-which keeps a whole book's summary to seconds.
+`PER_STRETCH` best sentences of each stretch by the signals that need no encoder are embedded, and
+a whole book's parts share `EMBED_BUDGET` of them, which keeps its summary to seconds.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ Let Do Did Does Is Was Were Be Been Are Have Has Had Will Would Shall Should Can
 """.split())
 REDUNDANT = 0.85
 PER_STRETCH = 8  # sentences per stretch embedded (the best by the signals that need no encoder)
+EMBED_BUDGET = 400  # sentences embedded for one summary at most: a whole book's parts share it (2 a stretch at least)
 _MOVES_ON = re.compile(
     r"^(At (last|length|this|these|that|the|nine|ten|eleven|midnight|daybreak|dawn)|When|Next|The next|On the"
     r"|One (fine )?(morning|day|evening|night)|That (night|evening|morning)|In the (morning|evening)|After|Then"
@@ -122,7 +123,7 @@ def stretches(starts: Sequence[int], chapter: tuple[int, int], k: int) -> list[l
 
 def narrative(sentences: Sequence[str], starts: Sequence[int], chapter: tuple[int, int], k: int,
               embed: Callable[[list[str]], object] | None = None, centrality: Sequence[float] | None = None,
-              w: Weights = WEIGHTS) -> list[int]:
+              w: Weights = WEIGHTS, per_stretch: int = PER_STRETCH) -> list[int]:
     """Indices into `sentences` of at most `k`, one per stretch, in order (see the module docstring).
     `embed(texts)` gives L2-normalised rows (a torch tensor); without it the `about` term is 0."""
     n = len(sentences)
@@ -130,7 +131,7 @@ def narrative(sentences: Sequence[str], starts: Sequence[int], chapter: tuple[in
         return []
     k = min(k, n)
     plain = plain_scores(sentences, centrality, w)
-    groups = [sorted(g, key=lambda i: (-plain[i], i))[:PER_STRETCH] for g in stretches(starts, chapter, k)]
+    groups = [sorted(g, key=lambda i: (-plain[i], i))[:per_stretch] for g in stretches(starts, chapter, k)]
     score = {i: plain[i] for g in groups for i in g}
     emb = None
     if embed is not None and w.about:

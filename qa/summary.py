@@ -166,11 +166,12 @@ def extractive(
         chosen = [Part(p.number, p.title, max(p.char_start, lo), min(p.char_end, hi), max(p.page_first, pages[0]),
                        min(p.page_last, pages[1]), p.source) for p in chosen]
     k = per_part or per_part_budget(len(chosen))
+    per_stretch = max(2, min(narrate.PER_STRETCH, narrate.EMBED_BUDGET // (k * len(chosen))))
     picked: list[Sentence] = []
     for part in chosen:
         cands = part_sentences(text, part, chunks, cent, boiler)
         idx = narrate.narrative([c.text for c in cands], [c.char_start for c in cands], (part.char_start, part.char_end),
-                                k, embed=embed, centrality=[c.score for c in cands])
+                                k, embed=embed, centrality=[c.score for c in cands], per_stretch=per_stretch)
         picked += [cands[i] for i in idx]
     labels = {p["number"]: p["label"] for p in page_rows}
     lines, rows = [], []

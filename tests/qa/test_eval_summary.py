@@ -35,9 +35,10 @@ def test_lead_and_centroid_take_whole_sentences_in_order():
 
 
 def test_the_committed_sets_are_well_formed():
-    for name in ("val", "sealed"):
+    for name in ("val", "sealed", "sealed_v2"):
         rows = load_set(SETS[name])
         assert len(rows) >= (6 if name == "val" else 10)
+        assert name != "sealed_v2" or (len({r["doc"] for r in rows}) >= 3 and all(r["read_as"] for r in rows))
         for r in rows:
             assert r["line_start"] < r["line_end"] and len(r["key_sentences"]) == 3 and len(r["summary"].split()) >= 50
 
@@ -51,7 +52,8 @@ def test_run_on_a_written_chapter(tmp_path, assets, fake_engine, monkeypatch):
     end = book.index("Letter 3", start) - 1
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "f.txt").write_text("\n".join(book) + "\n")
-    rec = {"doc": "f.txt", "chapter": "Letter 2", "line_start": start, "line_end": end,
+    (tmp_path / "docs" / "as-read.txt").write_text("AN EDITION\n\nWith a preface of its own.\n\n" + "\n".join(book) + "\n")
+    rec = {"doc": "f.txt", "read_as": "as-read.txt", "chapter": "Letter 2", "line_start": start, "line_end": end,
            "summary": "Walton writes to his sister from Archangel that he has hired a ship and longs for a friend.",
            "key_sentences": ["a", "b", "c"]}
     path = tmp_path / "set.jsonl"
