@@ -35,7 +35,7 @@ COMMAND_MODULES = [
 ]
 # modules that add subcommands to `eval` (register_eval(esub)), as light as the ones above
 EVAL_MODULES = [
-    "drt_core.train.cli",  # eval niah | ppl
+    "drt_core.evals.cli",  # eval niah | ppl
     "qa.eval_qa",  # eval qa
     "qa.eval_summary",  # eval summary
 ]

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, ".")
-from drt_core.train.evaluate import parse_length  # noqa: E402
+from drt_core.evals.lengths import parse_length  # noqa: E402
 from drt_core.modeling import DRTForCausalLM  # noqa: E402
 from drt_core.train.tasks import build  # noqa: E402
 

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 
-from drt_core.train.evaluate import parse_length as parse_len  # noqa: E402  (one length syntax: 4k, 1m)
+from drt_core.evals.lengths import parse_length as parse_len  # noqa: E402  (one length syntax: 4k, 1m)
 
 
 def semantic_hit(prompt: list[int], row: int, target: int, cfg) -> bool:

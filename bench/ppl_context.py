@@ -19,7 +19,7 @@ import sys
 import numpy as np
 
 
-from drt_core.train.evaluate import parse_length as parse_len  # noqa: E402  (one length syntax: 4k, 1m)
+from drt_core.evals.lengths import parse_length as parse_len  # noqa: E402  (one length syntax: 4k, 1m)
 
 
 def run(models: list[str], file: str, context: int, tail: int, windows: int) -> dict:

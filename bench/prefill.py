@@ -9,7 +9,7 @@ memory it needs, for
                      Stream.full_attention_capacity = 65536 positions, attended in full every block);
     full_attention_kv  the same weights with a growing KV cache that only attends to the positions
                      filled so far (the best case for full attention on CPU; bench-local loop,
-                     checked against the batch model's logits in tests/drt_core/train/test_evaluate.py),
+                     checked against the batch model's logits in tests/drt_core/evals/test_evals.py),
     drt_eager        on request (--archs): the DRT with its retrieval groups run at every position, as
                      before they were deferred (Engine.prefill defer_upper=False; `drt` defers them to
                      the last positions and runs them there, once, inside its timing);
@@ -57,7 +57,7 @@ ARCHS = ("drt", "sliding_window", "full_attention", "full_attention_kv")
 OPTIONAL_ARCHS = ("landmark", "drt_eager")  # measured when --archs names them
 
 
-from drt_core.train.evaluate import parse_length  # noqa: E402  (one length syntax: 4k, 1m)
+from drt_core.evals.lengths import parse_length  # noqa: E402  (one length syntax: 4k, 1m)
 
 
 def fmt_length(n: int) -> str:

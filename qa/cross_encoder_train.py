@@ -5,7 +5,7 @@
 
 Examples, per sampled training-split document (its 63-token chunks, ingest.tokenize; the engine's
 BM25 over chunk +- 1 units, drt_core.bm25):
-- **mined questions** (`data/qa/train.jsonl`, drt_core.train.mine; each also asked as a paraphrase,
+- **mined questions** (`data/qa/train.jsonl`, drt_core.mine; each also asked as a paraphrase,
   qa.reader_train.paraphrase): the positive is the window (qa.cross_encoder.passage_window) of the
   chunk holding the answer's first character, with the answer's span as the span label; the
   negatives are BM25's best chunks at least two chunks away from it (hard negatives: they share the

@@ -140,13 +140,22 @@ class TextFinder:
         i = bisect.bisect_right(self.starts_c, c) - 1
         return self.starts_o[i] + (c - self.starts_c[i])
 
-    def find(self, passage: str) -> tuple[int, int] | None:
+    def find(self, passage: str, before: int | None = None) -> tuple[int, int] | None:
+        """The first place of `passage`; with `before` (an offset in the text), the last one that
+        starts before it."""
         p = " ".join(str(passage).split())
         if not p:
             return None
-        a = self.collapsed.find(p)
-        if a < 0:
-            a = self.folded.find(_fold(p))
+        if before is None:
+            a = self.collapsed.find(p)
+            if a < 0:
+                a = self.folded.find(_fold(p))
+        else:
+            i = bisect.bisect_left(self.starts_o, before)
+            limit = self.starts_c[i] if i < len(self.starts_c) else len(self.collapsed)
+            a = self.collapsed.rfind(p, 0, limit)
+            if a < 0:
+                a = self.folded.rfind(_fold(p), 0, limit)
         if a < 0:
             return None
         return self._orig(a), self._orig(a + len(p) - 1) + 1
@@ -496,7 +505,7 @@ def calibrate_cross_encoder(rows: list[dict], system: str, max_false: float = 0.
 
 def mined_question_file(qa_dir: str | Path, split: str, out: str | Path, *, n: int = 200, n_unanswerable: int = 40,
                         seed: int = 0, docs_root: str | Path | None = None) -> Path:
-    """A question file (load_questions' format) from the mined questions of `split` (drt_core.train.mine's
+    """A question file (load_questions' format) from the mined questions of `split` (drt_core.mine's
     data/qa/{split}.jsonl): n answerable ones, spread over the question types, their gold the mined
     passage's text; and n_unanswerable questions asked of a document they are not about: a mined
     question of another document whose capitalised and long words do not occur in this one

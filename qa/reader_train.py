@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from drt_core.bm25 import BM25, STOP
-from drt_core.train.mine import answer_target
+from drt_core.mine.items import answer_target
 
 from .reader import (SENTENCE_FEATURES, SPAN_FEATURES, WORD, DocStats, Passage, QuestionInfo, _names, candidates,
                      sentence_features, span_candidates, span_features)

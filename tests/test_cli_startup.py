@@ -76,7 +76,7 @@ def test_lazy_package_names_and_pandas_afterwards(tmp_path):
     code = """
 import json, sys
 out = sys.argv[1]
-import drt_core, drt_core.errors, drt_core.train.cli, store.library
+import drt_core, drt_core.errors, drt_core.train.cli, drt_core.evals.cli, store.library
 light = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "transformers", "pandas"))
 import pandas
 from drt_core import DRTConfig, PRESETS

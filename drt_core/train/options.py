@@ -61,7 +61,7 @@ class TrainConfig:
     hard_negatives_per_row: int = 32  # how many passages each single / multikey / 2hop row gets
     group_targets: bool = False  # G >= 2: group g is trained (and forced) toward target column g (2hop: hop g + 1)
     train_only: str = ""  # comma-separated parameter-name fragments to train (others frozen); "" = all
-    qa_data: str = ""  # mined questions (drt_core.train.mine): directory with train.jsonl / train.bin; "" = <data>/qa
+    qa_data: str = ""  # mined questions (drt_core.mine): directory with train.jsonl / train.bin; "" = <data>/qa
     qa_boilerplate: str = ""  # .npy of boilerplate passages (licence pages, contents) spliced into qa rows
     qa_boilerplate_per_row: int = 8  # how many each qa row gets
     init_lexical: float = 0.0  # > 0: set the lexical scorer's token weights from idf (tokens in more than this share of chunks get 0)
@@ -95,7 +95,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
                    help="mined hub passages (drt-reader bench mine_hubs) spliced into every NIAH row's haystack")
     p.add_argument("--hard-negatives-per-row", type=int, default=d.hard_negatives_per_row,
                    help=f"passages per row (default {d.hard_negatives_per_row})")
-    p.add_argument("--qa-data", default="", help="mined questions (python -m drt_core.train.mine): a directory with "
+    p.add_argument("--qa-data", default="", help="mined questions (python -m drt_core.mine): a directory with "
                    "train.jsonl and train.bin; default <data>/qa")
     p.add_argument("--qa-boilerplate", default="", metavar="PASSAGES.npy",
                    help="boilerplate passages (licence pages, contents lists: ingest.boilerplate) written over "

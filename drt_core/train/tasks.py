@@ -873,7 +873,7 @@ def rename_labels(ids: Sequence[int], rng, words: Sequence[str], tokenizer_path=
 
 def build_qa_example(doc, item: dict, length: int, rng, *, encode=None, answer_weight: float = 5.0,
                      margin: int = 320, chunk_tokens: int = CHUNK_TOKENS) -> dict:
-    """A training row of exactly `length` tokens from a mined question (drt_core.train.mine; `item` as
+    """A training row of exactly `length` tokens from a mined question (drt_core.mine; `item` as
     in data/qa/{split}.jsonl, token spans relative to the document) about the document `doc`
     (1-D token ids):
 
@@ -927,7 +927,7 @@ def build_qa_example(doc, item: dict, length: int, rng, *, encode=None, answer_w
 
 
 class QAItems:
-    """The mined questions of one split (drt_core.train.mine's data/qa/{split}.jsonl and .bin), drawn
+    """The mined questions of one split (drt_core.mine's data/qa/{split}.jsonl and .bin), drawn
     with equal probability per question type, then uniformly within the type."""
 
     def __init__(self, qa_dir, split: str = "train"):

@@ -1,4 +1,4 @@
-"""QA mining (drt_core.train.mine): verbatim answers, gold passages, phrasing sets, token spans, the files."""
+"""QA mining (drt_core.mine): verbatim answers, gold passages, phrasing sets, token spans, the files."""
 
 from __future__ import annotations
 
@@ -8,7 +8,12 @@ import random
 import numpy as np
 import pytest
 
-from drt_core.train import mine as M
+from drt_core.mine.book import mine_book
+from drt_core.mine.build import build_qa_data, char_to_token_span, main, mine_document
+from drt_core.mine.items import (MAX_PER_TYPE, PASSAGE_MAX, PASSAGE_MIN, QTYPES, TEMPLATES, answer_target,
+                                 phrasing_of, render, template_fields)
+from drt_core.mine.spans import fit_passage, spread_sample
+from drt_core.mine.stacks import mine_stacks
 from drt_core import tokenizer as T
 
 # A small made-up novel: named people with speech attributions, numbers, places.
@@ -78,46 +83,46 @@ def _check_items(items, text, phrasing="train"):
     """Every item: verbatim answer, passage contains it (100-400 chars), a template of the set."""
     assert items
     for it in items:
-        assert it.qtype in M.QTYPES
+        assert it.qtype in QTYPES
         assert text[it.ans_start : it.ans_end] == it.answer and it.answer.strip() == it.answer
         assert it.passage_start <= it.ans_start < it.ans_end <= it.passage_end
-        assert M.PASSAGE_MIN <= it.passage_end - it.passage_start <= M.PASSAGE_MAX
-        assert it.question and not any("{%s}" % f in it.question for f in M.template_fields(it.template))
+        assert PASSAGE_MIN <= it.passage_end - it.passage_start <= PASSAGE_MAX
+        assert it.question and not any("{%s}" % f in it.question for f in template_fields(it.template))
         if phrasing in ("train", "heldout"):
-            assert it.template in M.TEMPLATES[it.qtype][phrasing]
-        assert "\n" not in M.answer_target(it.answer)
+            assert it.template in TEMPLATES[it.qtype][phrasing]
+        assert "\n" not in answer_target(it.answer)
 
 
 def test_templates_disjoint_and_complete():
-    for qtype in M.QTYPES:
-        t = M.TEMPLATES[qtype]
+    for qtype in QTYPES:
+        t = TEMPLATES[qtype]
         assert len(t["train"]) >= 5 and len(t["heldout"]) >= 2
         assert not set(t["train"]) & set(t["heldout"])
         # every combination of slots a miner fills has a phrasing in both sets
         for which in ("train", "heldout"):
-            fields = {M.template_fields(x) for x in t[which]}
-            other = {M.template_fields(x) for x in t["heldout" if which == "train" else "train"]}
+            fields = {template_fields(x) for x in t[which]}
+            other = {template_fields(x) for x in t["heldout" if which == "train" else "train"]}
             assert all(any(f <= g or g <= f for g in other) for f in fields), (qtype, which)
         for x in t["train"]:
-            assert M.phrasing_of(qtype, x) == "train"
+            assert phrasing_of(qtype, x) == "train"
         for x in t["heldout"]:
-            assert M.phrasing_of(qtype, x) == "heldout"
+            assert phrasing_of(qtype, x) == "heldout"
 
 
 def test_render_uses_only_filled_slots():
     rng = random.Random(0)
     for _ in range(50):
-        q, t = M.render("definition", {"term": "skew field", "a_term": ""}, rng)
+        q, t = render("definition", {"term": "skew field", "a_term": ""}, rng)
         assert "{a_term}" not in t and "{subject}" not in t and "skew field" in q
-    q, t = M.render("number", {"topic": "x y z", "what": "year", "noun": ""}, random.Random(1), "heldout")
-    assert t in M.TEMPLATES["number"]["heldout"] and "{noun}" not in t
+    q, t = render("number", {"topic": "x y z", "what": "year", "noun": ""}, random.Random(1), "heldout")
+    assert t in TEMPLATES["number"]["heldout"] and "{noun}" not in t
     with pytest.raises(ValueError):
-        M.render("definition", {"term": "x"}, rng, "sometimes")
+        render("definition", {"term": "x"}, rng, "sometimes")
 
 
 def test_mine_stacks_brauer(assets):
     text = (assets / "stacks-brauer.tex").read_text(encoding="utf-8")
-    items = M.mine_stacks(text, random.Random(0))
+    items = mine_stacks(text, random.Random(0))
     _check_items(items, text)
     kinds = {it.qtype for it in items}
     assert {"definition", "statement", "find"} <= kinds
@@ -132,11 +137,11 @@ def test_mine_stacks_brauer(assets):
 
 def test_mine_stacks_skips_formula_only_environments():
     text = "\\begin{lemma}\n\\label{lemma-x}\n$$a = b + c = d$$\n\\end{lemma}\n" + "Some prose. " * 20
-    assert M.mine_stacks(text, random.Random(0)) == []
+    assert mine_stacks(text, random.Random(0)) == []
 
 
 def test_mine_book_story_types():
-    items = M.mine_book(STORY, random.Random(0))
+    items = mine_book(STORY, random.Random(0))
     _check_items(items, STORY)
     by = {}
     for it in items:
@@ -159,18 +164,18 @@ def test_mine_book_story_types():
 
 def test_mine_book_frankenstein_excerpt(assets):
     text = (assets / "frankenstein_excerpt.txt").read_text(encoding="utf-8")
-    items = M.mine_book(text, random.Random(3))
+    items = mine_book(text, random.Random(3))
     _check_items(items, text)
-    counts = {t: sum(it.qtype == t for it in items) for t in M.QTYPES}
+    counts = {t: sum(it.qtype == t for it in items) for t in QTYPES}
     assert counts["find"] > 50 and counts["number"] > 3
-    assert all(n <= M.MAX_PER_TYPE for n in counts.values())
+    assert all(n <= MAX_PER_TYPE for n in counts.values())
     # spread: the find items come from all through the excerpt, not only its start
     starts = sorted(it.ans_start for it in items if it.qtype == "find")
     assert starts[0] < len(text) * 0.2 and starts[-1] > len(text) * 0.8
 
 
 def test_play_characters_and_speakers():
-    items = M.mine_document("shakespeare/grey_harbour_gut.txt", PLAY, random.Random(0))
+    items = mine_document("shakespeare/grey_harbour_gut.txt", PLAY, random.Random(0))
     _check_items(items, PLAY)
     who = {it.question: it.answer for it in items if it.qtype == "character"}
     assert any("Marcus" in q and a == "a Sea Captain, Brother to the Duke" for q, a in who.items())
@@ -184,42 +189,42 @@ def test_play_characters_and_speakers():
 
 def test_heldout_and_both_phrasings(assets):
     text = (assets / "stacks-brauer.tex").read_text(encoding="utf-8")
-    held = M.mine_stacks(text, random.Random(0), phrasings="heldout")
+    held = mine_stacks(text, random.Random(0), phrasings="heldout")
     _check_items(held, text, "heldout")
-    book = M.mine_book(STORY, random.Random(0), phrasings="heldout")
+    book = mine_book(STORY, random.Random(0), phrasings="heldout")
     _check_items(book, STORY, "heldout")
-    both = M.mine_stacks(text, random.Random(0), phrasings="both")
+    both = mine_stacks(text, random.Random(0), phrasings="both")
     _check_items(both, text, "both")
-    assert {M.phrasing_of(it.qtype, it.template) for it in both} == {"train", "heldout"}
+    assert {phrasing_of(it.qtype, it.template) for it in both} == {"train", "heldout"}
 
 
 def test_deterministic_for_a_seed(assets):
     text = (assets / "frankenstein_excerpt.txt").read_text(encoding="utf-8")
-    a = M.mine_document("books/84-frankenstein.txt", text, random.Random(7))
-    b = M.mine_document("books/84-frankenstein.txt", text, random.Random(7))
-    c = M.mine_document("books/84-frankenstein.txt", text, random.Random(8))
+    a = mine_document("books/84-frankenstein.txt", text, random.Random(7))
+    b = mine_document("books/84-frankenstein.txt", text, random.Random(7))
+    c = mine_document("books/84-frankenstein.txt", text, random.Random(8))
     assert a == b and a != c
 
 
 def test_spread_sample():
     rng = random.Random(0)
-    got = M.spread_sample(list(range(1000)), 10, rng)
+    got = spread_sample(list(range(1000)), 10, rng)
     assert len(got) == 10 and got == sorted(got)
     assert all(i * 100 <= g < (i + 1) * 100 for i, g in enumerate(got))
-    assert M.spread_sample([3, 1, 2], 10, rng) == [1, 2, 3]
+    assert spread_sample([3, 1, 2], 10, rng) == [1, 2, 3]
 
 
 def test_fit_passage_bounds():
     text = "word " * 200
-    lo, hi = M.fit_passage(text, 500, 510, 500, 504)
-    assert lo <= 500 and 504 <= hi and M.PASSAGE_MIN <= hi - lo <= M.PASSAGE_MAX
-    lo, hi = M.fit_passage(text, 0, 1000, 600, 604)
-    assert lo <= 600 and 604 <= hi and hi - lo <= M.PASSAGE_MAX
-    assert M.fit_passage(text, 0, 1000, 0, 500) is None  # answer longer than a passage
+    lo, hi = fit_passage(text, 500, 510, 500, 504)
+    assert lo <= 500 and 504 <= hi and PASSAGE_MIN <= hi - lo <= PASSAGE_MAX
+    lo, hi = fit_passage(text, 0, 1000, 600, 604)
+    assert lo <= 600 and 604 <= hi and hi - lo <= PASSAGE_MAX
+    assert fit_passage(text, 0, 1000, 0, 500) is None  # answer longer than a passage
     end = "word " * 100 + "The last words.\n\n"  # the answer ends the document
     a = end.index("last")
-    lo, hi = M.fit_passage(end, a - 4, a + 10, a, a + 10, ([a - 4], [a + 11]))
-    assert hi - lo >= M.PASSAGE_MIN and lo <= a and end[hi - 1] != " "
+    lo, hi = fit_passage(end, a - 4, a + 10, a, a + 10, ([a - 4], [a + 11]))
+    assert hi - lo >= PASSAGE_MIN and lo <= a and end[hi - 1] != " "
 
 
 def test_char_to_token_span():
@@ -228,7 +233,7 @@ def test_char_to_token_span():
     for word in ("Émile", "quick brown", "1742", "—", "lazy dog.", "Next line"):
         s = text.index(word)
         e = s + len(word)
-        ts, te = M.char_to_token_span(offs, s, e)
+        ts, te = char_to_token_span(offs, s, e)
         assert 0 <= ts < te <= len(ids)
         assert word in T.decode(ids[ts:te])
         # minimal: the first and last tokens overlap the span
@@ -264,7 +269,7 @@ def _fake_corpora(root, assets):
 def test_build_qa_data(tmp_path, assets):
     root = _fake_corpora(tmp_path / "corpora", assets)
     out = tmp_path / "data"
-    counts = M.build_qa_data(root, root / "splits.json", out, seed=0)
+    counts = build_qa_data(root, root / "splits.json", out, seed=0)
     qa = out / "qa"
     assert sorted(p.name for p in qa.iterdir()) == [
         "meta.json",
@@ -291,7 +296,7 @@ def test_build_qa_data(tmp_path, assets):
             p, q = r["passage_tok"]
             assert 0 <= p <= a < b <= q <= n
             assert r["target"] in " ".join(T.decode(doc[a:b].tolist()).split())
-            assert r["phrasing"] == M.phrasing_of(r["qtype"], r["template"])
+            assert r["phrasing"] == phrasing_of(r["qtype"], r["template"])
             if split == "train":
                 assert r["phrasing"] == "train"
         text = (root / rows[0]["doc"]).read_text(encoding="utf-8")
@@ -302,7 +307,7 @@ def test_build_qa_data(tmp_path, assets):
     assert "SECRETWORD" not in T.decode(np.fromfile(qa / "train.bin", dtype=np.uint16).tolist())
     assert not list(qa.glob("*.tmp"))
     with pytest.raises(ValueError):
-        M.build_qa_data(root, root / "splits.json", out, splits=("train", "test"))
+        build_qa_data(root, root / "splits.json", out, splits=("train", "test"))
 
 
 def test_cli_json(tmp_path, assets, capsys):
@@ -310,6 +315,6 @@ def test_cli_json(tmp_path, assets, capsys):
     data = tmp_path / "data"
     data.mkdir()
     (data / "splits.json").write_text((root / "splits.json").read_text())
-    assert M.main(["--corpora", str(root), "--data", str(data), "--json"]) == 0
+    assert main(["--corpora", str(root), "--data", str(data), "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
     assert set(got["counts"]) == {"train", "val"} and (data / "qa" / "train.jsonl").exists()

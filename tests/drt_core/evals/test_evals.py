@@ -1,4 +1,4 @@
-"""drt_core.train.evaluate (eval niah / eval ppl), the engine's faiss retrieval path, bench.prefill's
+"""drt_core.evals (eval niah / eval ppl), the engine's faiss retrieval path, bench.prefill's
 full-attention loop. Tiny random models (D = 64) and inputs of a few hundred to 2000 tokens."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from drt_core.train import evaluate as ev
+from drt_core.evals import harness, lengths, niah, ppl
 from drt_core.config import DRTConfig
 from drt_core.engine import Engine
 from drt_core.errors import DRTError
@@ -30,12 +30,12 @@ def tiny_model(arch: str = "drt", seed: int = 0, **kw) -> DRTForCausalLM:
     return DRTForCausalLM(cfg).eval()
 
 
-def entry(arch: str = "drt", **kw) -> ev.ModelEntry:
+def entry(arch: str = "drt", **kw) -> harness.ModelEntry:
     """An engine over a tiny random model with the shipped tokenizer (tokenizer_path None = shipped)."""
     eng = Engine(tiny_model(arch, **kw), load_tokenizer(), fingerprint=f"test-{arch}")
     if arch == "full_attention":
         eng.stream.full_attention_capacity = 2048  # keeps the test's KV ring small
-    return ev.ModelEntry(arch, None, eng, None)
+    return harness.ModelEntry(arch, None, eng, None)
 
 
 @pytest.fixture(scope="module")
@@ -63,20 +63,20 @@ def ckpt(tmp_path_factory):
 @pytest.mark.parametrize("s,n", [("4k", 4096), ("64K", 65536), ("1m", 1048576), ("16m", 16 * 1048576),
                                  ("1.5k", 1536), ("4000", 4000), (" 2k ", 2048), (700, 700)])
 def test_parse_length(s, n):
-    assert ev.parse_length(s) == n
+    assert lengths.parse_length(s) == n
 
 
 @pytest.mark.parametrize("bad", ["abc", "0", "-1k", "1.0001k", "k", "", "4x"])
 def test_parse_length_rejects(bad):
     with pytest.raises(DRTError):
-        ev.parse_length(bad)
+        lengths.parse_length(bad)
 
 
 def test_parse_lengths_and_format():
-    assert ev.parse_lengths("4k,64k,1m,16m") == [4096, 65536, 1048576, 16777216]
-    assert [ev.format_length(n) for n in (4096, 1048576, 4000)] == ["4k", "1m", "4000"]
+    assert lengths.parse_lengths("4k,64k,1m,16m") == [4096, 65536, 1048576, 16777216]
+    assert [lengths.format_length(n) for n in (4096, 1048576, 4000)] == ["4k", "1m", "4000"]
     with pytest.raises(DRTError):
-        ev.parse_lengths(" , ")
+        lengths.parse_lengths(" , ")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -84,11 +84,11 @@ def test_parse_lengths_and_format():
 
 
 def test_niah_examples_are_seeded(haystack):
-    d = ev.niah_depths(3)
+    d = niah.niah_depths(3)
     assert d == [0.0, 0.5, 1.0]
-    a = ev.niah_example("single", haystack, 800, 1, 7, d, "train", None)
-    b = ev.niah_example("single", haystack, 800, 1, 7, d, "train", None)
-    c = ev.niah_example("single", haystack, 800, 1, 8, d, "train", None)
+    a = niah.niah_example("single", haystack, 800, 1, 7, d, "train", None)
+    b = niah.niah_example("single", haystack, 800, 1, 7, d, "train", None)
+    c = niah.niah_example("single", haystack, 800, 1, 8, d, "train", None)
     assert np.array_equal(a.ids, b.ids) and a.answer == b.answer
     assert not np.array_equal(a.ids, c.ids)
     assert a.meta["depth"] == 0.5 and a.ids.size == 800
@@ -96,7 +96,7 @@ def test_niah_examples_are_seeded(haystack):
 
 def test_niah_end_to_end(haystack, tmp_path):
     models = [entry("drt"), entry("sliding_window"), entry("fixed_retriever")]  # every arch streams
-    res = ev.run_niah(models, [700, 1500], task="single", haystack=haystack, samples=2, depths=2, seed=3,
+    res = niah.run_niah(models, [700, 1500], task="single", haystack=haystack, samples=2, depths=2, seed=3,
                       memmap_above=1000, tmp_dir=str(tmp_path))
     assert res["depths"] == [0.0, 1.0] and res["lengths"] == [700, 1500]
     assert [m["arch"] for m in res["models"]] == ["drt", "sliding_window", "fixed_retriever"]
@@ -125,7 +125,7 @@ def test_niah_end_to_end(haystack, tmp_path):
 def test_niah_first_token_matches_generation(haystack):
     """The first generated token is the argmax at the prompt's last position: generation correct
     implies first-token correct (greedy)."""
-    res = ev.run_niah([entry("drt")], [600], haystack=haystack, samples=3, depths=3, seed=1)
+    res = niah.run_niah([entry("drt")], [600], haystack=haystack, samples=3, depths=3, seed=1)
     for s in res["models"][0]["results"][0]["samples"]:
         if s["correct"]:
             assert s["first_token"]
@@ -134,17 +134,17 @@ def test_niah_first_token_matches_generation(haystack):
 def test_full_attention_over_capacity_is_na(haystack, tmp_path):
     fa = entry("full_attention")
     fa.engine.stream.full_attention_capacity = 512
-    res = ev.run_niah([fa], [500, 900], haystack=haystack, samples=1, depths=1, seed=0)
+    res = niah.run_niah([fa], [500, 900], haystack=haystack, samples=1, depths=1, seed=0)
     r0, r1 = res["models"][0]["results"]
     assert r0["status"] == "ok"
     assert r1["status"].startswith("n/a: exceeds capacity")
     f = tmp_path / "toks.bin"
     haystack[:2000].astype(np.uint16).tofile(f)
-    pres = ev.run_ppl([fa], [400, 900], file=str(f), windows=1)
+    pres = ppl.run_ppl([fa], [400, 900], file=str(f), windows=1)
     p0, p1 = pres["models"][0]["results"]
     assert p0["status"] == "ok" and math.isfinite(p0["ppl"])
     assert p1["status"].startswith("n/a: exceeds capacity") and p1["ppl"] == p1["status"]
-    assert "n/a: exceeds capacity" in ev.ppl_text(pres)
+    assert "n/a: exceeds capacity" in ppl.ppl_text(pres)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -157,7 +157,7 @@ def test_ppl_equals_batch_model(haystack, tmp_path, arch):
     f = tmp_path / "toks.bin"
     haystack[:1500].astype(np.uint16).tofile(f)
     L = 700
-    res = ev.run_ppl([e], [L], file=str(f), windows=2)
+    res = ppl.run_ppl([e], [L], file=str(f), windows=2)
     r = res["models"][0]["results"][0]
     assert r["status"] == "ok" and r["windows"] == 2 and r["predicted_tokens"] == 2 * (L - 1)
     losses = []
@@ -172,7 +172,7 @@ def test_ppl_equals_batch_model(haystack, tmp_path, arch):
 
 def test_ppl_text_file_and_memmap_tier(haystack, tmp_path, assets):
     e = entry("drt")
-    res = ev.run_ppl([e], [600], file=str(assets / "frankenstein_excerpt.txt"), windows=1, memmap_above=500,
+    res = ppl.run_ppl([e], [600], file=str(assets / "frankenstein_excerpt.txt"), windows=1, memmap_above=500,
                      tmp_dir=str(tmp_path))
     r = res["models"][0]["results"][0]
     assert r["status"] == "ok" and r["tier"].startswith("memmap") and math.isfinite(r["ppl"])
@@ -180,7 +180,7 @@ def test_ppl_text_file_and_memmap_tier(haystack, tmp_path, assets):
         ids = torch.from_numpy(haystack[:600].copy())[None]
         want = math.exp(float(e.engine.model(ids, labels=ids).loss))
     assert abs(r["ppl"] - want) / want < 1e-2  # fp16 K/V memory in the memmap tier
-    short = ev.run_ppl([e], [10**6], file=str(assets / "frankenstein_excerpt.txt"), windows=1)
+    short = ppl.run_ppl([e], [10**6], file=str(assets / "frankenstein_excerpt.txt"), windows=1)
     assert short["models"][0]["results"][0]["status"].startswith("n/a: the file has")
 
 
