@@ -120,13 +120,22 @@ def load_set(path: str | Path) -> list[dict]:
 
 
 def chapter_span(finder: TextFinder, file_lines: list[str], rec: dict) -> tuple[int, int]:
-    """The chapter's [start, end) in the stored text, found by its first and last lines of text."""
-    body = [ln for ln in file_lines[rec["line_start"] - 1: rec["line_end"]] if ln.strip()]
-    head, tail = " ".join(body[:3]), " ".join(body[-2:])
-    a, b = finder.find(head), finder.find(tail)
-    if a is None or b is None:
+    """The chapter's [start, end) in the stored text: from the first to the last of its lines (of
+    five words or more, whitespace aside) that occur once in the stored text, among those lying
+    within the chapter's length of their median. Another edition, a PDF, may print a heading in
+    its table of contents, repeat a line, or break lines otherwise: those lines do not count."""
+    body = [ln for ln in file_lines[rec["line_start"] - 1: rec["line_end"]] if len(ln.split()) >= 5]
+    size = len(" ".join(" ".join(body).split()))
+    found = []
+    for ln in body:
+        first, last = finder.find(ln), finder.find(ln, before=1 << 62)
+        if first is not None and last is not None and first[0] == last[0]:
+            found.append(first)
+    if not found:
         raise QAError(f"chapter {rec['chapter']!r} of {rec['doc']} not found in the stored text")
-    return a[0], b[1]
+    mid = sorted(a for a, _ in found)[len(found) // 2]
+    near = [(a, b) for a, b in found if abs(a - mid) <= size]
+    return min(a for a, _ in near), max(b for _, b in near)
 
 
 def run_summary_eval(set_path: str | Path, *, home: str | Path, model: str, docs_root: str | Path = DEFAULT_DOCS_ROOT,
