@@ -48,12 +48,17 @@ def outline_view(ctx: UIContext, doc_id: str | None) -> str:
                 used += f" (+{len(st['used_by']) - 6})"
             name = f"{st['kind']} {st['label'] or st['number']}" + (f" ({st['title']})" if st.get("title") else "")
             out.append(f"| {md_escape(name)} | {md_escape(st['page_label'])} | {st['chunks'][0]} | {used} |")
-    if o["names"]:
-        out.append("\n### People and places\n\n*Capitalised names by frequency, with the sentence that "
-                   "introduces each (its first mention) and the pages where it recurs.*\n")
-        for n in o["names"]:
+    for kind, head in (("person", "People"), ("place", "Places"), ("name", "Other names")):
+        got = [n for n in o["names"] if n["kind"] == kind]
+        if not got:
+            continue
+        out.append(f"\n### {head}\n\n*By how often they are named, each once under the forms the book "
+                   "uses, with the sentence that introduces each (its first mention) and the pages where it "
+                   "recurs.*\n")
+        for n in got:
             intro = n["introduced"]
-            out.append(f"- **{md_escape(n['name'])}** ({n['kind']}, {n['mentions']} mentions): introduced on "
+            aka = f"; also {md_escape(', '.join(n['aliases'][:5]))}" if n.get("aliases") else ""
+            out.append(f"- **{md_escape(n['name'])}** ({n['mentions']} mentions{aka}): introduced on "
                        f"p. {plots.page_label(intro['page'], labels)}, chunk {intro['chunk']}  \n"
                        f"  {quote(intro['text'], 300)[2:]}  \n  pages {page_ranges(n['pages'])}")
     if not o["statements"] and not o["names"]:

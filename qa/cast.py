@@ -1,0 +1,357 @@
+"""A book's cast: its people, each once under the forms the book calls them by, and its places.
+
+Mentions are capitalised names, with a title when one precedes them ("Mrs. Dashwood", "Sir John
+Middleton", "M. de Treville", "Miss Lucy Steele"); a capitalised word that the book also writes
+in lower case often ("Yes", "Heaven") is an ordinary word, and words that name no one (months,
+days, God, nationalities, a title alone) are left out. Mentions inside front and back matter do
+not count. The forms are then merged into people:
+
+  * a name of two words or more ("Lucy Steele", "Edward Ferrars") is a person, the same with a
+    title ("Miss Lucy Steele"), except a wife named by her husband's name ("Mrs. John Knightley");
+  * a first name alone ("Lucy") is that person when exactly one such name starts with it; when
+    two do ("John Reed", "John Rivers") each mention goes to the one named last before it; a
+    first name used alone twenty times more than in all its full forms ("Milady") is the person,
+    and its full forms join it;
+  * a title with a first name ("Sir John") joins the one full name seen with that title and
+    first name ("Sir John Middleton");
+  * "Miss" with a surname joins the one full name with that surname ("Miss Woodhouse" is Emma
+    Woodhouse; "Miss Steele" with two Steeles stays apart);
+  * any other title with a surname ("Mr. Knightley", "Mrs. Dashwood", "Lady Middleton") is a person of
+    its own: a book writes "Mr. John Knightley" to tell him from Mr. Knightley, and women known
+    by their title are kept apart from their daughters;
+  * a surname alone ("Knightley") joins the titled form that holds two thirds of that surname's
+    titled mentions ("Mr. Knightley"), or the most used when all its titles are of one sex
+    ("Buckingham" with "Lord" and "Monsieur de Buckingham"), else the one full name with it, else it is ambiguous; a
+    family in the plural ("the Steeles") is no one.
+
+A place ends with a word such as "Park", "Abbey" or "Street", or is named after "in", "at",
+"to", "from" and the like and has no title or speech; a person has a title, a speech verb before a
+mention or a person's act after one ("said Lucy", "Lucy replied", "Lucy smiled"), or a full name;
+a name mostly written after "the" is someone only when it speaks and acts ("said the Hatter", and
+a role for a name: "the Queen"), else a place ("the Louvre") or no one ("the Musketeers");
+anything else is a name. Each entry keeps the sentence that introduces it (its first mention
+outside front and back matter, cut by `qa.reader.sentence_spans`, the one sentence splitter `ask`
+uses).
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from .reader import sentence_spans
+
+MIN_MENTIONS = 5
+MAX_ENTRIES = 60
+MALE = ("Mr", "Sir", "Lord", "Monsieur", "M", "Count", "Duke", "King", "Prince", "Baron", "Father", "Uncle",
+        "Captain", "Colonel", "General", "Dr", "Doctor", "Cardinal", "Abbé", "Chevalier", "Marquis", "Viscount",
+        "Vicomte", "Comte", "Admiral", "Major", "Lieutenant")
+FEMALE = ("Mrs", "Miss", "Ms", "Lady", "Madame", "Mme", "Mlle", "Mademoiselle", "Countess", "Duchess", "Queen",
+          "Princess", "Baroness", "Aunt", "Mother", "Sister", "Marquise", "Vicomtesse", "Comtesse", "Dame")
+TITLES = MALE + FEMALE + ("Messieurs", "Mesdames", "Misses", "Mlles")
+WIVES = ("Mrs", "Madame", "Mme")  # with a man's full name: his wife
+DAUGHTERS = ("Miss", "Mlle", "Mademoiselle")
+PLACE_WORDS = frozenset("""Abbey Park Hall House Street Square Lane Court Castle Place Road Church Mill Grove Farm
+Lodge Manor Cottage Inn Bridge River Hill Common Green Gardens Palace Cathedral Hotel Island Bay Mount Valley
+Forest Wood Wells Buildings Crescent Terrace Rooms Chapel Priory Heath Moor Cross Gate Row Quay""".split())
+PARTICLES = ("de", "du", "des", "la", "le", "von", "van", "del", "della")
+NOT_PEOPLE = frozenset("""
+January February March April May June July August September October November December Monday Tuesday
+Wednesday Thursday Friday Saturday Sunday Christmas Easter Michaelmas Lent God Heaven Heavens Providence
+Lord Jesus Christ Christian Bible Gospel English French Spanish Italian German Dutch Irish Scotch Scottish
+Welsh British American Indian Indians Swiss Russian Greek Latin Roman Romans Catholic Protestant Gascon
+Gutenberg Project Chapter Volume Book Part Section Madam Sir Miss Mrs Mr Esq Oh Ah Yes No Well Alas Hush
+St Bah Pshaw Hum Hem Ha Eh Hallo Halloa Parbleu Pardieu Mordieu Morbleu Sacre Adieu Amen
+""".split())
+SPEECH = frozenset("said says replied asked cried answered exclaimed whispered continued returned added "
+                   "resumed observed remarked rejoined murmured shouted".split())
+FUNCTION = frozenset("""The A An And But Or Nor For So Yet He She It They We You I His Her Its Their Our Your
+This That These Those There Here Then When Where What Which Who Whom Whose Why How If Though Although While
+As At By In On Of To With From Into Upon After Before Now Not All Some Every Each One Two My Me Him Let Do
+Did Is Was Were Be Are Have Has Had Will Would Shall Should Can Could May Might Must""".split())
+ACTS = SPEECH | frozenset("looked smiled laughed thought felt knew came went took saw turned began sat stood ran "
+                         "wrote told wished nodded sighed hesitated paused rose bowed shook whispered".split())
+LOOKS = SPEECH | frozenset("looked smiled laughed nodded bowed turned wrote whispered looking smiling laughing "
+                           "glanced gazed stared spoke speaking talked listened".split())
+PLACE_PREP = frozenset("in at to from near towards toward into through".split())
+_CAP = r"(?:[dD][’'])?[A-Z][a-zà-öø-ÿ]+(?:-[A-Z][a-zà-öø-ÿ]+)?"
+_MENTION = re.compile(
+    rf"(?:\b(?P<title>{'|'.join(TITLES)})\.?\s+)?(?P<name>(?:(?:{'|'.join(PARTICLES)})\s+)?{_CAP}"
+    rf"(?:\s+(?:(?:{'|'.join(PARTICLES)})\s+)?{_CAP}){{0,3}})(?![\w’'])")
+_WORD = re.compile(r"[A-Za-zà-öø-ÿ’']+")
+_ELIDED = re.compile(r"[dD][’'][A-Z]")  # d’Artagnan
+ARTICLES = frozenset("the a an his her your their my our its this that these those".split())
+SAME_TITLE = {"M": "Monsieur", "Mme": "Madame", "Mlle": "Mademoiselle", "Doctor": "Dr"}
+
+
+@dataclass
+class Form:
+    """One way the book writes a name: an optional title and the name's words."""
+    title: str | None
+    words: tuple[str, ...]
+    count: int = 0
+    first: int | None = None
+    person: int = 0  # mentions with speech beside them
+    place: int = 0  # mentions after a place preposition
+    article: int = 0  # mentions after an article or a possessive
+    of: int = 0  # mentions after "of"
+    positions: list[int] = field(default_factory=list)
+    shown: Counter = field(default_factory=Counter)  # the words as written ("de Treville")
+
+    @property
+    def text(self) -> str:
+        words = self.shown.most_common(1)[0][0] if self.shown else " ".join(self.words)
+        return f"{self.title}{'.' if self.title in _DOTTED else ''} {words}" if self.title else words
+
+
+_DOTTED = {"Mr", "Mrs", "Ms", "Dr", "M", "Mme", "Mlle"}
+
+
+def _ordinary(text: str) -> set[str]:
+    """Capitalised words the book also writes in lower case often (ordinary words)."""
+    low: Counter = Counter()
+    cap: Counter = Counter()
+    for w in _WORD.findall(text):
+        (low if w[:1].islower() and not _ELIDED.match(w) else cap)[w.lower()] += 1
+    return {w for w, n in cap.items() if low[w] > 0.2 * n}
+
+
+def mentions(text: str, skip_spans: Sequence[tuple[int, int]] = ()) -> dict[tuple, Form]:
+    """Every name form of `text` with its counts, outside `skip_spans`."""
+    ordinary = _ordinary(text)
+    skips = sorted(skip_spans)
+    starts = [a for a, _ in skips]
+
+    def skipped(pos: int) -> bool:
+        i = bisect_right(starts, pos) - 1
+        return i >= 0 and skips[i][0] <= pos < skips[i][1]
+
+    forms: dict[tuple, Form] = {}
+    for m in _MENTION.finditer(text):
+        if skipped(m.start()):
+            continue
+        title = SAME_TITLE.get(m.group("title"), m.group("title"))
+        words = [("d" + w[1:]) if _ELIDED.match(w) else w for w in m.group("name").split()]
+        before = text[max(0, m.start() - 5):m.start()]
+        if title is None and len(words) == 1 and words[0] in FEMALE + MALE and before.endswith(("the ", "The ")):
+            skipped_chars = 0  # a role for a name: "the Queen", "the Duchess"
+        else:
+            title, words, skipped_chars = _front(title, words, ordinary)
+        if not words:
+            continue
+        pos = m.start("name") + skipped_chars
+        key = (title, tuple(w for w in words if w not in PARTICLES))  # "de Treville" is "Treville"
+        f = forms.setdefault(key, Form(title, key[1]))
+        f.shown[" ".join(words)] += 1
+        f.count += 1
+        f.first = pos if f.first is None else f.first
+        f.positions.append(pos)
+        prev = [w.lower() for w in _WORD.findall(text[max(0, m.start() - 24):m.start()])]
+        nxt = _WORD.findall(text[m.end():m.end() + 16])
+        if prev and prev[-1] == "of":
+            f.of += 1  # "Anne of Austria said": the act is Anne's
+        elif ((prev and prev[-1] in SPEECH) or (nxt and nxt[0].lower() in ACTS)
+                or (len(prev) > 1 and prev[-1] == "the" and prev[-2] in SPEECH)):  # "said the Hatter"
+            f.person += 1
+        if title is None and prev and prev[-1] in ARTICLES:
+            f.article += 1  # "the Louvre", "his Eminence": not a person's name
+        if title is None and len(prev) > 1 and prev[-1] in ("at", "to") and prev[-2] in LOOKS:
+            f.person += 1  # "smiled at Elinor", "said to Elinor"
+        elif title is None and prev and (prev[-1] in PLACE_PREP or (len(prev) > 1 and prev[-1] == "the"
+                                                                    and prev[-2] in PLACE_PREP)):
+            f.place += 1
+    return forms
+
+
+def _front(title: str | None, words: list[str], ordinary: set[str]) -> tuple[str | None, list[str], int]:
+    """(title, name words, characters dropped in front) of one mention: ordinary words, titles
+    and non-names in front dropped (a sentence's first word is capitalised anyway; "Sir" in
+    "Dear Sir John" becomes the title), cut before an ordinary word inside; None words for no name."""
+    dropped = 0
+    if not (title is not None and words[0] in PARTICLES):  # "M. de Treville" keeps its particle
+        while words and (words[0].lower() in ordinary or words[0] in TITLES or words[0] in NOT_PEOPLE
+                         or words[0] in FUNCTION):
+            if title is None and words[0] in TITLES and len(words) > 1:
+                title = SAME_TITLE.get(words[0], words[0])
+            dropped += len(words[0]) + 1
+            words = words[1:]
+    cut = next((i for i, w in enumerate(words)
+                if i and w not in PARTICLES and (w.lower() in ordinary or w in NOT_PEOPLE)), None)
+    words = words[:cut] if cut is not None else words
+    while words and words[-1] in PARTICLES:
+        words = words[:-1]
+    if not words or (words[0] in PARTICLES and title is None):
+        return title, [], dropped
+    if len(words) == 1 and (words[0].lower() in ordinary or words[0] in NOT_PEOPLE):
+        return title, [], dropped
+    return title, words, dropped
+
+
+def _surname(words: tuple[str, ...]) -> str:
+    return words[-1]
+
+
+def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
+    """The forms grouped into entries (see the module docstring); ambiguous forms left out."""
+    full = {k: f for k, f in forms.items() if len(f.words) >= 2}
+    bare = Counter({f.words[0]: f.count for k, f in forms.items() if k[0] is None and len(f.words) == 1})
+    by_first_count = Counter()
+    for f in full.values():
+        by_first_count[f.words[0]] += f.count
+    # a name used alone far more than in all its full forms together ("Milady" against "Milady de
+    # Winter" and "Milady Clarik") is the person; its full forms join it
+    dominant = {w for w, n in bare.items() if n > 20 * by_first_count.get(w, n)}
+    entity: dict[tuple, tuple] = {}  # form key -> the key of the entry it joins
+    names = {}  # untitled full words -> entry key
+    for k, f in sorted(full.items(), key=lambda kv: -kv[1].count):
+        if f.title in WIVES:  # "Mrs. John Knightley" is his wife
+            entity[k] = k
+            continue
+        if f.words[0] in dominant:
+            entity[k] = (None, f.words[:1])
+            continue
+        # "Miss Lucy Steele" and "Lucy Steele" are one person
+        names.setdefault(f.words, k)
+        entity[k] = names[f.words]
+    by_first = defaultdict(set)
+    by_last = defaultdict(set)
+    for words, k in names.items():
+        by_first[words[0]].add(k)
+        by_last[_surname(words)].add(k)
+    titled_with = defaultdict(set)  # (title, first name) -> full entries seen with that title
+    for k, f in full.items():
+        if f.title:
+            titled_with[(f.title, f.words[0])].add(entity[k])
+    singles = {k: f for k, f in forms.items() if k not in full}
+    split: dict[tuple, list[tuple]] = {}  # an ambiguous first name -> the full names that share it
+    for k, f in singles.items():
+        word = f.words[-1]
+        if f.title:
+            seen = titled_with.get((f.title, word), set())
+            if f.title in DAUGHTERS and not seen:  # "Miss Woodhouse": the one full name with that surname
+                seen = by_last.get(word, set())
+            if len(seen) == 1:
+                entity[k] = next(iter(seen))
+            else:
+                entity[k] = k  # a person known by title and name ("Mrs. Dashwood")
+    titled_single = defaultdict(Counter)  # surname -> titled forms of their own ("Mr. Knightley")
+    for k, f in singles.items():
+        if f.title and entity[k] == k:
+            titled_single[f.words[-1]][k] += f.count
+    for k, f in singles.items():
+        if f.title:
+            continue
+        word = f.words[-1]
+        if word.endswith("s") and (word[:-1] in by_last or word[:-1] in titled_single):
+            continue  # "the Steeles": a family
+        if word in dominant:
+            entity[k] = k
+            continue
+        if word in by_first:
+            if len(by_first[word]) == 1:
+                entity[k] = next(iter(by_first[word]))
+            else:  # two people share the first name: each mention is the one named last before it
+                split[k] = sorted(by_first[word], key=str)
+            continue
+        if word in titled_single:
+            total = sum(titled_single[word].values())
+            top, n = titled_single[word].most_common(1)[0]
+            one_sex = len({t in FEMALE for t, _ in titled_single[word]}) == 1  # "Lord" and "Monsieur de Buckingham"
+            if n >= 2 / 3 * total or one_sex:
+                entity[k] = top
+            continue
+        if word in by_last and f.place < 0.2 * f.count:  # ("Paris" is no one's surname)
+            if len(by_last[word]) == 1:
+                entity[k] = next(iter(by_last[word]))
+            continue
+        entity[k] = k
+    groups: dict[tuple, list[Form]] = defaultdict(list)
+    for k, e in entity.items():
+        groups[e].append(forms[k])
+    for k, owners in split.items():
+        for owner, part in zip(owners, _split_by_nearest(forms[k], [groups[o] for o in owners])):
+            if part.count:
+                groups[owner].append(part)
+    return list(groups.values())
+
+
+def _split_by_nearest(form: Form, owners: list[list[Form]]) -> list[Form]:
+    """`form`'s mentions shared among `owners`: each goes to the owner named last before it (or,
+    before any, first after it)."""
+    marks = sorted((p, i) for i, g in enumerate(owners) for f in g if f.words[0] == form.words[0]
+                   for p in f.positions)  # where each was named in full ("Jane Fairfax", "Jane Bates")
+    at = [p for p, _ in marks]
+    parts = [Form(form.title, form.words, shown=form.shown.copy()) for _ in owners]
+    for pos in form.positions:
+        j = bisect_right(at, pos) - 1
+        i = marks[j][1] if j >= 0 else (marks[0][1] if marks else 0)
+        parts[i].count += 1
+        parts[i].positions.append(pos)
+        parts[i].first = pos if parts[i].first is None else parts[i].first
+    return parts
+
+
+def _kind(group: list[Form], classes: Counter) -> str | None:
+    """person, place, name, or None for no one (a common noun: "the Musketeers", "his Eminence")."""
+    n = sum(f.count for f in group)
+    titled = sum(f.count for f in group if f.title)
+    person = sum(f.person for f in group)
+    place = sum(f.place for f in group)
+    article = sum(f.article for f in group)
+    if any(f.words[-1] in PLACE_WORDS for f in group):
+        return "place"
+    if titled >= max(2, 0.1 * n):
+        return "person"
+    if all(len(f.words) == 1 and not f.title for f in group) and classes.get(group[0].words[0], 0) >= 0.2 * n:
+        return None  # "the Musketeer" of "the Musketeers": a kind of person, not a name
+    if article >= 0.3 * n:  # "the Hatter" is someone when he speaks and acts; "the Louvre" a place
+        return "person" if person >= max(2, 0.1 * n) else "place" if place >= 0.2 * n else None
+    full = any(len(f.words) >= 2 for f in group)
+    if place >= max(2, (0.3 if full else 0.2) * n) and place > person:
+        return "place"
+    if person >= max(2, 0.05 * n) or full:
+        return "person"
+    return "name"
+
+
+def cast(text: str, skip_spans: Sequence[tuple[int, int]] = ()) -> list[dict]:
+    """The book's people and places, most mentioned first: {name, kind, mentions, first, aliases,
+    positions} (first: char offset of the first mention outside `skip_spans`; aliases: the other
+    forms, most used first; positions: every mention's char offset)."""
+    out = []
+    plural = Counter(w[:-1] for w in _WORD.findall(text) if w.endswith("s") and w[:1].isupper())
+    lowered = Counter(w for w in _WORD.findall(text) if w[:1].islower() and w.endswith("s"))
+    classes = Counter({w: n + lowered.get(w.lower() + "s", 0) for w, n in plural.items()})
+    for group in merge(mentions(text, skip_spans)):
+        n = sum(f.count for f in group)
+        if n < MIN_MENTIONS:
+            continue
+        # a full name, untitled first ("Lucy Steele"); else the form used most ("Mrs. Dashwood")
+        group.sort(key=lambda f: (-len(f.words), f.title is not None and len(f.words) > 1, -f.count))
+        canon = group[0]
+        rest = sorted(group[1:], key=lambda f: -f.count)
+        kind = _kind(group, classes)
+        if kind is None:
+            continue
+        out.append({"name": canon.text, "kind": kind, "mentions": n,
+                    "first": min(f.first for f in group if f.first is not None),
+                    "aliases": [f.text for f in rest], "positions": sorted(p for f in group for p in f.positions)})
+    out.sort(key=lambda o: (-o["mentions"], o["name"]))
+    return out[:MAX_ENTRIES]
+
+
+def introducing_sentence(text: str, pos: int) -> tuple[int, int]:
+    """The sentence around `pos`, as `qa.reader.sentence_spans` (ask's splitter) cuts the text near it."""
+    lo = max(0, text.rfind("\n\n", 0, pos))
+    hi = text.find("\n\n", pos)
+    hi = len(text) if hi < 0 else hi
+    if pos - lo > 4000:  # a paragraph of a whole page: split from a little before
+        lo = pos - 2000
+    for a, b in sentence_spans(text[lo:hi]):
+        if lo + a <= pos < lo + b:
+            a, b = lo + a, lo + b
+            return a + (len(text[a:b]) - len(text[a:b].lstrip())), b
+    return pos, min(len(text), pos + 200)

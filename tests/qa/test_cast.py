@@ -1,0 +1,64 @@
+"""qa.cast: a book's people, each once under the forms the book calls them by, and its places."""
+
+from __future__ import annotations
+
+from qa.cast import cast, introducing_sentence
+
+
+def story() -> str:
+    return " ".join([
+        "The family of Dashwood had long been settled at Norland Park in Sussex.",
+        "Mrs. Dashwood wept, and Elinor Dashwood comforted her mother.",
+        "Elinor smiled. Marianne Dashwood cried. Marianne laughed at Elinor.",
+        "Sir John Middleton came to Norland Park with Lady Middleton. They stayed at Norland Park.",
+        "From Norland Park to London; from London to Norland Park.",
+        "\u201cWelcome,\u201d said Sir John. Sir John laughed. \u201cCome,\u201d said Sir John. Sir John looked on.",
+        "John Dashwood went to London. \u201cNo,\u201d said John Dashwood. John Dashwood sighed.",
+        "\u201cI shall,\u201d said John. John looked at his sister. John nodded.",
+        "Lady Middleton smiled. Lady Middleton sat down. Lady Middleton said nothing. Lady Middleton rose.",
+        "In January they were in London; in February they were in London again, and went to London.",
+        "Then Miss Lucy Steele arrived with her sister, before he engaged much of Mrs. Jennings.",
+        "\u201cYes,\u201d said Lucy. Lucy smiled. Lucy Steele laughed. Lucy looked at Elinor. Lucy sat.",
+        "Mrs. Dashwood said so. Mrs. Dashwood smiled. Mrs. Dashwood sighed. Mrs. Dashwood rose.",
+        "Mrs. Jennings laughed. Mrs. Jennings said more. Mrs. Jennings looked. Mrs. Jennings sat.",
+        "God knows. Thank God. God bless them. Heaven and God. God is good.",
+        "The Steeles left. The Steeles came back. The Steeles were gone. The Steeles returned. The Steeles.",
+        "Elinor Dashwood walked. Marianne smiled. Marianne said no. Marianne Dashwood sat.",
+    ])
+
+
+def test_aliases_merge_and_distinct_people_stay_apart():
+    text = story()
+    by_name = {o["name"]: o for o in cast(text)}
+    lucy = by_name["Lucy Steele"]
+    assert lucy["kind"] == "person" and {"Lucy", "Miss Lucy Steele"} <= set(lucy["aliases"])
+    assert "Mrs. Dashwood" in by_name and "Mrs. Dashwood" not in by_name["Elinor Dashwood"]["aliases"]
+    assert "Elinor" in by_name["Elinor Dashwood"]["aliases"]
+    middleton = by_name["John Middleton"] if "John Middleton" in by_name else by_name["Sir John Middleton"]
+    assert any(a.startswith("Sir John") for a in [middleton["name"], *middleton["aliases"]])
+    assert "Sir John" not in by_name["John Dashwood"]["aliases"]  # two Johns, not one
+    assert by_name["Lady Middleton"]["kind"] == "person"  # known by her title alone
+    assert by_name["London"]["kind"] == "place" and by_name["Norland Park"]["kind"] == "place"
+    for junk in ("God", "January", "February", "Steeles", "Steele", "Yes", "The", "Then"):
+        assert junk not in by_name, junk
+
+
+def test_a_first_name_two_people_share_goes_to_the_one_named_last():
+    text = ("John Reed hit me. " * 3 + "John laughed. John ran. " * 3 + "The years passed at the school. " * 20
+            + "John Rivers preached. " * 3 + "John prayed. John smiled. " * 3)
+    by_name = {o["name"]: o for o in cast(text)}
+    assert by_name["John Reed"]["mentions"] == 9 and by_name["John Rivers"]["mentions"] == 9
+
+
+def test_the_introducing_sentence_is_asks_sentence():
+    text = "Chapter one.\n\nThen Miss Lucy Steele arrived, before he engaged much of Mrs. Jennings. She sat."
+    o = next(o for o in cast(text * 6) if o["name"] == "Miss Lucy Steele")  # (never without her title here)
+    a, b = introducing_sentence(text * 6, o["first"])
+    assert (text * 6)[a:b] == "Then Miss Lucy Steele arrived, before he engaged much of Mrs. Jennings."
+
+
+def test_skipped_spans_do_not_count():
+    body = "Project Gutenberg is a name. " * 8 + "Anne walked. Anne smiled. Anne said no. Anne sat. Anne ran."
+    skip = [(0, body.index("Anne"))]
+    names = {o["name"] for o in cast(body, skip)}
+    assert "Anne" in names and not any("Gutenberg" in n or "Project" in n for n in names)
