@@ -33,7 +33,7 @@ import torch
 
 def chapter_pairs(text: str, offsets: list[tuple[int, int]], chunk_tokens: int = 63):
     """(query chunk, target chunk, label) for every \\ref{X} after its \\label{X} (earlier chunk)."""
-    from drt_core.train.tasks import citation_pairs
+    from drt_core.train.tasks.cite import citation_pairs
 
     return citation_pairs(text, [s for s, _ in offsets], chunk_tokens)
 

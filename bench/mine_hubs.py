@@ -16,7 +16,7 @@ import torch
 sys.path.insert(0, ".")
 from drt_core.evals.lengths import parse_length  # noqa: E402
 from drt_core.modeling import DRTForCausalLM  # noqa: E402
-from drt_core.train.tasks import build  # noqa: E402
+from drt_core.train.tasks.needles import build  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

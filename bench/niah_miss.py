@@ -12,7 +12,7 @@ import numpy as np
 
 from bench.niah_retrieval import landmark_scores, parse_len, score_rank
 from drt_core.engine import Engine
-from drt_core.train.tasks import build, value_span
+from drt_core.train.tasks.needles import build, value_span
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,14 +1,14 @@
 """Does the model RETRIEVE the needle? `python -m bench.niah_retrieval --model DIR --lengths 4k,16k`.
 
-For single-needle NIAH examples (drt_core.train.tasks, the app's prompt layout), streams the haystack and
-the question through the engine and looks at the selection that serves the answer chunk (made by
+For single-needle NIAH examples (drt_core.train.tasks.needles, the app's prompt layout), streams the haystack
+and the question through the engine and looks at the selection that serves the answer chunk (made by
 the landmark just before it, after the question was read):
     hit@k        the chunk holding the answer value is among the top-k selected (weight > 0), group 0
     readable@k   the copy head can read the whole value from the selection: from its chunk, or from
                  the chunk before it when the value lies in the copy_span slots it reads on into
     chance       k / number of eligible chunks (what a random retriever would get)
     first_tok    teacher-forced accuracy of the first answer token
-    answer       greedy answer scored with tasks.score_answer
+    answer       greedy answer scored with needles.score_answer
     sem hit@k    with --semantic: the same question served by the frozen MiniLM retriever of the
                  fixed_retriever baseline instead (cosine of the serving row's chunk text against every
                  earlier chunk's, top-k; drt_core.fixed_retriever), on the same example
@@ -132,14 +132,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="comma-separated sample indices to run (of --samples: same depths and seeds), e.g. 0,2,3")
     p.add_argument("--split", action="store_true",
                    help="write every needle across a chunk boundary at its value (the words in the chunk "
-                        "before; tasks.build split_frac=1), the case that defeated retrieval at 1M")
+                        "before; needles.build split_frac=1), the case that defeated retrieval at 1M")
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
     if a.state_dir:  # made up front, once (a missing one used to fail at the first sample, after the haystack loaded)
         Path(a.state_dir).mkdir(parents=True, exist_ok=True)
 
     from drt_core.engine import Engine
-    from drt_core.train.tasks import build, score_answer, value_span
+    from drt_core.train.tasks.needles import build, score_answer, value_span
 
     eng = Engine.from_pretrained(a.model)
     S1 = eng.cfg.chunk_size - 1

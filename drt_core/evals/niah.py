@@ -46,7 +46,7 @@ def niah_depths(k: int) -> list[float]:
 def niah_example(task: str, haystack, length: int, i: int, seed: int, depths: Sequence[float], phrasings: str,
                  tokenizer_path: str | None):
     """Sample i of a length: deterministic in (task, length, i, seed, depths, phrasings, haystack)."""
-    from ..train.tasks import build
+    from ..train.tasks.needles import build
 
     rng = random.Random(f"eval-niah:{seed}:{task}:{length}:{i}")
     depth = depths[i % len(depths)]
@@ -81,7 +81,7 @@ def _niah_one(entry: ModelEntry, ex, memmap_above: int, tmp_dir: str | None, max
         for ev in eng.generate(state, prompt_ids=tail.tolist(), max_new_tokens=budget, temperature=0.0):
             if ev.done:
                 answer_text = ev.answer or ""
-    from ..train.tasks import score_answer
+    from ..train.tasks.needles import score_answer
 
     return {
         "correct": bool(score_answer(answer_text, ex.answer)),
@@ -100,7 +100,8 @@ def run_niah(entries: Sequence[ModelEntry], lengths: Sequence[int], *, task: str
              memmap_above: int = 65536, tmp_dir: str | None = None, max_new_tokens: int | None = None,
              block_tokens: int = 16 * 63, progress=None) -> dict:
     """NIAH accuracy per model, length and depth (see the module docstring)."""
-    from ..train.tasks import TASK_NAMES, TooShort
+    from ..train.tasks.common import TooShort
+    from ..train.tasks.phrasings import TASK_NAMES
 
     if task not in TASK_NAMES:
         raise DRTError(f"unknown task {task!r}; expected one of {', '.join(TASK_NAMES)}")

@@ -9,7 +9,7 @@ NCCL on GPU, FSDP2 (`--fsdp`) for the large presets. Each rank takes its slice o
 batch, so N processes follow the loss curve of one process on the global batch.
 
 Fine-tuning for retrieval (`--task single|multikey|2hop --init CKPT`) mixes synthetic NIAH examples
-over real haystacks (drt_core.train.tasks) into the LM stream, answer tokens weighted by `--answer-weight`.
+over real haystacks (drt_core.train.tasks.needles) into the LM stream, answer tokens weighted by `--answer-weight`.
 """
 
 from __future__ import annotations
@@ -173,14 +173,15 @@ class Batches:
         if getattr(self, "_label_words", None) is None:
             import numpy as np
 
-            from .tasks import _tokenizer_path, statement_label_words
+            from .tasks.cite import statement_label_words
+            from .tasks.common import tokenizer_path_of
             from ..tokenizer import decode
 
             hay = np.memmap(Path(self.cfg.data) / "stacks" / "train.bin", dtype=np.uint16, mode="r")
             words = set()
             for a in range(0, len(hay), 1 << 20):  # label names cut at a boundary add a few partial words
                 words.update(statement_label_words(decode(hay[a:a + (1 << 20)].astype(np.int64).tolist(),
-                                                          _tokenizer_path(self.tokenizer))))
+                                                          tokenizer_path_of(self.tokenizer))))
             self._label_words = sorted(words)
         return self._label_words
 
@@ -199,17 +200,18 @@ class Batches:
         return self._hubs
 
     def qa_row(self, length: int, rng) -> dict:
-        """A "qa" row (tasks.build_qa_example) from the mined training questions, with
+        """A "qa" row (tasks.questions.build_qa_example) from the mined training questions, with
         --qa-boilerplate passages written over chunks of its window that hold neither the passage
         nor the question, so that licence pages and contents lists compete with the gold passage."""
         import numpy as np
 
         from ..prompts import CHUNK_TOKENS
-        from .tasks import QAItems, TooShort, _encode, _tokenizer_path, build_qa_example
+        from .tasks.common import TooShort, encoder, tokenizer_path_of
+        from .tasks.questions import QAItems, build_qa_example
 
         if getattr(self, "_qa", None) is None:
             self._qa = QAItems(self.cfg.qa_data or Path(self.cfg.data) / "qa", "train")
-            self._qa_enc = _encode(_tokenizer_path(self.tokenizer))
+            self._qa_enc = encoder(tokenizer_path_of(self.tokenizer))
         for _ in range(16):
             item, doc = self._qa.draw(rng)
             try:
@@ -242,14 +244,16 @@ class Batches:
         import random
 
         from ..prompts import CHUNK_TOKENS
-        from .tasks import (_tokenizer_path, build_repeat, build_training_example, citation_targets, rename_labels,
-                            retrieval_targets, splice_passages)
+        from .tasks.cite import citation_targets, rename_labels
+        from .tasks.common import tokenizer_path_of
+        from .tasks.needles import build_training_example, retrieval_targets, splice_passages
+        from .tasks.repeat import build_repeat
         from ..tokenizer import PAD_ID
 
         cfg = self.cfg
         length = self.task_length(step)
         C = -(-length // CHUNK_TOKENS)
-        tok_dir = _tokenizer_path(self.tokenizer)
+        tok_dir = tokenizer_path_of(self.tokenizer)
         hay = self.train.batch(step, G)
         p_force = self.force_prob(step)
         ids = torch.zeros(G, length, dtype=torch.long)

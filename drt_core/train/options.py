@@ -56,7 +56,7 @@ class TrainConfig:
     task_split: float = 0.0  # share of needles written across a chunk boundary at the value (split_frac)
     retrieval_distractors: float = 1.0  # the retrieval loss counts every other chunk this many times
     target_needle_start: bool = False  # a needle written across chunks: its first chunk is a retrieval target too
-    cite_rename: float = 0.0  # share of cite rows whose label names are renamed (tasks.rename_labels)
+    cite_rename: float = 0.0  # share of cite rows whose label names are renamed (tasks.cite.rename_labels)
     hard_negatives: str = ""  # .npy of mined hub passages (drt-reader bench mine_hubs) spliced into NIAH rows
     hard_negatives_per_row: int = 32  # how many passages each single / multikey / 2hop row gets
     group_targets: bool = False  # G >= 2: group g is trained (and forced) toward target column g (2hop: hop g + 1)
@@ -110,7 +110,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
                    "comma-separated fragments, e.g. encoder.,lmk_norms. (the retrieval scorer)")
     p.add_argument("--target-needle-start", action="store_true",
                    help="single / multikey: a needle written across a chunk boundary also has its first chunk as "
-                        "retrieval target (tasks.retrieval_targets needle_start)")
+                        "retrieval target (tasks.needles.retrieval_targets needle_start)")
     p.add_argument("--group-targets", action="store_true",
                    help="G >= 2 groups: group g is trained toward target column g alone (2hop: group 1 finds "
                         "hop 1's chunk, group 2 hop 2's) instead of every group toward any target")

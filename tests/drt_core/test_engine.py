@@ -658,11 +658,11 @@ ASSETS = Path(__file__).resolve().parents[1] / "assets"
 
 @pytest.mark.skipif(not (SHIPPED_DIR / "model.safetensors").exists(), reason="no shipped checkpoint")
 def test_masking_the_needles_chunk_destroys_the_answer():
-    """A 4K passkey needle (drt_core.train.tasks.single over the Frankenstein excerpt's tokens, the
+    """A 4K passkey needle (drt_core.train.tasks.needles.single over the Frankenstein excerpt's tokens, the
     question laid out as the app lays it out): the shipped model retrieves the needle's chunk and
     copies the value; with that chunk masked it no longer can, and that chunk's causal effect on
     the answer dwarfs every other evidence chunk's."""
-    from drt_core.train.tasks import score_answer, single, value_span
+    from drt_core.train.tasks.needles import score_answer, single, value_span
 
     eng = Engine.from_pretrained(SHIPPED_DIR)
     text = (ASSETS / "frankenstein_excerpt.txt").read_text(encoding="utf-8")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from drt_core.train import tasks as K
+from drt_core.train.tasks import cite, common, needles, repeat
 from drt_core import tokenizer as T
 from drt_core.config import DRTConfig
 from drt_core.modeling import DRTForCausalLM, select_topk
@@ -123,7 +123,7 @@ def test_model_oracle_reads_only_the_forced_chunk_and_the_loss_trains_the_scores
 
 def test_build_repeat_copies_beyond_the_window_and_names_the_sources(hay):
     for seed in range(5):
-        ex = K.build_repeat(hay[seed * 100:], 1260, random.Random(seed), gap=320)
+        ex = repeat.build_repeat(hay[seed * 100:], 1260, random.Random(seed), gap=320)
         (s, e), (o, oe) = ex["copy_span"], ex["source_span"]
         ids = ex["ids"]
         assert len(ids) == 1260 and np.array_equal(ids[s:e], ids[o:oe]) and s - oe >= 320
@@ -133,18 +133,18 @@ def test_build_repeat_copies_beyond_the_window_and_names_the_sources(hay):
             copied = [q for q in range(c * 63, (c + 1) * 63) if s <= q < e]
             want = sorted({(q - (s - o)) // 63 for q in copied})
             assert [x for x in src.tolist() if x >= 0] == want
-    with pytest.raises(K.TooShort):
-        K.build_repeat(hay, 500, random.Random(0), gap=320)
+    with pytest.raises(common.TooShort):
+        repeat.build_repeat(hay, 500, random.Random(0), gap=320)
 
 
 def test_retrieval_targets_point_at_the_value(hay):
     enc = T.encode
     for task in ("single", "multikey", "2hop"):
-        ex = K.build(task, hay, 1500, random.Random(7), n_pairs=1 if task == "single" else 2,
+        ex = needles.build(task, hay, 1500, random.Random(7), n_pairs=1 if task == "single" else 2,
                      needle_margin=300)
         first_q = ex.prompt_ends[0] - 62
         assert all(e <= first_q - 300 for _, e in ex.needle_spans)
-        for (row, chunks), p, ans in zip(K.retrieval_targets(ex), ex.prompt_ends, ex.answers):
+        for (row, chunks), p, ans in zip(needles.retrieval_targets(ex), ex.prompt_ends, ex.answers):
             assert row == p // 63 - 1
             values = [v.strip() for v in ans.split(",")]
             for c, v in zip(chunks, values):
@@ -341,7 +341,7 @@ def test_citation_pairs_and_targets():
             "By Lemma \\ref{lemma-a} and Section \\ref{section-s} and \\ref{lemma-b} and \\ref{lemma-nope}. " +
             filler + "\\begin{lemma}\\label{lemma-b} More.\\end{lemma} Again \\ref{lemma-a}.")
     ids = T.encode(text)
-    targets = K.citation_targets(ids)
+    targets = cite.citation_targets(ids)
     rows = dict(targets)
     assert all(chunks == [0] for chunks in rows.values())  # only lemma-a (chunk 0) is cited after its label
     assert len(rows) == 2  # the first citing chunk, and the last "Again \ref{lemma-a}"
@@ -360,22 +360,22 @@ def test_retrieval_targets_add_the_needle_start_when_it_is_written_across_chunks
     seen = {True: 0, False: 0}
     for seed in range(40):
         for task in ("single", "multikey"):
-            ex = K.build(task, hay, 1500, random.Random(seed), n_pairs=1 if task == "single" else 2,
+            ex = needles.build(task, hay, 1500, random.Random(seed), n_pairs=1 if task == "single" else 2,
                          needle_margin=300)
-            plain, both = K.retrieval_targets(ex), K.retrieval_targets(ex, needle_start=True)
+            plain, both = needles.retrieval_targets(ex), needles.retrieval_targets(ex, needle_start=True)
             for k, ((row, ch), (row2, ch2)) in enumerate(zip(plain, both)):
                 s, _ = ex.needle_spans[ex.meta["real_needles"][k]]
                 across = s // 63 != ch[0]
                 seen[across] += 1
                 assert row == row2 and ch2 == (ch + [s // 63] if across else ch)
     assert seen[True] and seen[False]  # both cases occurred
-    ex = K.build("2hop", hay, 1500, random.Random(3), n_pairs=2, needle_margin=300)
-    assert K.retrieval_targets(ex, needle_start=True) == K.retrieval_targets(ex)
+    ex = needles.build("2hop", hay, 1500, random.Random(3), n_pairs=2, needle_margin=300)
+    assert needles.retrieval_targets(ex, needle_start=True) == needles.retrieval_targets(ex)
 
 
 def test_task_split_writes_the_training_needles_across_chunk_boundaries(tmp_path):
     """train --task-split 1: every needle row's retrieval target is a chunk whose first slots hold
-    the value, with the needle's words in the chunk before (tasks.build split_frac); 0 keeps the
+    the value, with the needle's words in the chunk before (needles.build split_frac); 0 keeps the
     natural positions, where such rows are rare."""
     from drt_core import tokenizer as T
     from drt_core.train.loop import Batches
@@ -391,7 +391,7 @@ def test_task_split_writes_the_training_needles_across_chunk_boundaries(tmp_path
             ids, _, _, _, targets = Batches(cfg, 1, 0).get(step)
             for i, row in (targets[..., 0] >= 0).nonzero().tolist():
                 c = int(targets[i, row, 0])
-                head = ids[i, c * 63: c * 63 + K.SPLIT_SLOTS].tolist()
+                head = ids[i, c * 63: c * 63 + needles.SPLIT_SLOTS].tolist()
                 total += 1
                 split += any(T.decode([t]).strip().isdigit() for t in head)
         counts[frac] = (split, total)

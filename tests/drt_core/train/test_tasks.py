@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from drt_core import prompts as P
-from drt_core.train import tasks as K
+from drt_core.train.tasks import cite, common, needles, phrasings
 from drt_core import tokenizer as T
 
 
@@ -67,12 +67,12 @@ def test_qa_prompt_ids_ends_with_answer_colon():
 # ---------------------------------------------------------------- tasks
 
 
-@pytest.mark.parametrize("task", K.TASK_NAMES)
+@pytest.mark.parametrize("task", phrasings.TASK_NAMES)
 def test_seeded_and_reproducible(task, hay):
     g_state, np_state = random.getstate(), np.random.get_state()
-    a = K.build(task, hay, 1500, 11)
-    b = K.build(task, hay, 1500, random.Random(11))
-    c = K.build(task, hay, 1500, 12)
+    a = needles.build(task, hay, 1500, 11)
+    b = needles.build(task, hay, 1500, random.Random(11))
+    c = needles.build(task, hay, 1500, 12)
     assert random.getstate() == g_state  # the global RNGs are never touched
     assert all((x == y).all() for x, y in zip(np_state[1:2], np.random.get_state()[1:2]))
     assert (a.ids == b.ids).all() and (a.labels == b.labels).all() and (a.weights == b.weights).all()
@@ -80,11 +80,11 @@ def test_seeded_and_reproducible(task, hay):
     assert not (a.ids == c.ids).all() and a.answers != c.answers
 
 
-@pytest.mark.parametrize("task", K.TASK_NAMES)
+@pytest.mark.parametrize("task", phrasings.TASK_NAMES)
 @pytest.mark.parametrize("length", [600, 1000, 1237, 4097])
 def test_geometry_and_labels(task, length, hay):
     n_pairs = 1 if task == "single" else 2
-    e = K.build(task, hay, length, length, n_pairs=n_pairs)
+    e = needles.build(task, hay, length, length, n_pairs=n_pairs)
     assert e.ids.shape == e.labels.shape == e.weights.shape == (length,)
     assert e.ids.dtype == np.int64 and e.weights.dtype == np.float32
     assert len(e.answers) == len(e.answer_spans) == len(e.prompt_ends) == n_pairs
@@ -112,32 +112,32 @@ def test_geometry_and_labels(task, length, hay):
 def test_twohop_separator_never_continues_a_needles_first_code():
     # Regression (round 10): with the answer "v1, v2", the copy head's exact suffix match after "v1,"
     # pointed into "From v1, the next stop is v2" at " the", the needle's own continuation.
-    needles, _ = K.phrasing_templates("2hop", "all")
+    needles, _ = phrasings.phrasing_templates("2hop", "all")
     for tpl in needles:
         after_a = tpl.split("{a}", 1)[1]
-        assert not after_a.lstrip(" ").startswith(K.TWOHOP_SEP), tpl
-        assert K.TWOHOP_SEP not in tpl
+        assert not after_a.lstrip(" ").startswith(phrasings.TWOHOP_SEP), tpl
+        assert phrasings.TWOHOP_SEP not in tpl
 
 
 def test_needle_depth(hay):
     for depth in (0.0, 0.25, 0.5, 0.9, 1.0):
-        e = K.single(hay, 3000, 5, depth=depth)
+        e = needles.single(hay, 3000, 5, depth=depth)
         (s, _), = e.needle_spans
         max_pos = e.n_context - len(T.encode(" " + e.needles[0])) - 2 * 63
         assert abs(s - depth * max_pos) <= 260  # snapped to a nearby sentence end
     with pytest.raises(ValueError):
-        K.single(hay, 3000, 5, depth=1.5)
+        needles.single(hay, 3000, 5, depth=1.5)
 
 
 def test_task_semantics(hay):
-    m = K.multikey(hay, 2000, 3)
+    m = needles.multikey(hay, 2000, 3)
     assert len(m.needles) == 6 and len(set(m.needles)) == 6
-    key = next(k for k in (f"{a}-{b}" for a in K.KEY_ADJECTIVES for b in K.KEY_NOUNS) if k in m.question)
+    key = next(k for k in (f"{a}-{b}" for a in phrasings.KEY_ADJECTIVES for b in phrasings.KEY_NOUNS) if k in m.question)
     real = [n for n in m.needles if key in n]
     assert len(real) == 1 and m.answer in real[0]
-    h = K.two_hop(hay, 2000, 3)
+    h = needles.two_hop(hay, 2000, 3)
     v1, v2 = h.answer.split("; ")
-    assert K.twohop_values(h.answer) == [v1, v2] and K.twohop_answer(v1, v2) == h.answer
+    assert phrasings.twohop_values(h.answer) == [v1, v2] and phrasings.twohop_answer(v1, v2) == h.answer
     import re
 
     (start,) = re.findall(r"\d+", h.question)
@@ -145,23 +145,23 @@ def test_task_semantics(hay):
     assert len(h.needles) == 4  # two chains of two hops
     assert any(start in n and v1 in n for n in h.needles) and any(v1 in n and v2 in n for n in h.needles)
     assert text.count(start) == 1
-    s = K.single(hay, 2000, 3)
+    s = needles.single(hay, 2000, 3)
     assert len(s.needles) == 1 and s.answer in s.needles[0]
     assert 5 <= len(s.answer) <= 7 and s.answer[0] != "0"
     with pytest.raises(ValueError):
-        K.single(hay, 2000, 3, n_pairs=2)
+        needles.single(hay, 2000, 3, n_pairs=2)
     with pytest.raises(ValueError):
-        K.single(hay, 150, 3)  # too short to hold a needle and a question
+        needles.single(hay, 150, 3)  # too short to hold a needle and a question
 
 
 def test_heldout_phrasings_disjoint(hay):
-    for task in K.TASK_NAMES:
-        tn, tq = K.phrasing_templates(task, "train")
-        hn, hq = K.phrasing_templates(task, "heldout")
+    for task in phrasings.TASK_NAMES:
+        tn, tq = phrasings.phrasing_templates(task, "train")
+        hn, hq = phrasings.phrasing_templates(task, "heldout")
         assert len(tn) >= 6 and len(hn) >= 2 and len(tq) >= 6 and len(hq) >= 2
         assert not set(tn) & set(hn) and not set(tq) & set(hq)
         for seed in range(6):
-            e = K.build(task, hay, 1200, seed, phrasings="heldout")
+            e = needles.build(task, hay, 1200, seed, phrasings="heldout")
             trained = {q for q in tq}
             assert not any(_matches(t, e.question) for t in trained)
             assert any(_matches(t, e.question) for t in hq)
@@ -178,32 +178,32 @@ def _matches(template: str, text: str) -> bool:
 
 
 def test_short_haystack_is_tiled(hay):
-    e = K.single(hay[:200], 1500, 1)
+    e = needles.single(hay[:200], 1500, 1)
     assert e.ids.shape == (1500,)
 
 
 def test_score_answer():
-    assert K.score_answer(" 48213\nblah", "48213")
-    assert K.score_answer("\n48213", "48213")
-    assert not K.score_answer(" 48214", "48213")
-    assert K.score_answer(" 111, 222 and more", "111, 222")
-    assert not K.score_answer(" 222, 111", "111, 222")
-    assert not K.score_answer("", "111")
+    assert needles.score_answer(" 48213\nblah", "48213")
+    assert needles.score_answer("\n48213", "48213")
+    assert not needles.score_answer(" 48214", "48213")
+    assert needles.score_answer(" 111, 222 and more", "111, 222")
+    assert not needles.score_answer(" 222, 111", "111, 222")
+    assert not needles.score_answer("", "111")
 
 
 def test_build_training_example_for_train_loop(hay):
     tok = T.load_tokenizer()
     hs = hay[:504].tolist()
-    a = K.build_training_example("multikey", hs, tok, random.Random(4), pairs=4, answer_weight=3.0)
-    b = K.build_training_example("multikey", hs, None, random.Random(4), pairs=4, answer_weight=3.0)
+    a = needles.build_training_example("multikey", hs, tok, random.Random(4), pairs=4, answer_weight=3.0)
+    b = needles.build_training_example("multikey", hs, None, random.Random(4), pairs=4, answer_weight=3.0)
     assert (a["ids"] == b["ids"]).all() and len(a["ids"]) == 504
     assert 1 <= a["pairs"] <= 4 and len(a["answers"]) == a["pairs"]
     assert all(p % 63 == 0 for p in a["prompt_ends"])
     assert a["weights"].max() == 3.0
-    s = K.build_training_example("single", hay[:1000].tolist(), tok, random.Random(4), pairs=4)
+    s = needles.build_training_example("single", hay[:1000].tolist(), tok, random.Random(4), pairs=4)
     assert s["pairs"] == 1
-    with pytest.raises(K.TooShort):
-        K.build_training_example("2hop", hay[:150].tolist(), tok, random.Random(4), pairs=4)
+    with pytest.raises(common.TooShort):
+        needles.build_training_example("2hop", hay[:150].tolist(), tok, random.Random(4), pairs=4)
 
 
 def test_value_span_is_the_answer_inside_its_needle(hay):
@@ -212,17 +212,17 @@ def test_value_span_is_the_answer_inside_its_needle(hay):
     seeds put a value across a chunk boundary, others not (both cases occur)."""
     across = set()
     for seed in range(40):
-        ex = K.single(hay, 3000, seed, depth=(seed + 0.5) / 40) if seed % 2 else K.multikey(hay, 3000, seed)
-        v0, v1 = K.value_span(ex, 0)
+        ex = needles.single(hay, 3000, seed, depth=(seed + 0.5) / 40) if seed % 2 else needles.multikey(hay, 3000, seed)
+        v0, v1 = needles.value_span(ex, 0)
         assert T.decode(ex.ids[v0:v1].tolist()) == " " + ex.answer
         s, e = ex.needle_spans[ex.meta["real_needles"][0]]
         assert s <= v0 < v1 <= e
-        (_, (target, *_)), *_ = K.retrieval_targets(ex)  # the bench reads its hit chunk from value_span
+        (_, (target, *_)), *_ = needles.retrieval_targets(ex)  # the bench reads its hit chunk from value_span
         assert v0 // 63 == target
         across.add(v0 // 63 != (v1 - 1) // 63)
     assert across == {True, False}
     with pytest.raises(ValueError):
-        K.value_span(K.two_hop(hay, 2000, 3))
+        needles.value_span(needles.two_hop(hay, 2000, 3))
 
 
 @pytest.mark.parametrize("task", ["single", "multikey"])
@@ -233,25 +233,25 @@ def test_split_needles_start_their_value_in_a_new_chunk(task, hay):
     haystack in order). Without it such needles are rare (natural positions)."""
     n_split = n_plain = n = 0
     for seed in range(12):
-        ex = K.build(task, hay, 3000, seed, n_pairs=1 if task == "single" else 3, split_frac=1.0)
-        plain = K.build(task, hay, 3000, seed, n_pairs=1 if task == "single" else 3)
+        ex = needles.build(task, hay, 3000, seed, n_pairs=1 if task == "single" else 3, split_frac=1.0)
+        plain = needles.build(task, hay, 3000, seed, n_pairs=1 if task == "single" else 3)
         assert sorted(ex.needles) == sorted(plain.needles) and ex.answers == plain.answers
         spans = sorted(ex.needle_spans)
         assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))  # needles never overlap
         assert all(T.decode(ex.ids[s:e].tolist()).strip() in ex.needles for s, e in ex.needle_spans)
-        targets = dict(K.retrieval_targets(ex))
+        targets = dict(needles.retrieval_targets(ex))
         for q in range(len(ex.answers)):
-            v0, v1 = K.value_span(ex, q)
+            v0, v1 = needles.value_span(ex, q)
             assert T.decode(ex.ids[v0:v1].tolist()) == " " + ex.answers[q]
             n += 1
-            n_split += v0 % 63 < K.SPLIT_SLOTS
-            n_plain += K.value_span(plain, q)[0] % 63 < K.SPLIT_SLOTS
+            n_split += v0 % 63 < needles.SPLIT_SLOTS
+            n_plain += needles.value_span(plain, q)[0] % 63 < needles.SPLIT_SLOTS
             s, _ = next(sp for sp in ex.needle_spans if sp[0] <= v0 < sp[1])
             assert s // 63 < v0 // 63 or v0 % 63 == s % 63  # the needle's words begin in the chunk before
-        assert all(t[0] == K.value_span(ex, q)[0] // 63 for q, (row, t) in enumerate(sorted(targets.items())))
+        assert all(t[0] == needles.value_span(ex, q)[0] // 63 for q, (row, t) in enumerate(sorted(targets.items())))
     assert n_split == n and n_plain < n / 3
     with pytest.raises(ValueError, match="split_frac"):
-        K.build(task, hay, 3000, 0, split_frac=1.5)
+        needles.build(task, hay, 3000, 0, split_frac=1.5)
 
 
 @pytest.mark.parametrize("task", ["single", "multikey"])
@@ -261,9 +261,9 @@ def test_splice_passages_writes_hubs_at_chunk_ends_and_never_touches_needles_or_
     are unchanged, so the retrieval targets are too; passages never share a chunk."""
     passages = np.arange(5000, 5000 + 3 * 79, dtype=np.int64).reshape(3, 79)
     for seed in range(6):
-        ex = K.build(task, hay, 3000, seed, n_pairs=1 if task == "single" else 3)
+        ex = needles.build(task, hay, 3000, seed, n_pairs=1 if task == "single" else 3)
         ids = ex.ids.copy()
-        done = K.splice_passages(ex, ids, passages, 12, random.Random(seed))
+        done = needles.splice_passages(ex, ids, passages, 12, random.Random(seed))
         assert len(done) == 12
         for c in done:
             assert any(np.array_equal(ids[(c + 1) * 63 - 79:(c + 1) * 63], p) for p in passages)
@@ -272,12 +272,12 @@ def test_splice_passages_writes_hubs_at_chunk_ends_and_never_touches_needles_or_
         assert not protected & set(changed.tolist())
         assert changed.max() < ex.n_context // 63 * 63
         assert all(np.array_equal(ids[a:b], ex.ids[a:b]) for a, b in ex.needle_spans)
-        spliced = K.NIAHExample(**{**ex.__dict__, "ids": ids})
-        assert K.retrieval_targets(spliced) == K.retrieval_targets(ex)
+        spliced = needles.NIAHExample(**{**ex.__dict__, "ids": ids})
+        assert needles.retrieval_targets(spliced) == needles.retrieval_targets(ex)
         assert len({c for c in done} | {c - 1 for c in done}) == 2 * len(done)  # no shared chunk
     # a short haystack: fewer free chunks than asked, never an error
-    ex = K.build(task, hay, 700, 0, n_pairs=1)
-    assert len(K.splice_passages(ex, ex.ids.copy(), passages, 50, random.Random(0))) < 50
+    ex = needles.build(task, hay, 700, 0, n_pairs=1)
+    assert len(needles.splice_passages(ex, ex.ids.copy(), passages, 50, random.Random(0))) < 50
 
 
 def test_rename_labels_renames_statement_labels_consistently_and_keeps_the_citations():
@@ -291,26 +291,26 @@ def test_rename_labels_renames_statement_labels_consistently_and_keeps_the_citat
     text = (Path(__file__).resolve().parents[2] / "assets" / "stacks-brauer.tex").read_text(encoding="utf-8")
     ids = np.asarray(T.encode(text)[:6000], dtype=np.int64)
     ids[3000] = T.EOT_ID  # two documents in one window
-    words = K.statement_label_words(text)
+    words = cite.statement_label_words(text)
     assert "brauer" in words and all(w.isalpha() for w in words)
     before = T.decode(ids.tolist())
-    out = K.rename_labels(ids, random.Random(0), words)
+    out = cite.rename_labels(ids, random.Random(0), words)
     assert len(out) == len(ids) and (out == T.EOT_ID).sum() == 1
     after = T.decode(out.tolist())
     old = {m.group(1) for m in re.finditer(r"\\(?:label|ref)\{([^}]+)\}", before)}
     new = {m.group(1) for m in re.finditer(r"\\(?:label|ref)\{([^}]+)\}", after)}
-    statements = {n for n in old if n.split("-")[0] in K.STATEMENT_KINDS}
+    statements = {n for n in old if n.split("-")[0] in cite.STATEMENT_KINDS}
     assert statements and not statements & new
     assert old - statements <= new  # section labels unchanged
     for n in new - (old - statements):
         kind, *rest = n.split("-")
-        assert kind in K.STATEMENT_KINDS and set(rest) <= set(words)
-    pairs_before = K.citation_targets(ids.tolist())
-    pairs_after = K.citation_targets(out.tolist())
+        assert kind in cite.STATEMENT_KINDS and set(rest) <= set(words)
+    pairs_before = cite.citation_targets(ids.tolist())
+    pairs_after = cite.citation_targets(out.tolist())
     assert abs(len(pairs_after) - len(pairs_before)) <= 2 and len(pairs_after) > 5
     # the same seed renames the same way; another does not
-    assert np.array_equal(K.rename_labels(ids, random.Random(0), words), out)
-    assert not np.array_equal(K.rename_labels(ids, random.Random(1), words), out)
+    assert np.array_equal(cite.rename_labels(ids, random.Random(0), words), out)
+    assert not np.array_equal(cite.rename_labels(ids, random.Random(1), words), out)
 
 
 def test_build_qa_example_layout_and_targets():
@@ -319,7 +319,8 @@ def test_build_qa_example_layout_and_targets():
     the answer's chunk and its targets are the chunks of the answer and of the passage's start."""
     import random
 
-    from drt_core.train.tasks import TooShort, build_qa_example
+    from drt_core.train.tasks.common import TooShort
+    from drt_core.train.tasks.questions import build_qa_example
 
     doc = np.arange(100, 100 + 5000) % 7000 + 3
     item = {"question": "Who is X?", "answer": "a man", "passage_tok": [2000, 2080], "ans_tok": [2040, 2045]}
