@@ -7,7 +7,9 @@ extractive (default): the document is cut into parts (ingest.parts: chapters fro
     MiniLM encoder), the people it names, speech (penalised), its opening, words that move the
     story on, and the model's retrieval centrality (the weighted in-degree of the sentence's
     chunks in the dependency map, licence, contents and index pages left out). The book's summary
-    is its parts' summaries, in order, each sentence with its pages. Nothing is paraphrased.
+    is its parts' summaries, in order, each sentence with its pages. Nothing is paraphrased. Its
+    heatmap (trace["chunks"], `sentence_rows`): one row per sentence, one column per document chunk,
+    what the model retrieved while it read that sentence at prefill, with the fusion weights.
 the story so far (`before_page=N`): the same summary of the document as a reader who stopped
     before page N has it: only the chunks that end before page N, their pages, and the dependency
     map's rows of those chunks (prefill is causal, so they are the truncated document's own): exact
@@ -61,6 +63,43 @@ def in_degree(dependency_map: Sequence[dict], n_chunks: int, skip: frozenset[int
             if 0 <= j < n_chunks and j != src and j not in skip:
                 score[j] += float(w)
     return score
+
+
+EFFECTS_NOTE = ("not measured: a summary sentence was read at prefill, and barring a chunk from that reading "
+                "means prefilling the document again up to the sentence (a whole book's prefill for its last "
+                "sentence); the rows are the prefill's own selection, with its fusion weights")
+
+
+def sentence_rows(dependency_map: Sequence[dict], sentence_chunks: Sequence[Sequence[int]],
+                  n_doc_chunks: int) -> list[dict]:
+    """The heatmap rows of quoted sentences, one per sentence: what the model retrieved while it read
+    the sentence, from the dependency map recorded at prefill (the prefill's own selection). A
+    sentence's chunks are read with the selections of their dependency-map rows (chunk c's row: the
+    selection made by landmark c - 1; chunk 0 retrieves nothing); the row gives each retrieved
+    document chunk its fusion weight averaged over those selections (every retrieval group of every
+    chunk of the sentence; 0 where one did not pick it), so a row's weights sum to at most 1.
+    Each row: {"sentence", "reading" (the sentence's chunks that retrieved), "topk" (heaviest first),
+    "weights", "scores": None (prefill keeps no score of the chunks it did not pick), "effects": None
+    (EFFECTS_NOTE)}: the structure of an answer's trace["chunks"], which ui.plots draws."""
+    by_chunk = {int(r.get("chunk", -1)): r for r in dependency_map}
+    rows = []
+    for i, chunks in enumerate(sentence_chunks):
+        reading = [int(c) for c in chunks if int(c) in by_chunk]
+        sels = []
+        for c in reading:
+            r = by_chunk[c]
+            one = {"retrieved": r.get("retrieved", []), "weights": r.get("weights", [])}
+            sels += r.get("groups") or [one]
+        got: dict[int, float] = {}
+        for g in sels:
+            for j, w in zip(g.get("retrieved") or [], g.get("weights") or []):
+                j, w = int(j), float(w)
+                if 0 <= j < n_doc_chunks and w > 0:
+                    got[j] = got.get(j, 0.0) + w / len(sels)
+        top = sorted(got.items(), key=lambda jw: (-jw[1], jw[0]))
+        rows.append({"sentence": i, "reading": reading, "topk": [j for j, _ in top],
+                     "weights": [round(w, 6) for _, w in top], "scores": None, "effects": None})
+    return rows
 
 
 def whole_sentences(text: str) -> list[tuple[int, int]]:
@@ -145,7 +184,9 @@ def extractive(
 ) -> dict:
     """{"summary", "evidence", "trace"}: whole sentences from every part (or from one `span`: (char
     start, char end, title), as `eval summary` gives a chapter); the trace lists the sentences
-    (text, part, pages, chunks, score) and the parts."""
+    (text, part, pages, chunks, score) and the parts, and holds the heatmap: `chunks`, one row per
+    sentence of what the model retrieved while it read it (sentence_rows), over `n_doc_chunks`
+    columns; `effects` is None and `effects_note` says why."""
     doc = library.document(doc_id)
     n = doc["n_chunks"]
     chunks = library.chunks(doc_id)
@@ -203,7 +244,10 @@ def extractive(
                        "stretches by what the part is about (MiniLM), its recurring names, speech, its opening, "
                        "time words and retrieval centrality",
              "sentences": rows, "parts": [p.to_json() for p in chosen],
-             "in_degree": [round(x, 6) for x in cent], "selected": sorted(ev_pairs), "chunks": []}
+             "in_degree": [round(x, 6) for x in cent], "selected": sorted(ev_pairs),
+             # the heatmap: one row per sentence, one column per document chunk (sentence_rows)
+             "n_doc_chunks": n, "chunks": sentence_rows(dependency_map, [r["chunks"] for r in rows], n),
+             "effects": None, "effects_note": EFFECTS_NOTE}
     return {"summary": "\n\n".join([intro, *lines]), "evidence": evidence, "trace": trace}
 
 

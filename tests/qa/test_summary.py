@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -10,7 +11,7 @@ from ingest.errors import IngestError
 from ingest.parts import document_text
 from qa.errors import QAError
 from qa.summary import (abstractive_allowed, extractive, in_degree, parse_pages, per_part_budget,
-                            summary_check, whole_sentences)
+                            sentence_rows, summary_check, whole_sentences)
 from tests.ingest.docstore import store_text
 
 
@@ -69,6 +70,54 @@ def test_the_models_centrality_breaks_ties(library):
     assert hub in third[1]["chunks"]  # the second half's pick lies on what the rest retrieved
     plain = [s for s in extractive(library, doc, [], per_part=2, embed=None)["trace"]["sentences"] if s["part"] == 3]
     assert plain[1]["text"] != third[1]["text"]  # without the map: the stretch's first sentence
+
+
+def test_sentence_rows_average_what_the_sentences_chunks_retrieved():
+    dep = [{"chunk": 1, "retrieved": [0], "weights": [1.0]},
+           {"chunk": 4, "retrieved": [0, 2], "weights": [0.75, 0.25],
+            "groups": [{"retrieved": [0, 2], "weights": [0.75, 0.25]}, {"retrieved": [3], "weights": [1.0]}]},
+           {"chunk": 5, "retrieved": [2, 9], "weights": [0.5, 0.5]}]  # 9: past the columns, dropped
+    rows = sentence_rows(dep, [[0], [4, 5], [1]], n_doc_chunks=6)
+    assert [r["sentence"] for r in rows] == [0, 1, 2]
+    assert rows[0] == {"sentence": 0, "reading": [], "topk": [], "weights": [], "scores": None,
+                       "effects": None}
+    # sentence 1 is read with three selections: chunk 4's two groups and chunk 5's one
+    assert rows[1]["reading"] == [4, 5] and rows[1]["topk"] == [3, 0, 2]  # heaviest first, then by chunk
+    assert rows[1]["weights"] == [round(1 / 3, 6), 0.25, 0.25]  # 0.75 / 3 for chunk 0, (0.25 + 0.5) / 3 for 2
+    assert rows[2]["topk"] == [0] and rows[2]["weights"] == [1.0]
+
+
+def test_the_heatmap_has_a_row_per_sentence_and_a_column_per_chunk_from_the_dependency_map(library):
+    text = "".join(chapter(r, 12) for r in ("I", "II", "III"))
+    doc = store_text(library, text)
+    n = library.document(doc)["n_chunks"]
+    # every chunk c >= 1 retrieved chunk 0 and the chunk two before it, in two groups
+    dep = [{"chunk": c, "retrieved": [0], "weights": [1.0],
+            "groups": [{"retrieved": [0], "weights": [1.0]},
+                       {"retrieved": [max(c - 2, 0)], "weights": [1.0]}]}
+           for c in range(1, n)]
+    out = extractive(library, doc, dep, per_part=3, embed=None)
+    tr = out["trace"]
+    sents, rows = tr["sentences"], tr["chunks"]
+    assert len(sents) == 9 and len(rows) == len(sents) and tr["n_doc_chunks"] == n
+    assert tr["effects"] is None and "not measured" in tr["effects_note"]
+    by_chunk = {r["chunk"]: r for r in dep}
+    for i, (s, row) in enumerate(zip(sents, rows)):
+        assert row["sentence"] == i and row["reading"] == [c for c in s["chunks"] if c >= 1]
+        want: dict[int, float] = {}
+        sels = [g for c in row["reading"] for g in by_chunk[c]["groups"]]
+        for g in sels:
+            for j, w in zip(g["retrieved"], g["weights"]):
+                want[j] = want.get(j, 0.0) + w / len(sels)
+        assert dict(zip(row["topk"], row["weights"])) == pytest.approx(want, abs=1e-6)  # rounded to 6 places
+        assert all(0 <= j < n for j in row["topk"]) and row["scores"] is None
+    # ui.plots draws it: one row per sentence, one column per document chunk
+    from ui import plots
+
+    svg = plots.retrieval_heatmap_svg(tr, [library.chunks(doc, [c])[0]["page_first"] for c in range(n)])
+    assert f'data-rows="{len(sents)}" data-cols="{n}"' in svg
+    marked = {int(m) for m in re.findall(r'data-mark="(\d+)"', svg)}
+    assert marked == {j for r in rows for j in r["topk"]}
 
 
 def test_narrative_pick_prefers_names_and_events_to_speech():
