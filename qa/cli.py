@@ -57,6 +57,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("doc_id", metavar="DOC_ID", help=DOC_HELP)
     p.add_argument("--chunk", type=int, metavar="N", default=None,
                    help="instead: what chunk N relied on (the chunks it retrieved while it was read)")
+    p.add_argument("--plot", metavar="FILE.png", default=None,
+                   help="also draw it: who appears where (books) or the statements and what each relies on "
+                        "(papers)")
     json_flag(p)
     p.set_defaults(func=cmd_outline)
 
@@ -253,7 +256,18 @@ def cmd_outline(args: argparse.Namespace) -> int:
             emit(args, {"doc_id": doc_id, "chunk": args.chunk, "relied_on": rows}, "\n".join(lines))
             return 0
         out = build(lib, doc_id, dep)
-    emit(args, out, outline_text(out, title))
+        text = outline_text(out, title)
+        if args.plot:
+            from ingest.parts import document_text
+
+            from .pictures import picture, png
+
+            svg = picture(out, document_text(lib, doc_id))
+            if not svg:
+                raise QAError("nothing to draw: this document has neither statements nor people")
+            text += f"\n\nPicture: {png(svg, args.plot)}"
+            out = dict(out, plot=str(args.plot))
+    emit(args, out, text)
     return 0
 
 

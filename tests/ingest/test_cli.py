@@ -156,7 +156,7 @@ def test_abstractive_mode_is_off_until_the_model_passes_its_summary_check(cli, a
     assert got["trace"]["notice"].startswith("abstractive summaries are off")
 
 
-def test_summarize_by_chapter_and_pages_and_outline(cli, assets):
+def test_summarize_by_chapter_and_pages_and_outline(cli, assets, tmp_path):
     res = _ingest(cli, assets / "frankenstein_excerpt.txt")
     prefix = res["doc_id"][:8]
     rc, out, _ = cli("summarize", prefix, "--chapter", "2", "--json")
@@ -177,6 +177,8 @@ def test_summarize_by_chapter_and_pages_and_outline(cli, assets):
     assert "Margaret" in got and "Chapter" not in got  # a name, not a heading word
     rc, out, _ = cli("outline", prefix)
     assert rc == 0 and "Parts:" in out and "Letter 2" in out
+    rc, out, _ = cli("outline", prefix, "--plot", str(tmp_path / "cast.png"))
+    assert rc == 0 and (tmp_path / "cast.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "cast.png" in out
     rc, out, _ = cli("outline", prefix, "--chunk", "5", "--json")
     assert rc == 0 and one_json(out)["chunk"] == 5
     rc, _, err = cli("outline", prefix, "--chunk", "99999")

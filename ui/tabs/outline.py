@@ -28,11 +28,11 @@ def outline_doc(ctx: UIContext, doc_id: str | None) -> dict:
     return build(ctx.library, ctx.library.resolve(doc_id), dep)  # type: ignore[arg-type]
 
 
-def outline_view(ctx: UIContext, doc_id: str | None) -> str:
-    """The Outline tab's Markdown."""
+def outline_view(ctx: UIContext, doc_id: str | None, o: dict | None = None) -> str:
+    """The Outline tab's Markdown (of the outline `o` when given)."""
     from qa.outline import page_ranges
 
-    o = outline_doc(ctx, doc_id)
+    o = o if o is not None else outline_doc(ctx, doc_id)
     _, labels = ctx.layout(o["doc_id"])
     out = [f"**{len(o['parts'])} parts** ({o['parts'][0]['source'] if o['parts'] else '-'}): "
            + "; ".join(f"{p['number']}. {md_escape(p['title'][:40])} (p. {plots.page_label(p['page_first'], labels)})"
@@ -64,6 +64,17 @@ def outline_view(ctx: UIContext, doc_id: str | None) -> str:
     if not o["statements"] and not o["names"]:
         out.append("\nNo statements (definitions, lemmas, theorems) and no frequent names found.")
     return "\n".join(out)
+
+
+def outline_picture(ctx: UIContext, doc_id: str | None, o: dict | None = None) -> str:
+    """The outline's picture (qa.pictures, as `drt-reader outline --plot`): who appears where in a
+    book, the statements and what each relies on in a paper; "" when there is nothing to draw."""
+    from ingest.parts import document_text
+    from qa.pictures import picture
+
+    o = o if o is not None else outline_doc(ctx, doc_id)
+    svg = picture(o, document_text(ctx.library, o["doc_id"]))
+    return f'<div style="overflow-x:auto">{svg}</div>' if svg else ""
 
 
 def relied_on_view(ctx: UIContext, doc_id: str | None, chunk: Any) -> str:
@@ -99,6 +110,7 @@ class OutlineTab:
     doc: gr.Dropdown
     button: gr.Button
     outline_md: gr.Markdown
+    picture: gr.HTML
     chunk: gr.Number
     chunk_btn: gr.Button
     relied_md: gr.Markdown
@@ -117,24 +129,26 @@ def layout() -> OutlineTab:
             doc = gr.Dropdown(label="Document (prefilled)", choices=[], scale=3, elem_id="drt-out-doc")
             button = gr.Button("Show outline", variant="primary", scale=1, elem_id="drt-show-outline")
         outline_md = gr.Markdown(elem_id="drt-outline")
+        picture = gr.HTML(elem_id="drt-outline-picture")
         with gr.Row():
             chunk = gr.Number(label="What did a chunk rely on? (chunk number)", precision=0, minimum=0,
                               scale=3, elem_id="drt-out-chunk")
             chunk_btn = gr.Button("Show", scale=1, elem_id="drt-out-chunk-btn")
         relied_md = gr.Markdown(elem_id="drt-relied")
-    return OutlineTab(doc, button, outline_md, chunk, chunk_btn, relied_md)
+    return OutlineTab(doc, button, outline_md, picture, chunk, chunk_btn, relied_md)
 
 
 def wire(ctx: UIContext, tab: OutlineTab) -> None:
     """The tab's events: Show outline, what a chunk relied on."""
 
-    def show_outline(doc_id) -> str:
+    def show_outline(doc_id) -> tuple[str, str]:
         try:
-            return outline_view(ctx, doc_id)
+            o = outline_doc(ctx, doc_id)
+            return outline_view(ctx, doc_id, o), outline_picture(ctx, doc_id, o)
         except Exception as e:
-            return in_place(error_text(e))
+            return in_place(error_text(e)), ""
 
-    tab.button.click(show_outline, [tab.doc], [tab.outline_md], **MODEL, **PRIVATE)
+    tab.button.click(show_outline, [tab.doc], [tab.outline_md, tab.picture], **MODEL, **PRIVATE)
 
     def show_relied(doc_id, chunk) -> str:
         try:

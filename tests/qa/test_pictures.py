@@ -1,0 +1,50 @@
+"""qa.pictures: who appears where (books), statements and what each relies on (papers)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ingest.parts import document_text
+from qa.outline import build
+from qa.pictures import appearances, cast_grid, png, relies, statement_graph
+from tests.ingest.docstore import store_text
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+
+
+def book() -> str:
+    one = "Anne Elliot walked. Anne smiled. \u201cNo,\u201d said Anne. Anne sat down by the fire. " * 3
+    two = "Captain Wentworth came. Wentworth bowed. \u201cYes,\u201d said Wentworth. Anne looked. " * 3
+    return "".join(f"\n\nCHAPTER {r}\n\n{t * 4}" for r, t in (("I", one), ("II", two), ("III", one + two)))
+
+
+def test_cast_grid_rows_people_columns_parts(library):
+    doc = store_text(library, book())
+    o = build(library, doc, [])
+    a = appearances(o)
+    assert a["people"][0] == "Anne Elliot" and "Wentworth" in a["people"]  # (his most used form)
+    assert len(a["parts"]) == 3
+    went = a["share"][a["people"].index("Wentworth")]
+    assert went[0] < went[1] and went[2] > 0  # named in chapter I only on the page it shares with II
+    svg = cast_grid(o)
+    assert svg.startswith("<svg") and svg.count('data-person="Anne Elliot"') == 3
+
+
+def test_statement_graph_cites_and_retrieved(tmp_path, library):
+    src = (ASSETS / "stacks-brauer.tex").read_text()
+    doc = store_text(library, src, kind="tex", page_chars=2000, chunk_chars=250, name="brauer.tex")
+    o = build(library, doc, [])
+    st = o["statements"]
+    later = st[-1]["chunks"][0]
+    dep = [{"chunk": later, "retrieved": [st[0]["chunks"][0]], "weights": [0.9]}]
+    o = build(library, doc, dep)
+    text = document_text(library, doc)
+    arcs = relies(o, text)
+    assert (len(st) - 1, 0, "retrieved") in arcs or (len(st) - 1, 0, "cites") in arcs
+    cited = [(j, i) for j, i, how in arcs if how == "cites"]
+    for j, i in cited:  # a cite is the earlier statement's label in the later one's text
+        assert str(st[i]["label"]) in text[st[j]["char_start"]:st[j]["char_end"]]
+    svg = statement_graph(o, text)
+    assert svg.count("<circle") == len(st) and svg.count("<path") == len(arcs)
+    out = png(svg, tmp_path / "graph.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
