@@ -19,10 +19,6 @@ class UserError(Exception):
     one line, without a traceback, exit status 2 (gr.Error in the UI). Its message is one line
     whatever it was given (MuPDF messages and file names may carry newlines)."""
 
-    # what ui/context.py still reads to tell these from internal errors (it could ask
-    # isinstance(e, UserError)); set here once, never by a subclass
-    user_error = True
-
     def __str__(self) -> str:
         return " ".join(super().__str__().split())
 

@@ -4,7 +4,7 @@ reach a person, and the settings every event shares.
 - Jobs are keyed by (session, kind) so the Cancel/Stop buttons of one browser tab stop that tab's
   job only. `arm()` registers a job before it enters the queue, so Cancel works while it waits;
   `ui.jobs.run_threaded` runs a job's work in a worker thread.
-- Errors meant for people (`user_error = True` in ingest/store/drt_core) become `gr.Error` with an
+- Errors meant for people (`cli_io.UserError`, the root of every package's own) become `gr.Error` with an
   HTML-escaped one-line message (`user_facing`), or a line in place beside the control
   (`in_place(error_text(e))`); anything else is logged with its traceback and shown as a short
   generic message.
@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterator
 
 import gradio as gr
 
+from cli_io import UserError
 from ingest import pipeline
 from ingest.errors import IngestError
 from store.library import Library
@@ -84,7 +85,7 @@ def error_text(e: BaseException) -> str:
     a project error's own message, else "internal error (...)" (logged with its traceback)."""
     if isinstance(e, gr.Error):
         return " ".join(str(e.message).split())
-    if getattr(e, "user_error", False):
+    if isinstance(e, UserError):
         return " ".join(str(e).split())
     logger.exception("internal error in the UI", exc_info=e)
     return f"internal error ({type(e).__name__}); the server log has the details"
@@ -99,7 +100,7 @@ def to_gr_error(e: BaseException) -> gr.Error:
     """A project error -> gr.Error with its one-line message (escaped: gr.Error renders HTML)."""
     if isinstance(e, gr.Error):
         return e
-    if getattr(e, "user_error", False):
+    if isinstance(e, UserError):
         return gr.Error(html.escape(" ".join(str(e).split())), print_exception=False)
     logger.exception("internal error in the UI", exc_info=e)
     return gr.Error(

@@ -2,7 +2,9 @@
 
 - `retrieval_heatmap_svg`: one row per generated chunk, one column per document chunk laid out
   along the pages (page ticks), colour = the relevance score the retriever gave that chunk, the
-  selected top-k outlined. Wide documents are binned (a bin shows its best score; clicking it
+  selected top-k outlined. A row without scores (a summary sentence, a quoted sentence: what the
+  model retrieved while it read it at prefill) is coloured by its fusion weights. Wide documents
+  are binned (a bin shows its best score; clicking it
   picks the bin's best chunk for that row).
 - `dependency_map_svg`: the causal dependency map from prefill: x = the querying chunk, y = the
   chunk it retrieved (both on page axes), colour and size = fusion weight.
@@ -195,10 +197,13 @@ def retrieval_heatmap_svg(
     title: str = "Retrieval: generated chunk × document chunk",
     value_name: str = "relevance",
     row_labels: Sequence[str] | None = None,
+    row_titles: Sequence[str] | None = None,
     mark_name: str = "top-k",
     max_cols: int = 480,
 ) -> str:
-    """The retrieval heatmap of one answer (see the module docstring) as an HTML <svg> string."""
+    """The retrieval heatmap of one answer (see the module docstring) as an HTML <svg> string.
+    `row_labels` name the rows (else "gen 1", ...); `row_titles`, their hover text (else "generated
+    chunk N"): a summary's rows are its sentences."""
     n = len(chunk_pages)
     if not trace or not trace.get("chunks"):
         return note("No retrieval to show: no generated chunk retrieved from the document.")
@@ -225,7 +230,8 @@ def retrieval_heatmap_svg(
     ]
     for ri, row in enumerate(rows):
         y = top + ri * row_h
-        gen_title = _e(f"generated chunk {row['gen']}")
+        tip = row_titles[ri] if row_titles and ri < len(row_titles) else f"generated chunk {row['gen']}"
+        gen_title = _e(tip)
         out.append(
             f'<text x="{left - 6}" y="{y + row_h / 2 + 4:.1f}" font-size="11" text-anchor="end">'
             f'<title>{gen_title}</title>{_e(row["label"])}</text>'
@@ -236,13 +242,15 @@ def retrieval_heatmap_svg(
                 f'<rect x="{left + ci * cw:.2f}" y="{y:.1f}" width="{cw + 0.05:.2f}" height="{row_h - 1:.1f}" '
                 f'fill="{fill}" data-row="{ri}" data-gen="{row["gen"]}" data-chunk="{c}"/>'
             )
+        # a row without scores is coloured only where it retrieved: a thin outline keeps narrow cells' colour
+        stroke = 2.0 if row["has_scores"] or cw >= 8 else max(0.5, cw / 6)
         for ci, (c, w) in sorted(row["marks"].items()):
             pages = page_label(int(chunk_pages[c]), page_labels)
             tip = _e(f"{row['label']}: top-k chunk {c}, p. {pages}, weight {w:.3f}")
             out.append(
                 f'<rect class="drt-topk" x="{left + ci * cw + 0.5:.2f}" y="{y + 0.5:.1f}" '
                 f'width="{max(cw - 1, 1.5):.2f}" height="{row_h - 2:.1f}" fill="none" stroke="{TOPK_STROKE}" '
-                f'stroke-width="2" pointer-events="none" data-mark="{c}">'
+                f'stroke-width="{stroke:g}" pointer-events="none" data-row="{ri}" data-mark="{c}">'
                 f"<title>{tip}</title></rect>"
             )
     # page axis

@@ -94,6 +94,9 @@ class WalkResult:
     heatmap_cells: int = 0
     picked_passage: str = ""
     summary: str = ""
+    summary_rows: int = 0  # the summary heatmap's rows (one per sentence)
+    summary_picked: str = ""  # a clicked summary heatmap cell: the passage, what its sentence gave it
+    summary_caption: str = ""
     map_links: int = 0
     map_picked: str = ""
     outline: str = ""
@@ -168,6 +171,19 @@ def walk_through(url: str, pdf: Path, out_dir: Path, question: str = "What is a 
             expect(page.locator("#drt-summary")).to_contain_text("Extractive")
             expect(page.locator("#drt-sum-heatmap svg rect[data-chunk]").first).to_be_visible()
             res.summary = page.locator("#drt-summary").inner_text()
+            plot = page.locator("#drt-sum-heatmap .drt-plot").first
+            res.summary_rows = int(plot.get_attribute("data-rows") or 0)
+            # click the cell under a sentence's first retrieved chunk: its passage and page
+            marks = page.locator("#drt-sum-heatmap svg rect.drt-topk")
+            cell = page.locator("#drt-sum-heatmap svg rect[data-chunk]").first
+            if marks.count():
+                r, c = marks.first.get_attribute("data-row"), marks.first.get_attribute("data-mark")
+                cell = page.locator(f'#drt-sum-heatmap svg rect[data-row="{r}"][data-chunk="{c}"]').first
+            cell.click()
+            expect(page.locator("#drt-sum-picked")).to_contain_text("Chunk")
+            expect(page.locator("#drt-sum-page-caption")).to_contain_text("highlighted")
+            res.summary_picked = page.locator("#drt-sum-picked").inner_text()
+            res.summary_caption = page.locator("#drt-sum-page-caption").inner_text()
             _shot(page, out_dir / "summary.png", res, "summary")
 
             # Document map: click the heaviest link

@@ -47,6 +47,9 @@ def test_upload_ask_heatmap_summary_map_in_chromium(drt_home, tiny_model, free_p
     assert res.heatmap_cells >= 53  # one cell per document chunk and generated chunk
     assert res.picked_passage.startswith("Chunk ") and "p. " in res.picked_passage
     assert "Extractive" in res.summary
+    # the summary's heatmap: a row per sentence; a clicked cell shows the passage, its sentence and its page
+    assert res.summary_rows >= 1 and res.summary_picked.startswith("Chunk ")
+    assert "While it read sentence" in res.summary_picked and "highlighted on p" in res.summary_caption
     assert res.map_links > 0 and "Querying chunk" in res.map_picked
     assert "parts" in res.outline and "Relied on" in res.relied
     assert res.page_caption.startswith("Chunk ") and "highlighted on p" in res.page_caption

@@ -244,6 +244,14 @@ def test_chat_turn_heatmap_and_pick(lib):
     c = result["trace"]["chunks"][0]["topk"][0]
     md = ask_tab.heatmap_pick(ctx, answers, 0, c, result["trace"]["chunks"][0]["gen_chunk"])
     assert f"**Chunk {c}**" in md and "p. " in md and "retrieved (top-k), weight" in md
+    # a quoted answer's heatmap: the generated chunks' rows, then one per quoted sentence as the model read it
+    assert answers[0]["quote"] and answers[0]["quote_rows"]
+    n_gen, quoted = len(result["trace"]["chunks"]), answers[0]["quote_rows"]
+    assert f'data-rows="{n_gen + len(quoted)}"' in heat and ">quote 1</text>" in heat
+    assert all(r["text"] in " ".join(answers[0]["quote"]["text"].split()) for r in quoted)
+    q = next(r for r in quoted if r["topk"])
+    md = ask_tab.heatmap_pick(ctx, answers, 0, q["topk"][0], row=n_gen + quoted.index(q))
+    assert "retrieved while the model read this quoted sentence" in md
     heat2, ev2, res2 = ask_tab.show_answer(ctx, answers, 0)
     assert heat2 == heat and res2 == result
     assert "No chunk 9999" in library_tab.passage_md(ctx, doc_id, 9999)
@@ -326,7 +334,7 @@ def test_summary_modes_are_labelled(lib):
     ctx, doc_id = lib["ctx"], lib["doc_id"]
     md, ev, heat, out = summary_tab.summary_view(ctx, doc_id, "extractive")
     assert md.startswith("### Extractive") and out["mode"] == "extractive" and out["evidence"]
-    assert 'data-chunk="' in heat and "in-degree" in heat and "selected" in heat
+    assert 'data-chunk="' in heat and "retrieved" in heat
     check = Path(ctx.engine().model_dir) / "summary_check.json"
     assert not check.exists()  # no check: the extractive summary, and one line saying why
     md, ev, heat, out = summary_tab.summary_view(ctx, doc_id, "abstractive", max_new_tokens=8)
@@ -356,11 +364,63 @@ def test_summary_of_a_part_or_pages(lib):
         summary_tab.summary_view(ctx, doc_id, "extractive", chapter=999)
 
 
+def test_the_summary_heatmap_has_a_row_per_sentence_and_a_cell_shows_its_passage(lib):
+    """Issue 60, item 6: one row per summary sentence (what the model retrieved while it read it, from
+    the dependency map), one column per document chunk; a clicked cell says what its row's sentence
+    gave that chunk, as the Ask tab's heatmap does."""
+    from qa.summary import dependency_map
+
+    ctx, doc_id = lib["ctx"], lib["doc_id"]
+    md, ev, heat, out = summary_tab.summary_view(ctx, doc_id, "extractive")
+    tr, n = out["trace"], len(ctx.layout(doc_id)[0])
+    sents, rows = tr["sentences"], tr["chunks"]
+    assert sents and len(rows) == len(sents) and tr["n_doc_chunks"] == n == 118
+    assert f'data-rows="{len(sents)}" data-cols="{n}"' in heat
+    labels = [f">{i + 1} · p. {s['pages'][0]}</text>" for i, s in enumerate(sents)]  # the rows' labels
+    assert all(lab in heat for lab in labels)
+    by_chunk = {r["chunk"]: r for r in dependency_map(ctx.library, ctx.engine(), doc_id)}
+    i, row = next((i, r) for i, r in enumerate(rows) if r["topk"])
+    assert row["reading"] == [c for c in sents[i]["chunks"] if c in by_chunk]
+    groups = [g for c in row["reading"] for g in by_chunk[c]["groups"]]
+    assert set(row["topk"]) == {j for g in groups for j in g["retrieved"]}
+    assert f'data-mark="{row["topk"][0]}"' in heat
+    c = row["topk"][0]
+    picked = summary_tab.summary_pick(ctx, out, c, i)
+    assert f"**Chunk {c}**" in picked and f"While it read sentence {i + 1}" in picked
+    assert "with weight" in picked
+    assert "Summarize first." == summary_tab.summary_pick(ctx, None, c)
+
+
+def test_the_story_so_far_field_shows_nothing_from_page_n_on(lib):
+    ctx, doc_id = lib["ctx"], lib["doc_id"]
+    md, ev, heat, out = summary_tab.summary_view(ctx, doc_id, "extractive", before_page=4)
+    tr = out["trace"]
+    assert tr["before_page"] == 4 and "The story so far, before page 4" in md
+    assert tr["sentences"] and all(p < 4 for s in tr["sentences"] for p in s["pages"])
+    assert out["evidence"] and all(p < 4 for e in out["evidence"] for p in e["pages"])
+    chunk_pages = ctx.layout(doc_id)[0]
+    assert all(chunk_pages[j] < 4 for r in tr["chunks"] for j in r["topk"] + r["reading"])
+    n = tr["n_doc_chunks"]
+    assert 0 < n < len(chunk_pages) and f'data-cols="{n}"' in heat  # the columns stop before page 4
+    assert max(int(c) for c in re.findall(r'data-chunk="(\d+)"', heat)) < n
+    whole = summary_tab.summary_view(ctx, doc_id, "extractive")[3]
+    assert "before_page" not in whole["trace"]
+    assert any(p >= 4 for s in whole["trace"]["sentences"] for p in s["pages"])  # the cut is real
+    for empty in (None, "", 0):  # an empty field: the whole document
+        assert "before_page" not in summary_tab.summarize_doc(ctx, doc_id, before_page=empty)["trace"]
+    with pytest.raises(FOR_PEOPLE, match="between 2 and 10"):
+        summary_tab.summary_view(ctx, doc_id, "extractive", before_page=99)
+    with pytest.raises(context.UIError, match="not a page number"):
+        summary_tab.summary_view(ctx, doc_id, "extractive", before_page="abc")
+
+
 def test_outline_and_what_a_chunk_relied_on(lib):
     ctx, doc_id = lib["ctx"], lib["doc_id"]
     md = outline_tab.outline_view(ctx, doc_id)
-    assert "### Statements" in md and "| definition 1 |" in md
+    assert "### Statements" in md and "| definition 1" in md
     o = outline_tab.outline_doc(ctx, doc_id)
+    pic = outline_tab.outline_picture(ctx, doc_id, o)  # a paper: its statements and what each relies on
+    assert "<svg" in pic and pic.count("<circle") == len(o["statements"])
     st = next(s for s in o["statements"] if s["used_by"])
     user = st["used_by"][0]["chunk"]
     got = outline_tab.relied_on_view(ctx, doc_id, user)
@@ -412,7 +472,7 @@ def test_bad_and_encrypted_files(tiny_model, tmp_path):
     with pytest.raises(Exception) as e:
         for u in library_tab.ingest_upload(ctx, up):
             seen.append(u)
-    assert getattr(e.value, "user_error", False) and "**Failed:**" in seen[-1].status
+    assert isinstance(e.value, UserError) and "**Failed:**" in seen[-1].status
     assert up.exists()  # not stored: the upload stays for another try
     enc = fake_upload(ctx, ASSETS / "005-libreoffice-writer-password.pdf")
     with pytest.raises(Exception, match="(?i)password"):

@@ -35,10 +35,18 @@ from .library import list_documents, passage_md
 
 
 def before_page_of(value: Any) -> int | None:
-    """The Ask tab's "before page" field: None when empty or 0."""
-    if value in (None, "") or int(value) <= 0:
+    """A "before page" field (the Ask tab's spoiler-safe reading, the Summary tab's story so far):
+    None when empty or 0; a UIError for what is not a page number. Whether the document has that
+    page is qa's to say (qa.ask.BeforePage)."""
+    if value is None or str(value).strip() == "":
         return None
-    return int(value)
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        raise UIError(f"before page: {str(value)[:40]!r} is not a page number") from None
+    if not f.is_integer():
+        raise UIError(f"before page: {f:g} is not a page number")
+    return int(f) if f > 0 else None
 
 
 def ask_stream(
@@ -89,12 +97,63 @@ def ask_stream(
     yield {**result, "done": True, "stopped": False, "doc_id": doc_id, "question": question}
 
 
+def quote_rows(ctx: UIContext, record: dict) -> list[dict]:
+    """The quoted answer's sentences as the model read them: one heatmap row per whole sentence of the
+    quote (qa.reader.sentence_spans), what the model retrieved while it read that sentence at prefill
+    (qa.summary.sentence_rows over the stored dependency map, as a summary's rows), each with its
+    "text"; [] for an abstention, an answer without a quote, or when no dependency map is stored.
+    Kept in the record once made."""
+    if "quote_rows" in record:
+        return record["quote_rows"]
+    rows: list[dict] = []
+    q = record.get("quote")
+    fp = ctx.fingerprint() if q and not record.get("abstained") and q.get("char_start") is not None else None
+    if fp is not None:
+        from qa.reader import sentence_spans
+        from qa.summary import sentence_rows
+
+        doc_id, a, b = record["doc_id"], int(q["char_start"]), int(q["char_end"])
+        dep = ctx.library.latest_trace(doc_id, fp, "dependency_map")
+        around = list(range(max(0, int(q["chunk"]) - 3), int(q["chunk"]) + 4))
+        near = [r for r in ctx.library.chunks(doc_id, around) if r["char_end"] > a and r["char_start"] < b]
+        if dep is not None and near:
+            base = near[0]["char_start"]
+            text = "".join(r["text"] for r in near)[a - base: b - base]
+            spans = [(x + a, y + a) for x, y in sentence_spans(text) if text[x:y].strip()] or [(a, b)]
+            chunks = [[r["idx"] for r in near if r["char_end"] > x and r["char_start"] < y] for x, y in spans]
+            n_doc = int((record.get("trace") or {}).get("n_doc_chunks") or len(ctx.layout(doc_id)[0]))
+            rows = [dict(r, gen_chunk=-1, text=" ".join(text[x - a: y - a].split()))
+                    for r, (x, y) in zip(sentence_rows(dep["data"], chunks, n_doc), spans)]
+    record["quote_rows"] = rows
+    return rows
+
+
+def answer_rows(ctx: UIContext, record: dict) -> tuple[list[dict], list[str]]:
+    """The rows of an answer's heatmap and their labels: the generated chunks' retrieval (the
+    question's selection: "gen 1", ...), then the quoted sentences as the model read them ("quote 1", ...)."""
+    gen = list((record.get("trace") or {}).get("chunks") or [])
+    quoted = quote_rows(ctx, record) if gen else []
+    names = [f"gen {i + 1}" for i in range(len(gen))] + [f"quote {k + 1}" for k in range(len(quoted))]
+    return gen + quoted, names
+
+
 def answer_heatmap(ctx: UIContext, record: dict | None) -> str:
-    """The retrieval heatmap of one answer record (an ask result with its doc_id)."""
+    """The retrieval heatmap of one answer record (an ask result with its doc_id): a row per
+    generated chunk, then a row per sentence of the quote (`quote_rows`)."""
     if not record:
         return plots.note("Ask a question: the retrieval heatmap of the answer appears here.")
     chunk_pages, labels = ctx.layout(record["doc_id"])
-    return plots.retrieval_heatmap_svg(record.get("trace"), chunk_pages, labels)
+    rows, names = answer_rows(ctx, record)
+    if len(rows) == len((record.get("trace") or {}).get("chunks") or []):
+        return plots.retrieval_heatmap_svg(record.get("trace"), chunk_pages, labels)
+    n_gen = len(rows) - len(record["quote_rows"])
+    titles = [f"generated chunk {r.get('gen_chunk', i)}" for i, r in enumerate(rows[:n_gen])]
+    titles += [f"quoted sentence {k + 1}, as the model read it: {snippet(r['text'], 200)}"
+               for k, r in enumerate(rows[n_gen:])]
+    return plots.retrieval_heatmap_svg(
+        dict(record["trace"], chunks=rows), chunk_pages, labels, row_labels=names, row_titles=titles,
+        title="Retrieval: the answer's generated chunks, then each quoted sentence as the model read it",
+    )  # fmt: skip
 
 
 def chat_user(ctx: UIContext, doc_id: str | None, question: str, history: list | None, session: str = ""):
@@ -264,8 +323,10 @@ def show_answer(ctx: UIContext, answers: list | None, index: int | None) -> tupl
             {k: rec[k] for k in ("answer", "evidence", "trace")})  # fmt: skip
 
 
-def heatmap_pick(ctx: UIContext, answers: list | None, index: int | None, chunk: Any, gen: Any = None) -> str:
-    """The passage behind a heatmap cell (or a chunk number typed in), with what that row gave it."""
+def heatmap_pick(ctx: UIContext, answers: list | None, index: int | None, chunk: Any, gen: Any = None,
+                 row: Any = None) -> str:
+    """The passage behind a heatmap cell (or a chunk number typed in), with what that row (`row`,
+    else the rows of generated chunk `gen`, else every row) gave it."""
     answers = answers or []
     if index is None or not (0 <= int(index) < len(answers)):
         return "Ask a question first."
@@ -274,9 +335,12 @@ def heatmap_pick(ctx: UIContext, answers: list | None, index: int | None, chunk:
         return "Pick a chunk."
     c = int(chunk)
     notes = []
-    rows = (rec.get("trace") or {}).get("chunks") or []
-    for i, r in enumerate(rows):
-        if gen is not None and int(gen) >= 0 and int(r.get("gen_chunk", -1)) != int(gen):
+    rows, names = answer_rows(ctx, rec)
+    for i, (r, name) in enumerate(zip(rows, names)):
+        if row is not None and int(row) >= 0:
+            if i != int(row):
+                continue
+        elif gen is not None and int(gen) >= 0 and int(r.get("gen_chunk", -1)) != int(gen):
             continue
         s = r.get("scores")
         bits = []
@@ -284,9 +348,11 @@ def heatmap_pick(ctx: UIContext, answers: list | None, index: int | None, chunk:
             bits.append(f"relevance {float(s[c]):.3f}")
         if c in (r.get("topk") or []):
             w = r["weights"][r["topk"].index(c)]
-            bits.append(f"retrieved (top-k), weight {float(w):.3f}")
+            how = ("retrieved (top-k)" if "text" not in r
+                   else "retrieved while the model read this quoted sentence")
+            bits.append(f"{how}, weight {float(w):.3f}")
         if bits:
-            notes.append(f"gen {i + 1}: " + ", ".join(bits))
+            notes.append(f"{name}: " + ", ".join(bits))
     text = passage_md(ctx, rec["doc_id"], c)
     return text + ("\n\n" + " · ".join(notes) if notes else "")
 
@@ -437,8 +503,9 @@ def layout(answers: gr.State, pending_q: gr.State) -> AskTab:
             stop_btn = gr.Button("Stop", variant="stop", scale=1)
         gr.Markdown(
             "**What the model retrieved.** One row per generated chunk, one column per document "
-            "chunk along the pages; colour = relevance score, outlined = retrieved (top-k). "
-            "Click a cell to read the passage.",
+            "chunk along the pages; colour = relevance score, outlined = retrieved (top-k). For a quoted "
+            "answer, then one row per quoted sentence: what the model retrieved while it read that sentence "
+            "(colour = fusion weight). Click a cell to read the passage.",
             elem_classes="drt-small",
         )
         answer_pick = gr.Dropdown(label="Answer", choices=[], elem_id="drt-answer-pick")
@@ -526,7 +593,8 @@ def _wire_answer(ctx: UIContext, tab: AskTab) -> None:
     def cell(answers_, index, evt: gr.EventData) -> tuple:
         data = getattr(evt, "_data", None) or {}
         c = data.get("chunk")
-        return heatmap_pick(ctx, answers_, index, c, data.get("gen")), c, gr.skip() if c is None else str(c)
+        return (heatmap_pick(ctx, answers_, index, c, data.get("gen"), data.get("row")), c,
+                gr.skip() if c is None else str(c))
 
     tab.heatmap.cell_click(cell, picked_answer, [tab.picked, tab.pick_chunk, tab.mask_in], **PRIVATE)
 

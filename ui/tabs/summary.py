@@ -1,6 +1,7 @@
 """The Summary tab: the extractive summary (whole sentences, quoted with their pages, from every
-part) or the abstractive one, of the whole document, a chapter or a page range; the chunks it rests
-on as a heatmap, and its evidence.
+part) or the abstractive one, of the whole document, a chapter or a page range, or the story so far
+(before page N); its heatmap (one row per summary sentence: what the model retrieved while it read
+that sentence; a clicked cell shows the passage and its page), and its evidence.
 
 Handlers first (plain functions, testable without a browser), then the tab's layout (`layout`),
 its events (`wire`) and its API endpoint (`api`: /summarize). Summaries come from `qa.summary`,
@@ -13,6 +14,7 @@ from typing import Any
 import gradio as gr
 
 from ingest.errors import NotPrefilled
+from qa.ask import snippet
 
 from .. import plots
 from ..context import (
@@ -28,6 +30,7 @@ from ..context import (
     user_facing,
 )
 from ..render import evidence_md, md_escape, pages_text, quote
+from .ask import before_page_of, page_view
 from .library import passage_md
 
 SUMMARY_MODES = {
@@ -52,9 +55,11 @@ def summary_parts(ctx: UIContext, doc_id: str | None) -> list[tuple[str, int]]:
 
 
 def summarize_doc(ctx: UIContext, doc_id: str | None, mode: str = "extractive", max_new_tokens: int = 128,
-                  chapter: int | None = None, pages: str | None = None) -> dict:
+                  chapter: int | None = None, pages: str | None = None, before_page: Any = None) -> dict:
     """Contract 2 `summarize` ({"summary", "evidence", "trace"}) plus "mode" (the one used) and
-    "doc_id"; of the whole document, part `chapter`, or `pages` ("12-30")."""
+    "doc_id"; of the whole document, part `chapter`, or `pages` ("12-30"); `before_page` (the "Story
+    so far" field; empty or 0: the whole document): only what ends before that page (qa.summary's
+    story so far, nothing from page N on)."""
     from qa.summary import parse_pages, summarize
 
     doc_id = ready(ctx, doc_id)
@@ -65,16 +70,37 @@ def summarize_doc(ctx: UIContext, doc_id: str | None, mode: str = "extractive", 
     rng = parse_pages(pages) if pages and str(pages).strip() else None
     part = int(chapter) if chapter not in (None, "", WHOLE_DOCUMENT) and rng is None else None
     try:
-        out = summarize(ctx.library, ctx.engine(), doc_id, mode=mode, max_new_tokens=n_new, chapter=part, pages=rng)
+        out = summarize(ctx.library, ctx.engine(), doc_id, mode=mode, max_new_tokens=n_new, chapter=part,
+                        pages=rng, before_page=before_page_of(before_page))
     except NotPrefilled as e:
         raise UIError(not_prefilled_message(ctx, doc_id)) from e
     return {**out, "mode": out["trace"]["mode"], "doc_id": doc_id}
 
 
+def sentence_label(i: int, s: dict) -> str:
+    """A summary sentence's row label: its number and first page."""
+    return f"{i + 1} · p. {s['pages'][0]}" if s.get("pages") else str(i + 1)
+
+
 def summary_heatmap(ctx: UIContext, out: dict) -> str:
+    """The summary's heatmap. Extractive: one row per summary sentence (trace["chunks"], from
+    qa.summary.sentence_rows), one column per document chunk (those read before the story-so-far
+    page), colour = the fusion weight with which the model retrieved that chunk while it read the
+    sentence at prefill, outlined = retrieved; a summary without a sentence shows how much the rest
+    of the document retrieved each chunk instead. Abstractive: the generation's retrieval."""
     chunk_pages, labels = ctx.layout(out["doc_id"])
     tr = out.get("trace") or {}
+    chunk_pages = chunk_pages[: int(tr.get("n_doc_chunks") or len(chunk_pages))]  # nothing from page N on
     if out["mode"] == "extractive":
+        sents = tr.get("sentences") or []
+        if sents and tr.get("chunks"):
+            return plots.retrieval_heatmap_svg(
+                tr, chunk_pages, labels,
+                title="What the model retrieved while it read each summary sentence (one row per sentence)",
+                value_name="weight", mark_name="retrieved",
+                row_labels=[sentence_label(i, s) for i, s in enumerate(sents)],
+                row_titles=[f"sentence {i + 1}: {snippet(s['text'], 200)}" for i, s in enumerate(sents)],
+            )  # fmt: skip
         deg = tr.get("in_degree") or []
         sel = tr.get("selected") or []
         w = {e["chunk"]: e["weight"] for e in out["evidence"]}
@@ -87,10 +113,39 @@ def summary_heatmap(ctx: UIContext, out: dict) -> str:
     return plots.retrieval_heatmap_svg(tr, chunk_pages, labels, title="Retrieval while writing the summary")
 
 
+def summary_pick(ctx: UIContext, out: dict | None, chunk: Any, row: Any = None) -> str:
+    """The passage behind a heatmap cell of the summary, with the sentence of its row and the weight
+    with which that sentence's reading retrieved it; the other sentences that retrieved it."""
+    if not out:
+        return "Summarize first."
+    if chunk is None or str(chunk) == "":
+        return "Pick a chunk."
+    c = int(chunk)
+    text = passage_md(ctx, out["doc_id"], c)
+    tr = out.get("trace") or {}
+    sents, rows = tr.get("sentences") or [], tr.get("chunks") or []
+    if out.get("mode") != "extractive" or not sents:
+        return text
+    weight = {i: dict(zip(r.get("topk") or [], r.get("weights") or [])).get(c) for i, r in enumerate(rows)}
+    notes = []
+    if row is not None and 0 <= int(row) < len(sents):
+        i = int(row)
+        w = weight.get(i)
+        did = f"retrieved this chunk with weight {float(w):.3f}" if w else "did not retrieve this chunk"
+        said = md_escape(snippet(sents[i]["text"], 160))
+        notes.append(f"While it read sentence {i + 1} ({said}), the model {did}.")
+    others = [i for i, w in weight.items() if w and (row is None or i != int(row))]
+    if others:
+        notes.append("Retrieved while reading sentence" + ("s " if len(others) > 1 else " ")
+                     + ", ".join(f"{i + 1} ({float(weight[i]):.3f})" for i in others) + ".")
+    return text + ("\n\n" + " ".join(notes) if notes else "")
+
+
 def summary_view(ctx: UIContext, doc_id: str | None, mode: str = "extractive", max_new_tokens: int = 128,
-                 chapter: int | None = None, pages: str | None = None):
+                 chapter: int | None = None, pages: str | None = None, before_page: Any = None):
     """(summary Markdown, evidence Markdown, heatmap HTML, result JSON) for the Summary tab."""
-    out = summarize_doc(ctx, doc_id, mode, max_new_tokens, chapter=chapter, pages=pages)
+    out = summarize_doc(ctx, doc_id, mode, max_new_tokens, chapter=chapter, pages=pages,
+                        before_page=before_page)
     _, labels = ctx.layout(out["doc_id"])
     label = SUMMARY_MODES[out["mode"]]
     tr = out["trace"]
@@ -98,11 +153,12 @@ def summary_view(ctx: UIContext, doc_id: str | None, mode: str = "extractive", m
     if out["mode"] == "extractive":
         lines, last = [md_escape(out["summary"].split("\n\n")[0])], None
         many = len(tr.get("parts") or []) > 1
-        for s in tr.get("sentences") or []:
+        for i, s in enumerate(tr.get("sentences") or []):
             if many and s["part"] != last:
                 lines.append(f"**{md_escape(s['part_title'])}**")
                 last = s["part"]
-            lines.append(quote(s["text"]) + f"  \n> — {pages_text(s['pages'][0], s['pages'][-1], labels)}")
+            where = pages_text(s["pages"][0], s["pages"][-1], labels)
+            lines.append(quote(s["text"]) + f"  \n> — {i + 1} · {where}")
         if not tr.get("sentences"):
             lines.append("*No whole sentence found here.*")
         body = "\n\n".join(lines)
@@ -127,11 +183,15 @@ class SummaryTab:
     button: gr.Button
     part: gr.Dropdown
     pages: gr.Textbox
+    before: gr.Number
     summary_md: gr.Markdown
     heatmap: gr.HTML
     picked: gr.Markdown
+    page_caption: gr.Markdown
+    page_img: gr.Image
     evidence: gr.Markdown
     result: gr.JSON
+    record: gr.State  # the last summary (its trace: the heatmap's rows), for a clicked cell
 
 
 def layout() -> SummaryTab:
@@ -149,29 +209,45 @@ def layout() -> SummaryTab:
                                value=WHOLE_DOCUMENT, scale=3, elem_id="drt-sum-part")
             pages = gr.Textbox(label="…or pages", placeholder="e.g. 12-30", scale=1,
                                elem_id="drt-sum-pages")  # fmt: skip
+            before = gr.Number(label="Story so far: before page (0 = whole document)", precision=0,
+                               minimum=0, value=None, scale=1, elem_id="drt-sum-before-page")
         summary_md = gr.Markdown(elem_id="drt-summary")
+        gr.Markdown(
+            "**What each sentence rests on.** One row per summary sentence, one column per document "
+            "chunk along the pages; colour = the fusion weight with which the model retrieved that chunk "
+            "while it read the sentence, outlined = retrieved. Click a cell to read the passage and see "
+            "its page.",
+            elem_classes="drt-small",
+        )
         heatmap = gr.HTML(
             plots.note("The chunks the summary rests on appear here."),
             css_template=plots.CSS, js_on_load=plots.CLICK_JS, elem_id="drt-sum-heatmap",
         )  # fmt: skip
-        picked = gr.Markdown()
+        picked = gr.Markdown(elem_id="drt-sum-picked")
+        with gr.Accordion("The page, the passage highlighted", open=True):
+            page_caption = gr.Markdown(elem_id="drt-sum-page-caption")
+            page_img = gr.Image(show_label=False, interactive=False, type="pil", elem_id="drt-sum-page")
         with gr.Accordion("Evidence", open=False):
             evidence = gr.Markdown()
         result = gr.JSON(visible=False)
-    return SummaryTab(doc, mode, button, part, pages, summary_md, heatmap, picked, evidence, result)
+        record = gr.State(None)
+    return SummaryTab(doc, mode, button, part, pages, before, summary_md, heatmap, picked, page_caption,
+                      page_img, evidence, result, record)
 
 
 def wire(ctx: UIContext, tab: SummaryTab) -> None:
     """The tab's events: Summarize, the document's parts, a heatmap cell's passage."""
 
-    def summary(doc_id, mode, part, pages) -> tuple:
+    def summary(doc_id, mode, part, pages, before) -> tuple:
         try:
-            return summary_view(ctx, doc_id, mode, chapter=part, pages=pages)
+            md, ev, heat, out = summary_view(ctx, doc_id, mode, chapter=part, pages=pages, before_page=before)
+            return md, ev, heat, out, out
         except Exception as e:
-            return in_place(error_text(e)), gr.skip(), gr.skip(), gr.skip()
+            return in_place(error_text(e)), gr.skip(), gr.skip(), gr.skip(), gr.skip()
 
-    tab.button.click(summary, [tab.doc, tab.mode, tab.part, tab.pages],
-                     [tab.summary_md, tab.evidence, tab.heatmap, tab.result], **MODEL, **PRIVATE)  # fmt: skip
+    tab.button.click(summary, [tab.doc, tab.mode, tab.part, tab.pages, tab.before],
+                     [tab.summary_md, tab.evidence, tab.heatmap, tab.result, tab.record],
+                     **MODEL, **PRIVATE)  # fmt: skip
 
     @user_facing
     def part_choices(doc_id) -> Any:
@@ -179,21 +255,28 @@ def wire(ctx: UIContext, tab: SummaryTab) -> None:
 
     tab.doc.change(part_choices, [tab.doc], [tab.part], **PRIVATE)
 
-    @user_facing
-    def sum_cell(doc_id, evt: gr.EventData) -> str:
+    def sum_cell(out, evt: gr.EventData) -> tuple:
         data = getattr(evt, "_data", None) or {}
-        return passage_md(ctx, doc_id, data.get("chunk"))
+        c = data.get("chunk")
+        try:  # the passage with what its row's sentence gave it, then its page (as the Ask tab's heatmap)
+            picked = summary_pick(ctx, out, c, data.get("row"))
+            image, caption = page_view(ctx, out["doc_id"], c) if out and c is not None else (None, "")
+            return picked, caption, image
+        except Exception as e:
+            return in_place(error_text(e)), "", None
 
-    tab.heatmap.cell_click(sum_cell, [tab.doc], tab.picked, **PRIVATE)
+    tab.heatmap.cell_click(sum_cell, [tab.record], [tab.picked, tab.page_caption, tab.page_img], **PRIVATE)
 
 
 def api(ctx: UIContext) -> None:
     """The API-only endpoint /summarize (gradio_client)."""
 
     def summarize(doc_id: str, mode: str = "extractive", max_new_tokens: int = 128, chapter: int = 0,
-                  pages: str = "") -> dict:
-        """Summarize a prefilled document (0 = all of it), or part `chapter`, or `pages` ("12-30"):
-        {"summary", "evidence", "trace", "mode"}."""
-        return user_facing(summarize_doc)(ctx, doc_id, mode, max_new_tokens, chapter=chapter, pages=pages)
+                  pages: str = "", before_page: int = 0) -> dict:
+        """Summarize a prefilled document (0 = all of it), or part `chapter`, or `pages` ("12-30");
+        `before_page` N > 0: the story so far, nothing from page N on. {"summary", "evidence",
+        "trace", "mode"}."""
+        return user_facing(summarize_doc)(ctx, doc_id, mode, max_new_tokens, chapter=chapter, pages=pages,
+                                          before_page=before_page)
 
     gr.api(summarize, api_name="summarize", **MODEL)
