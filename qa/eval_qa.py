@@ -37,6 +37,7 @@ import re
 import time
 import unicodedata
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -330,7 +331,6 @@ def run_qa(
 
     from . import ask as ask_mod
     from ingest import pipeline
-    from .abstain import DocVocabulary
 
     unknown = [b for b in baselines if b not in BASELINES]
     if unknown:
@@ -344,7 +344,8 @@ def run_qa(
             raise QAError(f"document not found: {path} (question {q['id']}; --docs-root {root})")
         paths[q["doc"]] = path
     engines = _engines(engine_or_models)
-    scorer = ask_mod.cross_encoder(next(iter(engines.values())))  # the checkpoint's cross-encoder, if it ships one
+    first = next(iter(engines.values()))
+    scorer = ask_mod.cross_encoder(first)  # the checkpoint's cross-encoder, if it ships one
     systems = [*engines, *baselines, *(["cross_encoder"] if scorer is not None else [])]
     rows, docs = [], []
     with Library(home) as lib:
@@ -354,84 +355,23 @@ def run_qa(
                 res = pipeline.ingest(path, library=lib, engine=eng, progress=progress)
                 if res.status != "done":
                     raise QAError(f"prefill of {path} did not finish ({res.status}); run again to resume")
-            chunks = lib.chunks(res.doc_id)
-            texts = [c["text"] for c in chunks]
-            boiler = boilerplate_chunks(lib, res.doc_id, chunks)
-            finder = TextFinder(document_text(lib, res.doc_id))
-            indexes = {b: _baseline_index(b, texts, device, Path(home) / "minilm-cache") for b in baselines}
-            vocab = DocVocabulary(texts)  # the baselines quote their top chunk as ask quotes DRT's
-            reader = ask_mod._reader(next(iter(engines.values())))  # or, with a reader, read their top 8 as DRT's
-            stats = ask_mod._doc_stats(lib, res.doc_id) if reader is not None else None
+            d = _EvalDoc.open(lib, res.doc_id, first, scorer, baselines, device, Path(home) / "minilm-cache")
             docs.append({"doc": doc, "doc_id": res.doc_id, "title": res.title, "tokens": res.tokens,
                          "chunks": res.chunks})
             for q in [q for q in questions if q["doc"] == doc]:
-                gold, found = gold_chunks(finder, chunks, q["gold"]) if q["answerable"] else ([], None)
+                gold, found = gold_chunks(d.finder, d.chunks, q["gold"]) if q["answerable"] else ([], None)
                 row = {k: q[k] for k in ("id", "doc", "type", "question", "answer", "answerable")}
                 row |= {"gold_chunks": gold, "gold_found": found}
                 for name, eng in engines.items():
-                    t_ask = time.monotonic()
-                    out = ask_mod.ask(lib, eng, res.doc_id, q["question"], max_new_tokens=max_new_tokens,
-                                      causal=False)
-                    t_ask = time.monotonic() - t_ask
-                    abstained = bool(out.get("abstained", False))
-                    answer = "" if abstained else str(out.get("answer") or "")
-                    ranking = [int(e["chunk"]) for e in out.get("evidence") or []]
-                    quote = out.get("quote")
-                    drawn = [int(quote["chunk"])] if quote else ranking[:1]
-                    short = ("" if abstained or not quote else quote.get("short") or "") if reader is not None else None
-                    shown = [int(p["chunk"]) for p in out.get("passages") or []] or ranking[:3]
-                    if scorer is not None:  # the short answer shown, and the scores calibration reads
-                        short = "" if abstained else (out.get("short_answer") or "")
-                    conf = out.get("confidence") or {}
-                    row[name] = {"answer": answer, "abstained": abstained, "quote": quote, "short": short,
-                                 "short_raw": (quote or {}).get("span_text") or "",
-                                 "span_score": ((quote or {}).get("cross_encoder") or {}).get("span_score"),
-                                 "p": conf.get("p"), "confidence": out.get("confidence"), "seconds": round(t_ask, 3),
-                                 "z": out.get("retrieval_z"), "ranking": ranking, **_hits(ranking, gold),
-                                 "shown": shown, **_shown(shown, gold),
-                                 "boilerplate": None if abstained else float(any(c in boiler for c in drawn))}
+                    row[name] = _drt_row(d, eng, q["question"], gold, max_new_tokens)
                 pools = {}
-                for b, index in indexes.items():
-                    ranking = [i for i, _ in index.search(q["question"], max(8, CE_POOL) if scorer is not None
-                                                          else 8 if reader is not None else max(K))]
-                    pools[b] = ranking
-                    if scorer is not None:  # read by the cross-encoder, as DRT's pool is
-                        cr = cross_read_ranking(scorer, lib, res.doc_id, q["question"], ranking[:8], reader)
-                        ranking = cr["ranking"] + [c for c in ranking if c not in cr["ranking"]]
-                        row[b] = {"answer": cr["answer"], "ranking": ranking[: max(K)], **_hits(ranking, gold),
-                                  "shown": ranking[:3], **_shown(ranking, gold), "short": cr["short"],
-                                  "short_raw": cr["short_raw"], "span_score": cr["span_score"], "p": cr["p"],
-                                  "abstained": cr["abstained"],
-                                  "boilerplate": float(bool(cr["quote"]) and cr["quote"]["chunk"] in boiler)}
-                        continue
-                    if reader is not None:
-                        quote = reader_quote(lib, res.doc_id, chunks, ranking, q["question"], reader, stats, boiler)
-                    else:
-                        quote = (ask_mod.quote_from_evidence(lib, res.doc_id, chunks[ranking[0]]["idx"], q["question"],
-                                                             vocab) if ranking else None)
-                    answer = quote["text"] if quote else ""
-                    row[b] = {"answer": answer, "ranking": ranking[: max(K)], **_hits(ranking, gold),
-                              "short": ((quote or {}).get("short") or "") if reader is not None else None,
-                              "boilerplate": float(bool(quote) and quote["chunk"] in boiler) if reader is not None
-                              else float(bool(ranking) and ranking[0] in boiler)}
+                for b in baselines:
+                    row[b], pools[b] = _baseline_row(d, b, q["question"], gold)
                 if scorer is not None:  # the cross-encoder alone: BM25's and MiniLM's pools, no DRT
                     union = list(dict.fromkeys(c for b in ("bm25s", "minilm") for c in pools.get(b, [])[:CE_POOL]))
-                    t_ce = time.monotonic()
-                    cr = cross_read_ranking(scorer, lib, res.doc_id, q["question"], union, reader, by_cross_encoder=True)
-                    row["cross_encoder"] = {"answer": cr["answer"], "ranking": cr["ranking"][: max(K)],
-                                            **_hits(cr["ranking"], gold), "shown": cr["ranking"][:3],
-                                            **_shown(cr["ranking"], gold), "short": cr["short"],
-                                            "short_raw": cr["short_raw"], "span_score": cr["span_score"],
-                                            "p": cr["p"], "abstained": cr["abstained"],
-                                            "seconds": round(time.monotonic() - t_ce, 3),
-                                            "boilerplate": float(bool(cr["quote"]) and cr["quote"]["chunk"] in boiler)}
+                    row["cross_encoder"] = _cross_row(d, q["question"], union, gold, by_cross_encoder=True)
                 for s in systems:
-                    row[s] |= answer_scores(row[s]["answer"], q["answer"]) if q["answerable"] else {}
-                    if q["answerable"] and row[s].get("short") is not None:  # the reader's short answer
-                        row[s]["short_f1"] = token_f1(row[s]["short"], q["answer"]) if row[s]["short"] else 0.0
-                    if row[s].get("short_raw") is not None:  # right (F1 >= 0.5), where it would be shown
-                        row[s]["short_right"] = (float(token_f1(row[s]["short_raw"], q["answer"]) >= SHORT_RIGHT_F1)
-                                                 if q["answerable"] and row[s]["short_raw"] else 0.0)
+                    _score(row[s], q)
                 rows.append(row)
                 logger.info("eval qa: %d of %d questions", len(rows), len(questions))
     by_type = {t: summarize(rows, systems, type=t) for t in sorted({r["type"] for r in rows})}
@@ -449,6 +389,105 @@ def run_qa(
         "gold_not_found": [r["id"] for r in rows if r["answerable"] and not r["gold_found"]],
         "rows": rows,
     }
+
+
+@dataclass
+class _EvalDoc:
+    """One document as every system of `run_qa` reads it."""
+
+    lib: Any
+    doc_id: str
+    chunks: list[dict]
+    boiler: set[int]
+    finder: TextFinder
+    indexes: dict
+    vocab: Any  # the baselines quote their top chunk as ask quotes DRT's
+    reader: Any  # or, with a reader, read their top 8 as DRT's
+    stats: Any
+    scorer: Any
+
+    @classmethod
+    def open(cls, lib, doc_id: str, engine, scorer, baselines, device: str, cache: Path) -> "_EvalDoc":
+        from . import ask as ask_mod
+        from .abstain import DocVocabulary
+
+        chunks = lib.chunks(doc_id)
+        texts = [c["text"] for c in chunks]
+        reader = ask_mod._reader(engine)
+        return cls(lib, doc_id, chunks, boilerplate_chunks(lib, doc_id, chunks),
+                   TextFinder(document_text(lib, doc_id)),
+                   {b: _baseline_index(b, texts, device, cache) for b in baselines}, DocVocabulary(texts), reader,
+                   ask_mod._doc_stats(lib, doc_id) if reader is not None else None, scorer)
+
+
+def _drt_row(d: _EvalDoc, eng, question: str, gold: list[int], max_new_tokens: int) -> dict:
+    """What `ask` answered and showed, timed."""
+    from . import ask as ask_mod
+
+    t_ask = time.monotonic()
+    out = ask_mod.ask(d.lib, eng, d.doc_id, question, max_new_tokens=max_new_tokens, causal=False)
+    t_ask = time.monotonic() - t_ask
+    abstained = bool(out.get("abstained", False))
+    answer = "" if abstained else str(out.get("answer") or "")
+    ranking = [int(e["chunk"]) for e in out.get("evidence") or []]
+    quote = out.get("quote")
+    drawn = [int(quote["chunk"])] if quote else ranking[:1]
+    short = ("" if abstained or not quote else quote.get("short") or "") if d.reader is not None else None
+    shown = [int(p["chunk"]) for p in out.get("passages") or []] or ranking[:3]
+    if d.scorer is not None:  # the short answer shown, and the scores calibration reads
+        short = "" if abstained else (out.get("short_answer") or "")
+    conf = out.get("confidence") or {}
+    return {"answer": answer, "abstained": abstained, "quote": quote, "short": short,
+            "short_raw": (quote or {}).get("span_text") or "",
+            "span_score": ((quote or {}).get("cross_encoder") or {}).get("span_score"),
+            "p": conf.get("p"), "confidence": out.get("confidence"), "seconds": round(t_ask, 3),
+            "z": out.get("retrieval_z"), "ranking": ranking, **_hits(ranking, gold),
+            "shown": shown, **_shown(shown, gold),
+            "boilerplate": None if abstained else float(any(c in d.boiler for c in drawn))}
+
+
+def _cross_row(d: _EvalDoc, question: str, pool: list[int], gold: list[int], by_cross_encoder: bool = False,
+               rest: Sequence[int] = ()) -> dict:
+    """A pool read by the cross-encoder (and the reader), as DRT's is; the ranking goes on with
+    `rest` (the baseline's own ranking) unless the cross-encoder ranks alone."""
+    t_ce = time.monotonic()
+    cr = cross_read_ranking(d.scorer, d.lib, d.doc_id, question, pool, d.reader, by_cross_encoder=by_cross_encoder)
+    ranking = cr["ranking"] if by_cross_encoder else cr["ranking"] + [c for c in rest if c not in cr["ranking"]]
+    return {"answer": cr["answer"], "ranking": ranking[: max(K)], **_hits(ranking, gold), "shown": ranking[:3],
+            **_shown(ranking, gold), "short": cr["short"], "short_raw": cr["short_raw"],
+            "span_score": cr["span_score"], "p": cr["p"], "abstained": cr["abstained"],
+            **({"seconds": round(time.monotonic() - t_ce, 3)} if by_cross_encoder else {}),
+            "boilerplate": float(bool(cr["quote"]) and cr["quote"]["chunk"] in d.boiler)}
+
+
+def _baseline_row(d: _EvalDoc, b: str, question: str, gold: list[int]) -> tuple[dict, list[int]]:
+    """Baseline `b`'s row and its ranking: its pool read as DRT's is (by the cross-encoder, else
+    the reader, else its top chunk quoted)."""
+    from . import ask as ask_mod
+
+    k = max(8, CE_POOL) if d.scorer is not None else 8 if d.reader is not None else max(K)
+    ranking = [i for i, _ in d.indexes[b].search(question, k)]
+    if d.scorer is not None:
+        return _cross_row(d, question, ranking[:8], gold, rest=ranking), ranking
+    if d.reader is not None:
+        quote = reader_quote(d.lib, d.doc_id, d.chunks, ranking, question, d.reader, d.stats, d.boiler)
+    else:
+        quote = (ask_mod.quote_from_evidence(d.lib, d.doc_id, d.chunks[ranking[0]]["idx"], question, d.vocab)
+                 if ranking else None)
+    return {"answer": quote["text"] if quote else "", "ranking": ranking[: max(K)], **_hits(ranking, gold),
+            "short": ((quote or {}).get("short") or "") if d.reader is not None else None,
+            "boilerplate": float(bool(quote) and quote["chunk"] in d.boiler) if d.reader is not None
+            else float(bool(ranking) and ranking[0] in d.boiler)}, ranking
+
+
+def _score(r: dict, q: dict) -> None:
+    """The answer's scores against the written answer, in place."""
+    r |= answer_scores(r["answer"], q["answer"]) if q["answerable"] else {}
+    if q["answerable"] and r.get("short") is not None:  # the reader's short answer
+        r["short_f1"] = token_f1(r["short"], q["answer"]) if r["short"] else 0.0
+    if r.get("short_raw") is not None:  # right (F1 >= 0.5), where it would be shown
+        r["short_right"] = (float(token_f1(r["short_raw"], q["answer"]) >= SHORT_RIGHT_F1)
+                            if q["answerable"] and r["short_raw"] else 0.0)
 
 
 def boilerplate_chunks(library, doc_id: str, chunks: list[dict]) -> set[int]:
