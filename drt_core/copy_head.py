@@ -1,10 +1,11 @@
 """The copy head (config copy_head and the copy_* options; our extension, not in the paper): a
 pointer over the tokens of the retrieved chunks, mixed into the LM's distribution by a learned gate.
 
-One implementation for the batch forward (modeling.DRTForCausalLM) and the streaming engine
-(engine.Engine): both gather the slots the pointer reads (token ids and memory keys of the selected
-chunks, with copy_span / copy_lead's neighbours) and the query side's tokens from their own
-storage, then call `CopyHead.point`, which derives every feature from those ids and runs the head.
+One implementation for the batch forward (modeling.DRTForCausalLM, `batch_copy`) and the streaming
+engine (drt_core/stream_copy.py): each reads the selected chunks from its own storage through
+`copy_slots`, which lays out the slots the pointer reads (with copy_span / copy_lead's neighbours),
+and hands `CopyHead.point` the token ids of each query chunk and the chunk before it, from which
+every query-side feature is derived.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .config import DRTConfig
-from .layers import RMSNorm
+from .layers import OwnInit, RMSNorm
 
 
-class CopyHead(nn.Module):
+class CopyHead(OwnInit):
     """Pointer over the tokens of the retrieved chunks (config copy_head; our extension, not in the
     paper). One head attends from a token's final state to the slots of the chunks its retrieval
     row selected, with the same fusion weights as GCA (softmax-one per chunk, times w). Its query
@@ -107,24 +108,35 @@ class CopyHead(nn.Module):
         self.pad_id, self.N = cfg.pad_token_id, cfg.chunk_size - 1
         self.span, self.lead = cfg.copy_span, cfg.copy_lead  # slots read after / before each chunk
 
+    def reset_parameters(self) -> None:
+        """The exact-feature biases and gates start at zero: the options change nothing until trained."""
+        for p in (getattr(self, n, None) for n in ("match_bias", "match_gate", "recall_bias", "recall_gate",
+                                                   "recall_age_bias")):
+            if p is not None:
+                nn.init.zeros_(p)
+
     def point(self, embed: nn.Embedding, h: torch.Tensor, emb: torch.Tensor, slot_ids: torch.Tensor,
-              slot_k: torch.Tensor, w: torch.Tensor, before: torch.Tensor | None = None,
-              history: torch.Tensor | None = None, recall_ctx: torch.Tensor | None = None):
+              slot_k: torch.Tensor, w: torch.Tensor, ctx: torch.Tensor):
         """The head on what its caller gathered, every feature derived here from token ids: the one
-        path of the batch forward and the engine. h, emb [Z, M, D] as in forward; slot_ids [Z, k, R]
-        and slot_k [Z, k, R, D] the token ids and memory keys of the slots read (R = copy_lead + N +
-        copy_span per selected chunk); w [Z, k] fusion weights. The query side, as token ids: with
-        copy_bigram, `before` [Z, M] the real token before each position; with copy_match, `history`
-        [Z, M, n] the n real tokens ending at each position, newest first (pads for a landmark); with
-        copy_recall, `recall_ctx` [Z, 2N] the tokens of the query's chunk before and its own chunk.
-        Returns forward's (gate logits [Z, M], pointer weights [Z, M, k, R])."""
-        pad = self.pad_id
+        path of the batch forward and the engine. h, emb [Z, S, D] as in forward, the S positions
+        of one query chunk each; slot_ids [Z, k, R] and slot_k [Z, k, R, D] the token ids and
+        memory keys of the slots read (copy_slots); w [Z, k] fusion weights; ctx [Z, 2N] the token
+        ids of the chunk before each query chunk and of the query chunk itself (pads before the
+        stream, and after the last token written), whence the query side: the real token before
+        each position (copy_bigram), the n real tokens ending at each (copy_match), the recent
+        text the recall reads (copy_recall). Returns forward's (gate logits [Z, S], pointer weights
+        [Z, S, k, R])."""
+        pad, N = self.pad_id, self.N
         prev_emb = embed(slot_predecessors(slot_ids, pad))
-        bigram = ((embed(before), embed(slot_predecessors(slot_ids, pad, 2)), embed(slot_ids))
-                  if self.bigram else None)
-        match = suffix_match(history, slot_contexts(slot_ids, pad, self.match), pad) if self.match else None
-        recall = (recall_lengths(slot_ids, recall_ctx, recall_limits(self.N, slot_ids.device), pad, ages=self.ages)
-                  if self.recall else None)
+        bigram = match = recall = None
+        if self.bigram:  # the landmark's: its chunk's last token
+            bigram = (embed(ctx[:, N - 1:]), embed(slot_predecessors(slot_ids, pad, 2)), embed(slot_ids))
+        if self.match:  # newest first; the landmark row holds pads
+            at = N + torch.arange(N, device=ctx.device)[:, None] - torch.arange(self.match, device=ctx.device)
+            history = F.pad(ctx[:, at], (0, 0, 0, 1), value=pad)
+            match = suffix_match(history, slot_contexts(slot_ids, pad, self.match), pad)
+        if self.recall:
+            recall = recall_lengths(slot_ids, ctx, recall_limits(N, slot_ids.device), pad, ages=self.ages)
         return self(h, emb, slot_k, prev_emb, w, bigram, match, recall)
 
     def forward(self, h: torch.Tensor, emb: torch.Tensor, mem_k: torch.Tensor, prev_emb: torch.Tensor,
@@ -182,52 +194,61 @@ class CopyHead(nn.Module):
         return gate, p
 
 
-def batch_copy(head: "CopyHead", embed: nn.Embedding, x: torch.Tensor, emb: torch.Tensor, aug: torch.Tensor,
+def copy_slots(head: CopyHead, sel: torch.Tensor, n_chunks: int, ids_of, keys_of,
+               own_keys: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The slots the pointer reads of each selected chunk, the one gather of the batch forward and
+    the engine: sel [..., k] chunk numbers (a pick of weight 0 may name any stored chunk);
+    ids_of(j) -> [..., N] token ids and keys_of(j) -> [..., N, D] memory keys of the chunks j (an
+    index tensor shaped as sel, 0 <= j < n_chunks) read from the caller's storage; own_keys: the
+    selected chunks' keys where the caller has them (the engine: those GCA gathered). Returns the
+    token ids [..., k, R] and memory keys [..., k, R, D] of the slots (R = copy_lead + N +
+    copy_span): the last copy_lead slots of the chunk before each selected one, its N slots, the
+    first copy_span slots of the chunk after; pad ids and zero keys where that chunk is not there."""
+    N, E, P, pad = head.N, head.span, head.lead, head.pad_id
+    slot_ids = ids_of(sel)
+    slot_k = keys_of(sel) if own_keys is None else own_keys
+    if E:
+        ids, keys = _neighbour(sel + 1, n_chunks, ids_of, keys_of, pad)
+        slot_ids, slot_k = torch.cat([slot_ids, ids[..., :E]], dim=-1), torch.cat([slot_k, keys[..., :E, :]], dim=-2)
+    if P:
+        ids, keys = _neighbour(sel - 1, n_chunks, ids_of, keys_of, pad)
+        slot_ids = torch.cat([ids[..., N - P:], slot_ids], dim=-1)
+        slot_k = torch.cat([keys[..., N - P:, :], slot_k], dim=-2)
+    return slot_ids, slot_k
+
+
+def _neighbour(j: torch.Tensor, n_chunks: int, ids_of, keys_of, pad: int):
+    """ids_of(j), keys_of(j), with pads and zero keys where chunk j is not stored (j < 0 or >= n_chunks)."""
+    ok = (j >= 0) & (j < n_chunks)
+    j = j.clamp(0, max(n_chunks - 1, 0))
+    keys = keys_of(j)
+    return ids_of(j).masked_fill(~ok[..., None], pad), keys.masked_fill(~ok.to(keys.device)[..., None, None], 0)
+
+
+def batch_copy(head: CopyHead, embed: nn.Embedding, x: torch.Tensor, emb: torch.Tensor, aug: torch.Tensor,
                flat_k: torch.Tensor, idx: torch.Tensor, w: torch.Tensor, L: int):
     """The batch forward's copy head: over the selections idx / w [B, C, k'] (copy_selection) of a
     whole sequence, x and emb [B, C*S, D] (final states, token embeddings), aug [B, C*S] (the
-    augmented ids), flat_k [B, C, N, D] (memory keys); the slots gathered from these tensors and
-    the head run by CopyHead.point. Returns, in the real-token layout, (gate [B, L], p [B, L, k*R],
-    toks [B, L, k*R]); chunk 0 reads nothing (p = 0)."""
+    augmented ids), flat_k [B, C, N, D] (memory keys); the slots gathered from these tensors by
+    copy_slots and the head run by CopyHead.point. Returns, in the real-token layout, (gate [B, L],
+    p [B, L, k*R], toks [B, L, k*R]); chunk 0 reads nothing (p = 0)."""
     N, D = head.N, x.shape[-1]
     S = N + 1
     B, C, k = idx.shape
+    R = head.lead + N + head.span  # slots the pointer reads per retrieved chunk
     gate = torch.zeros(B, C, S, device=x.device)
-    E, P = head.span, head.lead
-    R = P + N + E  # slots the pointer reads per retrieved chunk
     p = torch.zeros(B, C, S, k * R, device=x.device)
     toks = torch.zeros(B, C, S, k * R, dtype=torch.long, device=x.device)
     if C > 1:
+        Z = B * (C - 1)  # rows 0..C-2 serve chunks 1..C-1
         bi = torch.arange(B, device=x.device).view(B, 1, 1)
-        sel = idx[:, :-1]  # rows 0..C-2 serve chunks 1..C-1
         ids = aug.view(B, C, S)[:, :, :N]
-        pad = head.pad_id
-        slot_ids, slot_k = ids[bi, sel], flat_k[bi, sel]  # [B, C-1, k, N(, D)]
-        if E:  # and the first E slots of the chunk after each (< C; unused picks are 0 and weigh 0)
-            nxt = (sel + 1).clamp_max(C - 1)
-            slot_ids = torch.cat([slot_ids, ids[bi, nxt][..., :E]], dim=-1)
-            slot_k = torch.cat([slot_k, flat_k[bi, nxt][..., :E, :]], dim=-2)
-        if P:  # and, before them, the last P slots of the chunk before each (pads before chunk 0)
-            prv = (sel - 1).clamp_min(0)
-            none = (sel == 0)[..., None]
-            slot_ids = torch.cat([ids[bi, prv][..., N - P:].masked_fill(none, pad), slot_ids], dim=-1)
-            slot_k = torch.cat([flat_k[bi, prv][..., N - P:, :].masked_fill(none[..., None], 0), slot_k], dim=-2)
-        slot_ids = slot_ids.reshape(B * (C - 1), k, R)
-        Z = B * (C - 1)
-        before = history = ctx = None
-        if head.bigram:  # the real token before each position (the landmark slot: its chunk's last token)
-            before = F.pad(ids.reshape(B, C * N), (1, 0), value=pad)[:, :-1].view(B, C, N)
-            before = torch.cat([before, ids[:, :, N - 1:]], dim=-1)[:, 1:].reshape(Z, S)  # [Z, S]
-        if head.match:  # the n real tokens ending at each position, newest first (the landmark rows: pads)
-            n = head.match
-            flat = ids.reshape(B, C * N)
-            hist = torch.stack([F.pad(flat, (i, 0), value=pad)[:, :C * N] for i in range(n)], dim=-1)
-            history = F.pad(hist.view(B, C, N, n), (0, 0, 0, 1), value=pad)[:, 1:].reshape(Z, S, n)
-        if head.recall:  # chunk c's query side: chunks c - 1 and c; slot j reads up to N + j
-            ctx = torch.cat([ids[:, :-1], ids[:, 1:]], dim=-1).reshape(Z, 2 * N)
+        slot_ids, slot_k = copy_slots(head, idx[:, :-1], C, lambda j: ids[bi, j], lambda j: flat_k[bi, j])
+        slot_ids = slot_ids.reshape(Z, k, R)
+        ctx = torch.cat([ids[:, :-1], ids[:, 1:]], dim=-1).reshape(Z, 2 * N)  # chunk c's: chunks c - 1 and c
         g_, p_ = head.point(embed, x.view(B, C, S, D)[:, 1:].reshape(Z, S, D),
                             emb.view(B, C, S, D)[:, 1:].reshape(Z, S, D), slot_ids,
-                            slot_k.reshape(Z, k, R, D), w[:, :-1].reshape(Z, k), before, history, ctx)
+                            slot_k.reshape(Z, k, R, D), w[:, :-1].reshape(Z, k), ctx)
         gate = torch.cat([gate[:, :1], g_.view(B, C - 1, S)], dim=1)
         p = torch.cat([p[:, :1], p_.reshape(B, C - 1, S, k * R)], dim=1)
         toks = torch.cat([toks[:, :1], slot_ids.reshape(B, C - 1, 1, k * R).expand(B, C - 1, S, k * R)], dim=1)

@@ -115,3 +115,13 @@ def fixed_scores(q_emb: torch.Tensor, k_emb: torch.Tensor, q_chunk: torch.Tensor
     precedes the query's (k_chunk[e] < q_chunk[q]). The batch forward's and the engine's."""
     s = torch.einsum("...ce,...fe->...cf", q_emb.float(), k_emb.float()) / temperature
     return s.masked_fill(~(k_chunk[None, :] < q_chunk[:, None]), float("-inf"))
+
+
+def batch_scores(input_ids: torch.Tensor, cfg, chunk_embeddings: torch.Tensor | None = None) -> torch.Tensor:
+    """The batch forward's scores [B, C, C] of the chunks of ids [B, L]: fixed_scores of their frozen
+    MiniLM embeddings (chunk_embeddings [B, C, E] when the caller has them, else embed_chunks)."""
+    if chunk_embeddings is None:
+        chunk_embeddings = embed_chunks(input_ids, cfg)  # [B, C, E], L2-normalised
+    e = chunk_embeddings.to(input_ids.device)
+    ids = torch.arange(e.shape[1], device=input_ids.device)
+    return fixed_scores(e, e, ids, ids, cfg.retriever_temperature)

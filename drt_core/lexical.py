@@ -15,9 +15,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .config import DRTConfig
+from .layers import OwnInit
 
 
-class LexicalScorer(nn.Module):
+class LexicalScorer(OwnInit):
     """Exact token overlap between a landmark's own chunk and each past chunk (config `lexical`, our
     extension): lex(c, e) = scale_g * sum of w_t over the distinct tokens t that chunks c and e share,
     with w_t = relu(weight_t) learned per vocabulary entry (started from inverse document frequency
@@ -53,6 +54,17 @@ class LexicalScorer(nn.Module):
         # a plain tuple, not a buffer: from_pretrained leaves non-persistent buffers uninitialised
         self.special = tuple(sorted({cfg.pad_token_id, cfg.eos_token_id, cfg.lmk_token_id}))
         self._word_tables = None  # (hash, power, start) [V] each: a function of the tokenizer (set_word_tables)
+        self._init = (cfg.lexical_doc_df, cfg.lexical_words)
+
+    def reset_parameters(self) -> None:
+        """Inert until `train --init-lexical` sets the token weights; the idf terms' scales start at
+        their config values."""
+        nn.init.zeros_(self.weight)
+        nn.init.ones_(self.scale)
+        if self.doc is not None:
+            nn.init.constant_(self.doc, self._init[0])
+        if self.words is not None:
+            nn.init.constant_(self.words, self._init[1])
 
     def set_word_tables(self, tables) -> None:
         """The tokenizer's per-token word tables (drt_core.words.word_tables); by default those of
@@ -95,7 +107,7 @@ class LexicalScorer(nn.Module):
         present = torch.zeros(*q_toks.shape[:-1], V, device=q_toks.device).scatter_(-1, q_toks.long(), 1.0)
         return present * self.token_weights()
 
-    def scores(self, g: int, q_toks: torch.Tensor, k_toks: torch.Tensor, q_chunk: torch.Tensor | None = None,
+    def scores(self, g: int, q_toks: torch.Tensor | None, k_toks: torch.Tensor | None, q_chunk: torch.Tensor | None = None,
                k_chunk: torch.Tensor | None = None, block: int = 4096, stats=None) -> torch.Tensor:
         """[B, Cq, Ck] lexical scores of group g; q_toks [B, Cq, N], k_toks [B, Ck, N] token ids
         (keys deduplicated here: each distinct token counts once). Key chunks in blocks of `block`.
@@ -108,6 +120,9 @@ class LexicalScorer(nn.Module):
         `key_words` [1, Ck, N] (each chunk's distinct token and word ids), and `token_df(items,
         q_chunk)` / `word_df(items, q_chunk)`, the running in-document counts (engine.LexicalStats).
         Same numbers, in time linear in the new chunks rather than in all the past ones."""
+        if q_toks is None or k_toks is None:
+            raise ValueError("a lexical model scores chunks with their tokens: pass q_toks and k_toks")
+        q_toks, k_toks = q_toks.to(self.weight.device), k_toks.to(self.weight.device)
         ku = stats.key_tokens if stats is not None else distinct_tokens(k_toks, self.pad_id)
         table = self.query_table(q_toks)  # [B, Cq, V]
         if (self.doc is not None or self.words is not None) and (q_chunk is None or k_chunk is None):

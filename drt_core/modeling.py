@@ -1,4 +1,4 @@
-"""The Differentiable Retrieval Transformer (DRT) and its baselines, top to bottom.
+"""The Differentiable Retrieval Transformer (DRT), the paper's model, top to bottom.
 
 Hu et al., "Efficient Length-Generalizable Attention via Causal Retrieval for Long-Context Language
 Modeling", ICML 2025 (arXiv 2410.01651); docs/spec.md §1-§3 is the precise reading.
@@ -19,131 +19,45 @@ softmax_one: the reference code zeroes the landmark slot of K/V, which is exactl
 over the 63 real keys (spec §3.3). We keep only the real keys and pass softmax_one to the operator,
 which is the same function without storing the zero slot; softmax_one=False gives vanilla softmax.
 
-Baselines (config.arch): "sliding_window" and "full_attention" run on the raw token stream (no
-landmarks); "landmark" is Landmark Attention (drt_core/landmark.py); "fixed_retriever" is this DRT
-with the retrieval scores replaced by cosine similarities of a frozen MiniLM embedding of each
-chunk's text (RPT-style).
+In this file, in reading order: GCA and the upper block, with `read_chunks`, the one reading of
+already-gathered chunks that the batch forward and the engine share; retrieval (scores, top-k,
+fusion weights); `DRTForCausalLM`, whose forward is the list above, each stage a method the engine
+calls too (drt_core/stream.py). Our extensions hook in where they act, each the one implementation
+in its own module: the key and query encoders (encoders.py), the lexical term of the scores
+(lexical.py), the copy head (copy_head.py), the stream preamble (stream_preamble).
+
+Elsewhere: the blocks and self-attention (layers.py, attention.py); the base class, the layout
+(landmark insertion) and the loss (pretrained.py); the baselines, which `DRTForCausalLM(config)`
+builds for their config.arch (baselines.py, landmark.py); the fixed retriever (RPT-style), this DRT
+choosing its chunks by a frozen MiniLM's cosines (`FixedRetrieverForCausalLM`, fixed_retriever.py).
 """
 
 from __future__ import annotations
 
 import math
-from contextlib import nullcontext
-from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from transformers import AutoModelForCausalLM, PreTrainedModel
-from transformers.utils import ModelOutput
+from transformers import AutoModelForCausalLM
 
 from kernels.gca import gca
 
-from .attention import NEG_INF, KVWindow, SelfAttention, alibi_slopes, apply_rope, rope_cos_sin
+from .attention import NEG_INF, KVWindow, SelfAttention
+from .baselines import BaselineForCausalLM
 from .config import DRTConfig
 from .copy_head import CopyHead, batch_copy, copy_selection, mix_copy
-from .layers import MLP, RMSNorm, ZeroLinear
+from .encoders import ChunkEncoder, key_contexts, key_encoder, query_encoder, query_projections
+from .fixed_retriever import batch_scores
+from .layers import MLP, Block, RMSNorm
 from .lexical import LexicalScorer
+from .pretrained import DRTOutput, DRTPreTrainedModel, augment, frozen, lm_loss, unaugment
 
+__all__ = ["NEG_INF", "DRTForCausalLM", "DRTOutput", "fusion_weights", "lm_loss", "retrieval_scores", "select_topk"]
 
 
 # ----------------------------------------------------------------------------------------------
-# building blocks
-
-
-class Block(nn.Module):
-    """Pre-norm transformer block: x += Attn(norm(x)); x += MLP(norm(x))."""
-
-    def __init__(self, cfg: DRTConfig, rope: bool = False, window: int | None = None, attn: nn.Module | None = None):
-        super().__init__()
-        self.norm1 = RMSNorm(cfg.hidden_size, cfg.rms_eps)
-        self.attn = attn if attn is not None else SelfAttention(cfg, rope=rope, window=window)
-        self.norm2 = RMSNorm(cfg.hidden_size, cfg.rms_eps)
-        self.mlp = MLP(cfg.hidden_size, cfg.intermediate_size)
-
-    def forward(self, x, pos0: int = 0, cache: KVWindow | None = None):
-        x = x + self.attn(self.norm1(x), pos0, cache)
-        return x + self.mlp(self.norm2(x))
-
-
-class EncoderBlock(nn.Module):
-    """Chunk encoder block: bidirectional attention within one chunk, RoPE over slots 0..S-1."""
-
-    def __init__(self, cfg: DRTConfig):
-        super().__init__()
-        D, H = cfg.hidden_size, cfg.num_heads
-        self.H, self.d = H, D // H
-        self.rope_theta = cfg.rope_theta
-        self.norm1 = RMSNorm(D, 1e-6)
-        self.qkv = nn.Linear(D, 3 * D, bias=False)
-        self.o = nn.Linear(D, D, bias=False)
-        self.norm2 = RMSNorm(D, 1e-6)
-        self.mlp = MLP(D, cfg.intermediate_size)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # x [N, S, D], N = number of chunks
-        N, S, D = x.shape
-        q, k, v = self.qkv(self.norm1(x)).view(N, S, 3, self.H, self.d).permute(2, 0, 3, 1, 4)
-        cos, sin = rope_cos_sin(S, self.d, self.rope_theta, x.device, q.dtype)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        o = F.scaled_dot_product_attention(q, k, v)
-        x = x + self.o(o.transpose(1, 2).reshape(N, S, D))
-        return x + self.mlp(self.norm2(x))
-
-
-class ContextAttention(nn.Module):
-    """The key encoder's view of what leads into a chunk (config key_context, our extension):
-    every slot of the chunk attends to the last slots of the chunk before (its lower-layer states,
-    complete before this chunk's landmark, so keys stay causal). The output projection starts at
-    zero, so a model given the option keys its chunks as before until it is trained; a zero
-    context (the first chunk) adds exactly nothing."""
-
-    def __init__(self, cfg: DRTConfig):
-        super().__init__()
-        D, H = cfg.hidden_size, cfg.num_heads
-        self.H, self.d = H, D // H
-        self.q = nn.Linear(D, D, bias=False)
-        self.kv = nn.Linear(D, 2 * D, bias=False)
-        self.o = ZeroLinear(D, D, bias=False)
-
-    def forward(self, e: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:  # e [N, S, D], ctx [N, m, D]
-        N, S, D = e.shape
-        q = self.q(e).view(N, S, self.H, self.d).transpose(1, 2)
-        k, v = self.kv(ctx).view(N, -1, 2, self.H, self.d).permute(2, 0, 3, 1, 4)
-        o = F.scaled_dot_product_attention(q, k, v)
-        return e + self.o(o.transpose(1, 2).reshape(N, S, D))
-
-
-class ChunkEncoder(nn.Module):
-    """Landmark keys and the K/V chunk memory shared by every upper layer (spec §1.3 step 3)."""
-
-    def __init__(self, cfg: DRTConfig, layers: int | None = None, memory: bool = True, context: bool = False):
-        super().__init__()
-        D = cfg.hidden_size
-        self.prenorm = RMSNorm(D, cfg.rms_eps)
-        self.context = ContextAttention(cfg) if context else None  # config key_context
-        self.layers = nn.ModuleList([EncoderBlock(cfg) for _ in range(cfg.encoder_layers if layers is None else layers)])
-        self.norm = RMSNorm(D, 1e-6)
-        self.memory = memory  # False: a query encoder (config query_encoder), landmark states only
-        self.k_proj = nn.Linear(D, D, bias=False) if memory else None
-        self.v_proj = nn.Linear(D, D, bias=False) if memory else None
-
-    def forward(self, h: torch.Tensor, ctx: torch.Tensor | None = None):
-        """h: [N, S, D] lower-layer states of N complete chunks (landmark in the last slot); ctx
-        [N, m, D]: with a context attention, the last m slots of the chunk before each (zeros
-        for the first chunk).
-
-        Returns landmark keys [N, D] and memory K, V [N, S-1, D] (the real slots only); without
-        memory, (landmark states [N, D], None, None)."""
-        e = self.prenorm(h)
-        if self.context is not None:
-            e = self.context(e, self.prenorm(ctx))
-        for layer in self.layers:
-            e = layer(e)
-        e = self.norm(e)
-        if not self.memory:
-            return e[:, -1], None, None
-        real = e[:, :-1]
-        return e[:, -1], self.k_proj(real), self.v_proj(real)
+# GCA: the upper layers' reading of the retrieved chunks
 
 
 class GCA(nn.Module):
@@ -185,6 +99,34 @@ class UpperBlock(nn.Module):
         """gca_fn(a) -> GCA contribution for every position of a (zeros where nothing is served)."""
         a = x + self.attn(self.norm1(x), pos0, cache)
         return a + self.mlp(self.norm2(a + gca_fn(self.gca, a)))
+
+
+def heads_first(kv: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """Gathered memory [Z, k, N, D] (k chunks of N slots per row) -> GCA's layout [Z, H, k, N, d]."""
+    Z, k, N, D = kv.shape
+    return kv.view(Z, k, N, num_heads, D // num_heads).permute(0, 3, 1, 2, 4)
+
+
+def read_chunks(gca_mod: GCA, a: torch.Tensor, gk: torch.Tensor, gv: torch.Tensor, w: torch.Tensor,
+                off: int = 0) -> torch.Tensor:
+    """GCA over already-gathered chunks, the one reading of the batch forward and the engine: a
+    [Bv, T, D] a run of positions that starts `off` slots into its first chunk and touches n_seg
+    chunks; segment s of row b reads gk, gv [Bv * n_seg, H, k, N, d] (heads_first) row b * n_seg
+    + s with fusion weights w [Bv * n_seg, k]. Returns [Bv, T, D]."""
+    Bv, T, D = a.shape
+    rows = w.shape[0]
+    n_seg = rows // Bv
+    w = w.to(a.dtype)
+    if n_seg == 1:
+        return gca_mod(a, gk, gv, w)
+    S = gk.shape[3] + 1
+    padded = F.pad(a, (0, 0, off, n_seg * S - off - T))
+    return gca_mod(padded.reshape(rows, S, D), gk, gv, w).reshape(Bv, n_seg * S, D)[:, off: off + T]
+
+
+def no_gca(gca_mod: GCA, a: torch.Tensor) -> torch.Tensor:
+    """What positions that read no chunk get from GCA: nothing."""
+    return torch.zeros_like(a)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -230,111 +172,122 @@ def fusion_weights(scores: torch.Tensor, idx: torch.Tensor, keep: torch.Tensor |
 # the model
 
 
-@dataclass
-class DRTOutput(ModelOutput):
-    loss: torch.Tensor | None = None
-    logits: torch.Tensor | None = None
-    # per group: dict(idx [B, C, k], weights [B, C, k], scores [B, C, C]); row c serves chunk c+1
-    retrieval: list | None = None
-    # with forced_chunks: mean cross-entropy of the retrieval scores of the forced rows against the
-    # forced chunk (over all eligible chunks), averaged over groups; an optional training signal
-    retrieval_loss: torch.Tensor | None = None
-
-
-class DRTPreTrainedModel(PreTrainedModel):
-    config_class = DRTConfig
-    base_model_prefix = "drt"
-    _no_split_modules = ["Block", "UpperBlock", "EncoderBlock"]
-
-    def _init_weights(self, module):
-        std = self.config.init_std
-        if isinstance(module, ZeroLinear):  # a no-op until trained
-            nn.init.zeros_(module.weight)
-        elif isinstance(module, nn.Linear):
-            nn.init.normal_(module.weight, mean=0.0, std=std)
-            if module.bias is not None:
-                nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            nn.init.normal_(module.weight, mean=0.0, std=std)
-            if self.config.pad_token_id is not None:
-                with torch.no_grad():
-                    module.weight[self.config.pad_token_id].zero_()
-        elif isinstance(module, RMSNorm):
-            nn.init.ones_(module.weight)
-        elif isinstance(module, SelfAttention):
-            # non-persistent buffer: from_pretrained materialises it with torch.empty_like and relies
-            # on _init_weights to fill it, so without this line loaded models had garbage ALiBi slopes
-            with torch.no_grad():
-                module.slopes.copy_(alibi_slopes(module.H))
-        if isinstance(module, CopyHead) and module.match:
-            nn.init.zeros_(module.match_bias)
-            nn.init.zeros_(module.match_gate)
-        if isinstance(module, CopyHead) and module.recall:
-            nn.init.zeros_(module.recall_bias)
-            nn.init.zeros_(module.recall_gate)
-        if isinstance(module, CopyHead) and module.ages:
-            nn.init.zeros_(module.recall_age_bias)
-        if isinstance(module, LexicalScorer):  # inert until `train --init-lexical` sets the weights
-            nn.init.zeros_(module.weight)
-            nn.init.ones_(module.scale)
-            if module.doc is not None:
-                nn.init.constant_(module.doc, self.config.lexical_doc_df)
-            if module.words is not None:
-                nn.init.constant_(module.words, self.config.lexical_words)
-
-
 class DRTForCausalLM(DRTPreTrainedModel):
     """`model(input_ids, labels=None)`: ids WITHOUT landmarks, any length; logits [B, L, V] for the
     real tokens; loss = mean next-token cross-entropy over real tokens (labels as input_ids, -100
-    ignored). The baselines of config.arch share this class and its checkpoint format."""
+    ignored).
 
-    _tied_weights_keys = {"lm_head.weight": "embed.weight"}
+    `DRTForCausalLM(config)` (and from_pretrained) builds the class of config.arch: this one for
+    "drt", FixedRetrieverForCausalLM for "fixed_retriever", BaselineForCausalLM for the baselines
+    (drt_core/baselines.py); one checkpoint format for all."""
+
+    gumbel = True  # training selects with Gumbel noise on the scores (spec §2)
+
+    def __new__(cls, config: DRTConfig | None = None, *args, **kwargs):
+        # the class of config.arch (a copy or an unpickling calls this without a config)
+        if cls is not DRTForCausalLM or config is None or config.arch == "drt":
+            return super().__new__(cls)
+        if not config.uses_chunks:
+            return BaselineForCausalLM(config, *args, **kwargs)
+        return super().__new__(FixedRetrieverForCausalLM)
 
     def __init__(self, config: DRTConfig):
         super().__init__(config)
-        cfg = config
-        D = cfg.hidden_size
+        cfg, D = config, config.hidden_size
         self.embed = nn.Embedding(cfg.vocab_size, D)
-        if cfg.uses_chunks:
-            self.lower = nn.ModuleList([Block(cfg, window=cfg.window) for _ in range(cfg.lower_layers)])
-            self.encoder = ChunkEncoder(cfg)
-            self.lmk_norms = nn.ModuleList([RMSNorm(D, cfg.rms_eps) for _ in cfg.upper_groups])
-            # query_encoder: q += P_g(own-chunk features), P_g zero at init (landmark_query)
-            self.query_enc = ChunkEncoder(cfg, layers=cfg.query_encoder, memory=False) if cfg.query_encoder else None
-            # key_encoder: the landmark keys come from their own encoder, so that retrieval can be
-            # trained without moving the memory K/V that the upper layers and the copy head read
-            self.key_enc = (ChunkEncoder(cfg, layers=cfg.key_encoder, memory=False,
-                                         context=cfg.key_context > 0) if cfg.key_encoder else None)
-            self.query_projs = (nn.ModuleList([ZeroLinear(D, D, bias=False) for _ in cfg.upper_groups])
-                                if cfg.query_encoder else None)
-            self.groups = nn.ModuleList(
-                [nn.ModuleList([UpperBlock(cfg) for _ in range(n)]) for n in cfg.upper_groups]
-            )
-            self.copy_head = CopyHead(cfg) if cfg.copy_head else None
-            self.lexical = LexicalScorer(cfg) if cfg.lexical else None
-        else:
-            depth = cfg.baseline_layers or (cfg.lower_layers + sum(cfg.upper_groups) + 2)
-            full = cfg.arch == "full_attention"
-            if cfg.arch == "landmark":
-                from .landmark import LandmarkAttention
-
-                self.layers = nn.ModuleList([Block(cfg, attn=LandmarkAttention(cfg)) for _ in range(depth)])
-            else:
-                self.layers = nn.ModuleList(
-                    [Block(cfg, rope=full, window=None if full else cfg.window) for _ in range(depth)]
-                )
+        self.lower = nn.ModuleList([Block(cfg, window=cfg.window) for _ in range(cfg.lower_layers)])
+        self.encoder = ChunkEncoder(cfg)
+        self.lmk_norms = nn.ModuleList([RMSNorm(D, cfg.rms_eps) for _ in cfg.upper_groups])
+        self.query_enc = query_encoder(cfg)  # our extensions (None when off): drt_core/encoders.py
+        self.key_enc = key_encoder(cfg)
+        self.query_projs = query_projections(cfg)
+        self.groups = nn.ModuleList([nn.ModuleList([UpperBlock(cfg) for _ in range(n)]) for n in cfg.upper_groups])
+        self.copy_head = CopyHead(cfg) if cfg.copy_head else None  # drt_core/copy_head.py
+        self.lexical = LexicalScorer(cfg) if cfg.lexical else None  # drt_core/lexical.py
         self.norm = RMSNorm(D, cfg.rms_eps)
         self.lm_head = nn.Linear(D, cfg.vocab_size, bias=False)
         self.post_init()
 
-    def get_input_embeddings(self):
-        return self.embed
+    # -- forward ------------------------------------------------------------------------------------
 
-    def set_input_embeddings(self, value):
-        self.embed = value
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        labels: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,  # accepted for HF compatibility; ids are unpadded
+        output_retrieval: bool = False,
+        chunk_embeddings: torch.Tensor | None = None,
+        steer=None,
+        **kwargs,
+    ) -> DRTOutput:
+        """Logits [B, L, V] of the real tokens (log-probabilities of the LM/pointer mixture with the
+        copy head), the LM loss with `labels`, and with output_retrieval each group's selection.
+        chunk_embeddings: the fixed_retriever's chunk embeddings when the caller has them.
 
-    def get_output_embeddings(self):
-        return self.lm_head
+        steer: what training adds (drt_core.train.objective.Steering: forced chunks, the retrieval
+        loss, the scorer-only step), called with each group's scores and selection; its retrieval
+        loss comes back as the output's retrieval_loss. None when serving."""
+        cfg, (B, L) = self.config, input_ids.shape
+        S, D = cfg.chunk_size, cfg.hidden_size
+        aug, C = augment(input_ids, cfg)
+        x, emb, pre = self.lower_states(aug)  # emb: the copy head's queries; pre: the preamble's states
+        keys, mem_k, mem_v, own = self.encode_chunks(x.view(B, C, S, D), self.preamble_tail(pre))
+        retrieval, sels = [], []
+        for g, group in enumerate(self.groups):
+            scores = self.group_scores(g, x.view(B, C, S, D)[:, :, S - 1], own, keys, aug, input_ids, chunk_embeddings)
+            idx, w = select_topk(scores, cfg.chunk_topk, gumbel=self.training and self.gumbel)
+            if steer is not None:  # training: forced chunks, the retrieval loss (drt_core.train.objective)
+                idx, w = steer(g, scores, idx, w)
+            retrieval.append({"idx": idx, "weights": w.detach(), "scores": scores.detach()})
+            sels.append((idx, w))
+            with frozen(steer):
+                x, pre = self.run_group(group, x, pre, self.batch_gca(idx, w, mem_k, mem_v))
+        with frozen(steer):
+            logits = self.lm_head(self.norm(unaugment(x, L, S)))
+            if self.copy_head is not None:  # log-probabilities of the LM/pointer mixture (copy_head.py)
+                idx, w = copy_selection(sels, cfg.copy_groups)
+                logits = mix_copy(logits, *batch_copy(self.copy_head, self.embed, x, emb, aug, mem_k, idx, w, L))
+        return self.output(logits, labels, steer, retrieval if output_retrieval else None)
+
+    # -- the stages of the forward, shared with the engine (drt_core/stream.py) ----------------------
+
+    def lower_states(self, aug: torch.Tensor, start: bool = True):
+        """Augmented ids [B, T] -> (lower-layer states [B, T, D], token embeddings [B, T, D], the
+        stream preamble's lower-layer states [B, P, D] or None): what the batch forward,
+        model.landmarks and the scorer loss run before the chunk encoder. `start`: the ids begin a
+        stream, so the stream preamble (config stream_preamble) comes before them."""
+        emb = self.embed(aug)
+        P = self.config.preamble_len if start else 0
+        x = self._with_preamble(emb) if P else emb
+        for layer in self.lower:
+            x = layer(x)
+        return (x[:, P:], emb, x[:, :P]) if P else (x, emb, None)
+
+    def encode_chunks(self, h: torch.Tensor, first: torch.Tensor | None = None):
+        """h [B, C, S, D] (or [C, S, D]: one run): lower-layer states of runs of C consecutive
+        complete chunks; first [B, m, D]: with config key_context = m, the last m real slots of
+        the chunk before each run (the stream's carry; zeros if None: the stream's first chunk).
+        Returns their landmark keys [..., C, D] (the chunk encoder's, or with config key_encoder
+        its own encoder's, which also reads each chunk's predecessor: key_context_of), memory K
+        and V [..., C, S-1, D], and what their landmarks' queries read of them ([..., C, D] or
+        None, own_chunk_features). The one place the batch forward, model.landmarks, scorer_loss
+        and the streaming engine encode chunks."""
+        lead, (C, S, D) = h.shape[:-3], h.shape[-3:]
+        h4 = h.reshape(-1, C, S, D)
+        flat = h4.reshape(-1, S, D)
+        keys, mem_k, mem_v = self.encoder(flat)
+        if self.key_enc is not None:
+            keys = self.key_enc(flat, self.key_context_of(h4, first))[0]
+        own = self.own_chunk_features(flat)
+        return tuple(None if t is None else t.view(*lead, C, *t.shape[1:]) for t in (keys, mem_k, mem_v, own))
+
+    def key_context_of(self, h: torch.Tensor, first: torch.Tensor | None = None) -> torch.Tensor | None:
+        """h [B, C, S, D]: lower-layer states of B runs of C consecutive chunks. Returns what the
+        key encoder reads of the chunk before each, [B*C, m, D] (encoders.key_contexts; config
+        key_context = m), or None without the option. first [B, m, D]: the context of each run's
+        first chunk (the stream's chunk before it); zeros if None."""
+        m = self.config.key_context
+        return key_contexts(h, m, first) if m else None
 
     def own_chunk_features(self, h: torch.Tensor) -> torch.Tensor | None:
         """What a landmark query reads of the chunk it closes (config query_encoder; None without
@@ -362,34 +315,47 @@ class DRTForCausalLM(DRTPreTrainedModel):
         The one scoring function of the batch forward, scorer_loss, the engine and the benches."""
         s = retrieval_scores(q, keys, q_chunk, k_chunk)
         if self.lexical is not None:
-            if q_toks is None or k_toks is None:
-                raise ValueError("a lexical model scores chunks with their tokens: pass q_toks and k_toks")
-            s = s + self.lexical.scores(g, q_toks.to(s.device), k_toks.to(s.device), q_chunk, k_chunk, stats=stats)
+            s = s + self.lexical.scores(g, q_toks, k_toks, q_chunk, k_chunk, stats=stats)
         return s
 
-    def chunk_token_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """Real ids [B, L] (or [L]) -> each chunk's token ids [B, C, N] (pads after the last token)."""
-        ids = input_ids.view(1, -1) if input_ids.dim() == 1 else input_ids
-        aug, C = self.augment(ids)
-        S = self.config.chunk_size
-        return aug.view(ids.shape[0], C, S)[:, :, : S - 1]
+    def group_scores(self, g: int, h: torch.Tensor, own: torch.Tensor | None, keys: torch.Tensor, aug: torch.Tensor,
+                     input_ids: torch.Tensor, chunk_embeddings: torch.Tensor | None = None) -> torch.Tensor:
+        """The batch forward's scores [B, C, C] of group g, its input at the landmarks h [B, C, D]:
+        chunk_scores of the landmark queries against the keys [B, C, D]."""
+        S, C = self.config.chunk_size, keys.shape[1]
+        chunks, toks = torch.arange(C, device=h.device), aug.view(-1, C, S)[:, :, : S - 1]
+        return self.chunk_scores(g, self.landmark_query(g, h, own), keys, chunks, chunks, toks, toks)
 
-    def lower_states(self, aug: torch.Tensor, start: bool = True):
-        """Augmented ids [B, T] -> (lower-layer states [B, T, D], token embeddings [B, T, D], the
-        stream preamble's lower-layer states [B, P, D] or None): what the batch forward,
-        model.landmarks and the scorer loss run before the chunk encoder. `start`: the ids begin a
-        stream, so the stream preamble (config stream_preamble) comes before them."""
-        emb = self.embed(aug)
-        P = self.config.preamble_len if start else 0
-        x = self._with_preamble(emb) if P else emb
-        for layer in self.lower:
-            x = layer(x)
-        return (x[:, P:], emb, x[:, :P]) if P else (x, emb, None)
+    def batch_gca(self, idx: torch.Tensor, w: torch.Tensor, mem_k: torch.Tensor, mem_v: torch.Tensor):
+        """GCA of a whole sequence (UpperBlock's gca_fn) over the selections idx, w [B, C, k] and the
+        memory mem_k, mem_v [B, C, N, D]: chunk c >= 1 reads row c-1's selection; chunk 0 gets 0."""
+        B, C, k = idx.shape
+        if C < 2:
+            return no_gca
+        S, H = self.config.chunk_size, self.config.num_heads
+        rows = (idx[:, :-1] + torch.arange(B, device=idx.device).view(B, 1, 1) * C).reshape(-1, k)
+        gk, gv = (heads_first(m.flatten(0, 1)[rows], H) for m in (mem_k, mem_v))
+        gw = w[:, :-1].reshape(-1, k)
 
-    def _with_preamble(self, emb: torch.Tensor) -> torch.Tensor:
-        """[B, T, D] embeddings -> [B, P + T, D], the stream preamble's embeddings first."""
-        pre = torch.tensor(self.config.stream_preamble, device=emb.device)
-        return torch.cat([self.embed(pre)[None].expand(emb.shape[0], -1, -1).to(emb.dtype), emb], dim=1)
+        def fn(gca_mod, a):  # a [B, C*S, D]
+            return torch.cat([torch.zeros_like(a[:, :S]), read_chunks(gca_mod, a[:, S:], gk, gv, gw)], dim=1)
+
+        return fn
+
+    def run_group(self, group: nn.ModuleList, x: torch.Tensor, pre: torch.Tensor | None, gca_fn):
+        """A retrieval group's upper layers over x [B, T, D], GCA through gca_fn; the stream
+        preamble's states pre [B, P, D] (or None) attend and are attended to, and get no GCA.
+        Returns (x, pre) after the group."""
+        for layer in group:
+            if pre is None:
+                x = layer(x, gca_fn)
+            else:
+                P = pre.shape[1]
+                y = layer(torch.cat([pre, x], dim=1), _after_preamble(gca_fn, P))
+                pre, x = y[:, :P], y[:, P:]
+        return x, pre
+
+    # -- the stream preamble --------------------------------------------------------------------------
 
     def preamble_tail(self, pre: torch.Tensor | None) -> torch.Tensor | None:
         """The preamble's lower-layer states [B, P, D] -> what the key encoder reads as the chunk
@@ -407,104 +373,34 @@ class DRTForCausalLM(DRTPreTrainedModel):
         KVWindow of each layer, lower then upper, empty): what a new stream holds before its first
         token, exactly as the batch forward computes it (no GCA: the preamble belongs to no chunk).
         Returns the key encoder's context of the stream's first chunk ([m, D], preamble_tail) or None."""
-        P = self.config.preamble_len
-        if not P:
+        if not self.config.preamble_len:
             return None
         x = self._with_preamble(self.embed.weight[:0][None])  # [1, P, D]
-        if not self.config.uses_chunks:
-            for layer, cache in zip(self.layers, caches):
-                x = layer(x, 0, cache)
-            return None
         nl = len(self.lower)
         for layer, cache in zip(self.lower, caches[:nl]):
             x = layer(x, 0, cache)
         tail = self.preamble_tail(x)
-        uppers = [b for g in self.groups for b in g]
-        for layer, cache in zip(uppers, caches[nl:]):
-            x = layer(x, _no_gca, 0, cache)
+        for layer, cache in zip([b for g in self.groups for b in g], caches[nl:]):
+            x = layer(x, no_gca, 0, cache)
         return None if tail is None else tail[0]
 
-    def encode_chunks(self, h: torch.Tensor, first: torch.Tensor | None = None):
-        """h [B, C, S, D] (or [C, S, D]: one run): lower-layer states of runs of C consecutive
-        complete chunks; first [B, m, D]: with config key_context = m, the last m real slots of
-        the chunk before each run (the stream's carry; zeros if None: the stream's first chunk).
-        Returns their landmark keys [..., C, D] (the chunk encoder's, or with config key_encoder
-        its own encoder's, which also reads each chunk's predecessor: key_context_of), memory K
-        and V [..., C, S-1, D], and what their landmarks' queries read of them ([..., C, D] or
-        None, own_chunk_features). The one place the batch forward, model.landmarks, scorer_loss
-        and the streaming engine encode chunks."""
-        lead, (C, S, D) = h.shape[:-3], h.shape[-3:]
-        h4 = h.reshape(-1, C, S, D)
-        flat = h4.reshape(-1, S, D)
-        keys, mem_k, mem_v = self.encoder(flat)
-        if self.key_enc is not None:
-            keys = self.key_enc(flat, self.key_context_of(h4, first))[0]
-        own = self.own_chunk_features(flat)
-        return tuple(None if t is None else t.view(*lead, C, *t.shape[1:]) for t in (keys, mem_k, mem_v, own))
-
-    def key_context_of(self, h: torch.Tensor, first: torch.Tensor | None = None) -> torch.Tensor | None:
-        """h [B, C, S, D]: lower-layer states of B runs of C consecutive chunks. Returns what the
-        key encoder reads of the chunk before each, [B*C, m, D] (config key_context = m: its last m
-        real slots; the landmark slot is not one), or None without the option. first [B, m, D]:
-        the context of each run's first chunk (the stream's chunk before it); zeros if None."""
-        m = self.config.key_context
-        if not m:
-            return None
-        B, C, S, D = h.shape
-        tails = h[:, :, S - 1 - m: S - 1]
-        first = h.new_zeros(B, 1, m, D) if first is None else first.view(B, 1, m, D).to(h.dtype)
-        return torch.cat([first, tails[:, :-1]], dim=1).reshape(B * C, m, D)
-
-    # -- layout helpers ---------------------------------------------------------------------------
+    # -- layout and scoring helpers -------------------------------------------------------------------
 
     def augment(self, input_ids: torch.Tensor):
-        """Pad [B, L] to C*63 and insert a landmark after every 63 tokens -> [B, C*64] and C."""
-        cfg = self.config
-        B, L = input_ids.shape
-        S1 = cfg.chunk_tokens
-        C = max(1, -(-L // S1))
-        ids = F.pad(input_ids, (0, C * S1 - L), value=cfg.pad_token_id)
-        ids = ids.masked_fill(ids < 0, cfg.pad_token_id).view(B, C, S1)
-        lmk = torch.full((B, C, 1), cfg.lmk_token_id, dtype=ids.dtype, device=ids.device)
-        return torch.cat([ids, lmk], dim=2).view(B, C * cfg.chunk_size), C
+        """Pad [B, L] to C*63 and insert a landmark after every 63 tokens -> [B, C*64] and C
+        (pretrained.augment)."""
+        return augment(input_ids, self.config)
 
     def unaugment(self, x: torch.Tensor, L: int) -> torch.Tensor:
-        """augment's inverse on states: [B, C*64, D] -> the real tokens' [B, L, D] (landmark slots
-        and padding dropped)."""
-        B, T, D = x.shape
+        """augment's inverse on states: [B, C*64, D] -> the real tokens' [B, L, D]."""
+        return unaugment(x, L, self.config.chunk_size)
+
+    def chunk_token_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Real ids [B, L] (or [L]) -> each chunk's token ids [B, C, N] (pads after the last token)."""
+        ids = input_ids.view(1, -1) if input_ids.dim() == 1 else input_ids
+        aug, C = self.augment(ids)
         S = self.config.chunk_size
-        return x.view(B, T // S, S, D)[:, :, : S - 1].reshape(B, -1, D)[:, :L]
-
-    # -- forward ------------------------------------------------------------------------------------
-
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        labels: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,  # accepted for HF compatibility; ids are unpadded
-        output_retrieval: bool = False,
-        chunk_embeddings: torch.Tensor | None = None,
-        steer=None,
-        **kwargs,
-    ) -> DRTOutput:
-        """Logits [B, L, V] of the real tokens (log-probabilities of the LM/pointer mixture with the
-        copy head), the LM loss with `labels`, and with output_retrieval each group's selection.
-        chunk_embeddings: the fixed_retriever's chunk embeddings when the caller has them.
-
-        steer: what training adds (drt_core.train.objective.Steering: forced chunks, the retrieval
-        loss, the scorer-only step), called with each group's scores and selection; its retrieval
-        loss comes back as the output's retrieval_loss. None when serving."""
-        if self.config.uses_chunks:
-            h, retrieval, copy = self._forward_drt(input_ids, output_retrieval, chunk_embeddings, steer)
-        else:
-            h, retrieval, copy = self._forward_plain(input_ids), None, None
-        with torch.no_grad() if steer is not None and steer.scorer_only else nullcontext():
-            logits = self.lm_head(self.norm(h))
-            if copy is not None:  # log-probabilities of the LM/pointer mixture (CopyHead)
-                logits = mix_copy(logits, *copy)
-            loss = None if labels is None else lm_loss(logits, labels)
-        return DRTOutput(loss=loss, logits=logits, retrieval=retrieval,
-                         retrieval_loss=None if steer is None else steer.loss)
+        return aug.view(ids.shape[0], C, S)[:, :, : S - 1]
 
     @torch.no_grad()
     def landmarks(self, input_ids: torch.Tensor, segment_chunks: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
@@ -515,8 +411,6 @@ class DRTForCausalLM(DRTPreTrainedModel):
         the result equals the full forward's (and the engine's) at any length, in memory bounded
         by the segment. Scores as in retrieval_scores(queries, keys, ...)."""
         cfg = self.config
-        if cfg.arch != "drt":
-            raise ValueError("landmarks: only DRT models score chunks with landmarks")
         aug, C = self.augment(input_ids.view(1, -1))
         S, D = cfg.chunk_size, cfg.hidden_size
         # position p of layer l sees p - window .. p of layer l - 1: lower_layers * window back in all,
@@ -537,102 +431,20 @@ class DRTForCausalLM(DRTPreTrainedModel):
             queries.append(self.landmark_query(0, x[a - a0:, S - 1], own[a - a0:] if own is not None else None).clone())
         return torch.cat(keys), torch.cat(queries)
 
-    def _forward_plain(self, input_ids):
-        if self.config.arch == "landmark":  # blocks of chunk_tokens tokens + a landmark each
-            x = self.embed(self.augment(input_ids)[0])
-            for layer in self.layers:
-                x = layer(x)
-            return self.unaugment(x, input_ids.shape[1])
-        x = self.embed(input_ids.clamp_min(0))
-        P = self.config.preamble_len
-        if P:
-            x = self._with_preamble(x)
-        for layer in self.layers:
-            x = layer(x)
-        return x[:, P:]
 
-    def _forward_drt(self, input_ids, output_retrieval: bool, chunk_embeddings=None, steer=None):
-        cfg = self.config
-        B, L = input_ids.shape
-        S, D, H, d = cfg.chunk_size, cfg.hidden_size, cfg.num_heads, cfg.head_dim
-        aug, C = self.augment(input_ids)
-        x, emb, pre = self.lower_states(aug)  # emb: kept for the copy head's queries; pre: the preamble's states
-        lmk_keys, mem_k, mem_v, own = self.encode_chunks(x.view(B, C, S, D), self.preamble_tail(pre))
-        N = S - 1
-        flat_k = mem_k.view(B, C, N, D)
-        # [B, C, N, H, d] -> per chunk, heads first
-        mem_k = mem_k.view(B, C, N, H, d).permute(0, 1, 3, 2, 4)
-        mem_v = mem_v.view(B, C, N, H, d).permute(0, 1, 3, 2, 4)
-        chunk_ids = torch.arange(C, device=x.device)
-        retrieval, sels = [], []
-        for g, group in enumerate(self.groups):
-            if cfg.arch == "fixed_retriever":
-                scores = self._fixed_scores(input_ids, C, chunk_embeddings)
-            else:
-                q_lmk = self.landmark_query(g, x.view(B, C, S, D)[:, :, S - 1], own)
-                toks = aug.view(B, C, S)[:, :, : S - 1]
-                scores = self.chunk_scores(g, q_lmk, lmk_keys, chunk_ids, chunk_ids, toks, toks)
-            idx, w = select_topk(scores, cfg.chunk_topk, gumbel=self.training and cfg.arch == "drt")
-            if steer is not None:  # training: forced chunks, the retrieval loss (drt_core.train.objective)
-                idx, w = steer(g, scores, idx, w)
-            if cfg.arch == "fixed_retriever":
-                w = w.detach()  # constants: the LM loss no longer reaches the scorer
-            if output_retrieval:
-                retrieval.append({"idx": idx, "weights": w.detach(), "scores": scores.detach()})
-            sels.append((idx, w))
-            with torch.no_grad() if steer is not None and steer.scorer_only else nullcontext():
-                gca_fn = self._batch_gca_fn(idx, w, mem_k, mem_v, B, C)
-                for layer in group:
-                    if pre is None:
-                        x = layer(x, gca_fn)
-                    else:  # the preamble's positions attend and are attended to, and get no GCA
-                        P = pre.shape[1]
-                        y = layer(torch.cat([pre, x], dim=1), _after_preamble(gca_fn, P))
-                        pre, x = y[:, :P], y[:, P:]
-        copy = None
-        if self.copy_head is not None:
-            idx, w = copy_selection(sels, cfg.copy_groups)
-            copy = batch_copy(self.copy_head, self.embed, x, emb, aug, flat_k, idx, w, L)
-        x = self.unaugment(x, L)
-        return x, (retrieval if output_retrieval else None), copy
+class FixedRetrieverForCausalLM(DRTForCausalLM):
+    """config.arch "fixed_retriever" (RPT-style, docs/spec.md §7): this DRT with the chunks chosen by
+    the cosines of a frozen MiniLM embedding of their texts (drt_core/fixed_retriever.py), without
+    Gumbel noise: nothing in its scores is learned."""
 
-    def _batch_gca_fn(self, idx, w, mem_k, mem_v, B, C):
-        """GCA closure for the whole sequence: chunk c >= 1 uses row c-1's selection; chunk 0 gets 0."""
-        cfg = self.config
-        S, D = cfg.chunk_size, cfg.hidden_size
-        if C < 2:
-            return lambda gca_mod, a: torch.zeros_like(a)
-        k = idx.shape[-1]
-        sel = idx[:, :-1]  # [B, C-1, k] rows 0..C-2 serve chunks 1..C-1
-        flat = (sel + torch.arange(B, device=idx.device).view(B, 1, 1) * C).reshape(-1)
-        Hh, N, d = mem_k.shape[2], mem_k.shape[3], mem_k.shape[4]
-        gk = mem_k.reshape(B * C, Hh, N, d)[flat].view(B * (C - 1), k, Hh, N, d).transpose(1, 2)
-        gv = mem_v.reshape(B * C, Hh, N, d)[flat].view(B * (C - 1), k, Hh, N, d).transpose(1, 2)
-        gw = w[:, :-1].reshape(B * (C - 1), k)
+    gumbel = False
 
-        def fn(gca_mod, a):
-            av = a.view(B, C, S, D)
-            out = gca_mod(av[:, 1:].reshape(B * (C - 1), S, D), gk, gv, gw).view(B, C - 1, S, D)
-            return torch.cat([torch.zeros_like(av[:, :1]), out], dim=1).view(B, C * S, D)
+    def group_scores(self, g: int, h: torch.Tensor, own: torch.Tensor | None, keys: torch.Tensor, aug: torch.Tensor,
+                     input_ids: torch.Tensor, chunk_embeddings: torch.Tensor | None = None) -> torch.Tensor:
+        return batch_scores(input_ids, self.config, chunk_embeddings)
 
-        return fn
-
-    # -- fixed retriever (RPT-style baseline) -------------------------------------------------------
-
-    def _fixed_scores(self, input_ids, C, chunk_embeddings=None):
-        """The fixed retriever's scores [B, C, C] (fixed_retriever.fixed_scores) of the chunks' frozen
-        MiniLM embeddings (computed here unless given)."""
-        from .fixed_retriever import embed_chunks, fixed_scores
-
-        if chunk_embeddings is None:
-            chunk_embeddings = embed_chunks(input_ids, self.config)  # [B, C, E], L2-normalised
-        e = chunk_embeddings.to(input_ids.device)
-        ids = torch.arange(C, device=input_ids.device)
-        return fixed_scores(e, e, ids, ids, self.config.retriever_temperature)
-
-
-def _no_gca(gca_mod, a: torch.Tensor) -> torch.Tensor:
-    return torch.zeros_like(a)
+    def landmarks(self, input_ids: torch.Tensor, segment_chunks: int = 1024):
+        raise ValueError("landmarks: only DRT models score chunks with landmarks")
 
 
 def _after_preamble(gca_fn, P: int):
@@ -641,20 +453,6 @@ def _after_preamble(gca_fn, P: int):
         return torch.cat([torch.zeros_like(a[:, :P]), gca_fn(gca_mod, a[:, P:])], dim=1)
 
     return fn
-
-
-def lm_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | None = None):
-    """Mean next-token cross-entropy: position i predicts labels[i+1]; -100 ignored.
-
-    With `weights` [B, L] (aligned with labels), a weighted mean: sum(w*ce)/sum(w) over targets."""
-    V = logits.shape[-1]
-    lg = logits[:, :-1].reshape(-1, V).float()
-    tg = labels[:, 1:].reshape(-1)
-    ce = F.cross_entropy(lg, tg.clamp_min(0), reduction="none")
-    mask = (tg != -100).float()
-    if weights is not None:
-        mask = mask * weights[:, 1:].reshape(-1).float()
-    return (ce * mask).sum() / mask.sum().clamp_min(1e-9)
 
 
 AutoModelForCausalLM.register(DRTConfig, DRTForCausalLM, exist_ok=True)  # AutoModelForCausalLM loads "drt"

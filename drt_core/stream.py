@@ -46,11 +46,13 @@ from .attention import KVWindow
 from .config import DRTConfig
 from .copy_head import mix_copy
 from .counterfactual import apply_mask
+from .encoders import key_tail
 from .fixed_retriever import fixed_scores
 from .memory_index import MemoryIndex, OverlayMemory
-from .modeling import DRTForCausalLM, select_topk
+from .modeling import DRTForCausalLM, heads_first, no_gca, read_chunks, select_topk
+from .pretrained import insert_landmarks
 from .state_io import save_carry
-from .stream_copy import copy_pointer, copy_queries
+from .stream_copy import copy_pointer
 
 
 # ----------------------------------------------------------------------------------------------
@@ -234,20 +236,15 @@ class Stream:
     # -- feeding -------------------------------------------------------------------------------------
 
     def augment(self, carry: Carry, ids: Sequence[int]) -> tuple[list[int], list[bool]]:
-        """Insert a landmark after every completed chunk, continuing from carry.pos."""
+        """The run's ids laid out as the batch forward lays out a stream (pretrained.insert_landmarks),
+        continuing from carry.pos: a landmark after every completed chunk."""
         c = self.cfg
         if not c.inserts_landmarks:
             return list(ids), [True] * len(ids)
         S = c.chunk_size
-        out, real = [], []
-        p = carry.pos
-        for t in ids:
-            out.append(int(t)), real.append(True)
-            p += 1
-            if p % S == S - 1:
-                out.append(c.lmk_token_id), real.append(False)
-                p += 1
-        return out, real
+        aug, real = insert_landmarks(torch.tensor(list(ids), dtype=torch.long), c.lmk_token_id, S,
+                                     carry.pos - carry.pos // S)
+        return aug.tolist(), real.tolist()
 
     @torch.no_grad()
     def feed(self, state: DocState, ids: Sequence[int], want_logits: bool = False, record: list | None = None,
@@ -322,7 +319,7 @@ class Stream:
         if torch.isnan(gw).any():
             raise RuntimeError("the catch-up reaches chunks fed with select=False: feed the last "
                                f"{self.catch_up_span} positions before it with select=True")
-        gca_fn = self.gca_fn(state, gi[None].to(dev), gw[None].to(dev), start, T, 0)
+        gca_fn = self.gca_fn(state, gi[None].to(dev), gw[None].to(dev), start, 0)
         apos = start + c.preamble_len
         for layer, win in zip(self.model.groups[0], car.windows[nl:]):
             x = layer(x, gca_fn, apos, win)
@@ -351,10 +348,7 @@ class Stream:
             car.pos += T
             car.upper_pos = car.pos
             return self.logits(x, real)[0] if want_logits else None
-        # the copy head's query-side tokens, read before the token buffer moves on (logits only)
         copy = want_logits and model.copy_head is not None
-        queries = (copy_queries(c, model.copy_head, state.memory, car.tok_buf, car.pos, aug, real)
-                   if copy else None)
         own, toks, c0, m = self.store_chunks(state, x[0], aug)
         x, reads = self.groups(state, x, pos0, T, own, toks, c0, m, record, defer, select)
         car.pos += T
@@ -365,7 +359,7 @@ class Stream:
             car.upper_pos, car.mid = car.pos, None
         if not want_logits:
             return None
-        pointer = (copy_pointer(model, state.memory, reads, pos0, x, emb[0], queries, car.tok_buf)
+        pointer = (copy_pointer(model, state.memory, reads, pos0, x, emb[0], car.tok_buf)
                    if copy else None)
         logits = self.logits(x, real, pointer)  # [Bv, T', V]
         return logits if state.variants else logits[0]
@@ -388,8 +382,8 @@ class Stream:
         if m:
             done = full[: m * S].view(m, S, D)
             keys, mk, mv, own = model.encode_chunks(done, car.key_tail)
-            if car.key_tail is not None:
-                car.key_tail = done[-1, S - 1 - c.key_context: S - 1].clone()
+            if car.key_tail is not None:  # what the key encoder of the next chunk reads of this one
+                car.key_tail = key_tail(done[-1], c.key_context).clone()
             assert mem.n == c0, f"memory has {mem.n} chunks, stream is at chunk {c0}"
             G, k = c.num_groups, c.chunk_topk
             toks = np.asarray(full_tok[: m * S], dtype=np.int32).reshape(m, S)[:, : S - 1]
@@ -527,31 +521,29 @@ class Stream:
         (the copy head reads them)."""
         if torch.isnan(gw).any():
             raise RuntimeError("this run reads a selection that feed(select=False) skipped")
-        gca_fn = self.gca_fn(state, gi, gw, pos0, T, g)
+        gca_fn = self.gca_fn(state, gi, gw, pos0, g)
         reads.append((gi, gw, gca_fn.mem_k))
         apos = pos0 + self.cfg.preamble_len
         for layer, win in zip(group, windows):
             x = layer(x, gca_fn, apos, win)
         return x
 
-    def gca_fn(self, state: DocState, sel_idx: torch.Tensor, sel_w: torch.Tensor, pos0: int, T: int,
-               group: int):
-        """GCA for a run of positions touching n_seg chunks; segment s uses selection s: sel_idx and
-        sel_w [n_seg, k], or [Bv, n_seg, k] for Bv variants of the run (its input then [Bv, T, D]).
+    def gca_fn(self, state: DocState, sel_idx: torch.Tensor, sel_w: torch.Tensor, pos0: int, group: int):
+        """GCA for a run of positions from pos0 touching n_seg chunks; segment s uses selection s:
+        sel_idx and sel_w [n_seg, k], or [Bv, n_seg, k] for Bv variants of the run (its input then
+        [Bv, T, D]); modeling.read_chunks over the gathered K/V.
 
         The selected chunks' K/V are gathered from the chunk memory (RAM or disk, on the CPU) and
         moved to the engine's device once per selection: the gather is kept on `state.gathered`
         and reused by the following runs while the selection is unchanged (every decode step of a
         chunk), so decoding moves G gathers every S tokens, as in the paper."""
         c, mem = self.cfg, state.memory
-        S, D, H, d, N = c.chunk_size, c.hidden_size, c.num_heads, c.head_dim, c.chunk_size - 1
-        n_seg, k = sel_idx.shape[-2:]
+        k = sel_idx.shape[-1]
         sel_idx, sel_w = sel_idx.reshape(-1, k), sel_w.reshape(-1, k)  # [Bv * n_seg, k]
-        rows = sel_idx.shape[0]
         active = sel_w.sum(-1) > 0
         if not bool(active.any()):
             def off_fn(gca_mod, a):
-                return torch.zeros_like(a)
+                return no_gca(gca_mod, a)
 
             off_fn.mem_k = None
             return off_fn
@@ -565,20 +557,15 @@ class Stream:
         else:
             k_np, v_np = mem.gather(idx)  # [rows, k, N, D]
             mem_k = self.to_device(k_np)
-            gk = mem_k.view(rows, k, N, H, d).permute(0, 3, 1, 2, 4)
-            gv = self.to_device(v_np).view(rows, k, N, H, d).permute(0, 3, 1, 2, 4)
+            gk, gv = heads_first(mem_k, c.num_heads), heads_first(self.to_device(v_np), c.num_heads)
             state.gathered[group] = (key, (mem_k, gk, gv))
             t = state.transfers
             t.gathers, t.chunks = t.gathers + 1, t.chunks + idx.size
             t.bytes += k_np.nbytes + v_np.nbytes
-        off = pos0 % S
+        off = pos0 % c.chunk_size
 
         def fn(gca_mod, a):  # a [Bv, T, D]
-            if n_seg == 1:
-                return gca_mod(a, gk, gv, sel_w.to(a.dtype))
-            padded = F.pad(a, (0, 0, off, n_seg * S - off - T))
-            out = gca_mod(padded.reshape(rows, S, D), gk, gv, sel_w.to(a.dtype)).reshape(-1, n_seg * S, D)
-            return out[:, off: off + T]
+            return read_chunks(gca_mod, a, gk, gv, sel_w, off)
 
         fn.mem_k = mem_k  # the copy head reads the same keys (copy_selection)
         return fn

@@ -8,12 +8,14 @@ any input length, the loss, checkpoints and the configuration presets.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 from drt_core import DRTConfig, DRTForCausalLM, modeling
+from drt_core.attention import alibi_slopes
 from drt_core.config import EXTENSIONS, PAPER_FLAVOUR
 from drt_core.train.loop import init_added_encoder_layers, init_retrieval_encoders
 from drt_core.train.objective import training_forward
@@ -170,7 +172,7 @@ def test_first_chunks_get_no_gca_and_chunk2_reads_chunk0(monkeypatch):
     """Chunk 0 is never served; chunk 1 gets zero weight (row 0 has no candidate); chunk 2 reads
     chunk 0 with weight 1 (row 1's only candidate)."""
     outputs = []
-    real = modeling.DRTForCausalLM._batch_gca_fn
+    real = modeling.DRTForCausalLM.batch_gca
 
     def spy(self, *a, **kw):
         fn = real(self, *a, **kw)
@@ -182,7 +184,7 @@ def test_first_chunks_get_no_gca_and_chunk2_reads_chunk0(monkeypatch):
 
         return wrapped
 
-    monkeypatch.setattr(modeling.DRTForCausalLM, "_batch_gca_fn", spy)
+    monkeypatch.setattr(modeling.DRTForCausalLM, "batch_gca", spy)
     model = make("drt", chunk_topk=2)
     ids = rand_ids(2, 4 * S1)
     with torch.no_grad():
@@ -307,9 +309,9 @@ def test_loss_gradients_with_memory_detached(monkeypatch):
     """Training loss with the K/V chunk memory cut off: the encoder and the query norm still learn
     (through w alone); the memory projections get nothing. All gradients finite, incl. chunk 1's
     empty row (no NaN from a softmax over nothing)."""
-    real = modeling.DRTForCausalLM._batch_gca_fn
-    monkeypatch.setattr(modeling.DRTForCausalLM, "_batch_gca_fn",
-                        lambda self, idx, w, mk, mv, B, C: real(self, idx, w, mk.detach(), mv.detach(), B, C))
+    real = modeling.DRTForCausalLM.batch_gca
+    monkeypatch.setattr(modeling.DRTForCausalLM, "batch_gca",
+                        lambda self, idx, w, mk, mv: real(self, idx, w, mk.detach(), mv.detach()))
     model = make("drt", chunk_topk=2).train()
     ids = rand_ids(2, 5 * S1)
     model(ids, labels=ids).loss.backward()
@@ -375,7 +377,7 @@ def test_save_load_roundtrip(tmp_path, arch, groups, flavour):
     model.save_pretrained(tmp_path)
     assert (tmp_path / "model.safetensors").exists()
     for loaded in (DRTForCausalLM.from_pretrained(tmp_path), AutoModelForCausalLM.from_pretrained(tmp_path)):
-        assert type(loaded) is DRTForCausalLM
+        assert type(loaded) is type(model)  # the class of its arch (DRTForCausalLM.__new__)
         loaded.eval()
         assert loaded.config.upper_groups == groups and loaded.config.arch == arch
         assert loaded.config.extensions_on() == model.config.extensions_on()
@@ -393,7 +395,77 @@ def test_from_pretrained_restores_alibi_slopes(tmp_path):
     slopes = {n: b for n, b in loaded.named_buffers() if n.endswith("slopes")}
     assert len(slopes) == 2  # one lower, one upper self-attention
     for name, b in slopes.items():
-        assert torch.equal(b, modeling.alibi_slopes(2)), name
+        assert torch.equal(b, alibi_slopes(2)), name
+
+
+CHECKPOINTS = Path(__file__).resolve().parents[2] / "checkpoints"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in CHECKPOINTS.iterdir() if (p / "config.json").exists()))
+def test_shipped_checkpoints_load_every_key(name):
+    """Every checkpoint in checkpoints/ loads into the class of its arch with no key missing,
+    unexpected or reshaped: the modules that left modeling.py (encoders, baselines, pretrained)
+    kept their state-dict keys. The tied head is the one key the file does not hold."""
+    from safetensors import safe_open
+
+    model, info = DRTForCausalLM.from_pretrained(CHECKPOINTS / name, output_loading_info=True)
+    assert (info["missing_keys"], info["unexpected_keys"], info["mismatched_keys"]) == (set(), set(), set())
+    with safe_open(str(CHECKPOINTS / name / "model.safetensors"), "pt") as f:
+        stored = set(f.keys())
+    assert set(model.state_dict()) - stored == {"lm_head.weight"} and stored <= set(model.state_dict())
+    assert isinstance(model, DRTForCausalLM) == model.config.uses_chunks
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_config_builds_the_class_of_its_arch(arch):
+    """DRTForCausalLM(config) builds DRT, the fixed retriever (a DRT subclass) or a baseline, and a
+    copy of each is of its class."""
+    import copy
+
+    from drt_core.baselines import BaselineForCausalLM
+    from drt_core.modeling import FixedRetrieverForCausalLM
+
+    model = make(arch)
+    want = {"drt": DRTForCausalLM, "fixed_retriever": FixedRetrieverForCausalLM}.get(arch, BaselineForCausalLM)
+    assert type(model) is want and type(copy.deepcopy(model)) is want
+
+
+def test_each_extension_initialises_its_own_parameters():
+    """_init_weights knows the model's layers, not the extensions' insides: the copy head's exact-feature
+    biases and the lexical weights get their values from the modules' own reset_parameters (zero,
+    the scales one, the idf scales their config values), so each starts as a no-op."""
+    model = make(copy_head=True, copy_match=4, copy_recall=3, copy_recall_age=2, lexical=True,
+                 lexical_doc_df=0.7, lexical_words=1.5)
+    head, lex = model.copy_head, model.lexical
+    with torch.no_grad():
+        for p in (*head.parameters(), *lex.parameters()):
+            p.fill_(0.123)
+    for m in (head, lex):
+        m.reset_parameters()
+    for name in ("match_bias", "match_gate", "recall_bias", "recall_gate", "recall_age_bias"):
+        assert (getattr(head, name) == 0).all(), name
+    assert (head.q.weight == 0.123).all()  # its layers are the model's to initialise
+    assert (lex.weight == 0).all() and (lex.scale == 1).all()
+    assert torch.allclose(lex.doc, torch.tensor(0.7)) and torch.allclose(lex.words, torch.tensor(1.5))
+
+
+def test_landmark_insertion_continues_a_stream():
+    """insert_landmarks, the one layout of the batch forward (a whole sequence) and of the engine
+    (each run, continuing from the real tokens it has): runs of any length laid out one after the
+    other give the whole sequence's layout, a landmark after every 63rd real token."""
+    from drt_core.pretrained import insert_landmarks
+
+    ids = rand_ids(1, 300)[0]
+    whole, real = insert_landmarks(ids, 2, 64)
+    assert whole.shape[0] == 300 + 300 // 63 and (whole[63::64] == 2).all() and int(real.sum()) == 300
+    assert torch.equal(whole[real], ids)
+    parts, start = [], 0
+    for n in (1, 62, 1, 63, 100, 73):
+        out, r = insert_landmarks(ids[start: start + n], 2, 64, start)
+        assert torch.equal(out[r], ids[start: start + n])
+        parts.append(out)
+        start += n
+    assert torch.equal(torch.cat(parts), whole)
 
 
 def _expected_params(cfg: DRTConfig) -> int:
