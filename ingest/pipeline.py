@@ -281,66 +281,7 @@ def ingest(
         if title and title != library.document(doc_id)["title"]:
             library.set_title(doc_id, title)
     else:
-        emit(Progress("parse", 0, 1, message=f"parsing {p.name}"))
-        parsed = parse_file(p, password=password, limits=limits, cancel=cancel)
-        warnings = list(parsed.warnings)
-        emit(Progress("parse", 1, 1, message=f"{len(parsed.pages)} pages, {len(parsed.text):,} characters"))
-        eng = _resolve_engine(engine)
-        n_chars = len(parsed.text)
-        emit(Progress("tokenize", 0, n_chars, message="tokenizing"))  # the stage starts here
-        tok = eng.tokenizer if eng is not None else None
-        encode = make_encoder(tok)
-        tok_fp = tokenizer_fingerprint(tok)
-        tokenized = tokenize_document(
-            parsed,
-            encode,
-            tokenizer_fp=tok_fp,
-            progress=lambda d, t: emit(Progress("tokenize", d, t, message="tokenizing")),
-            cancel=cancel,
-        )
-        if cancel is not None and cancel.is_set():
-            raise Cancelled("ingest was cancelled before anything was stored")
-        emit(Progress("store", 0, 1, message=f"storing {len(tokenized.chunks)} chunks"))
-        doc_row = {
-            "id": doc_id,
-            "title": (title or parsed.title or p.stem).strip() or p.stem,
-            "kind": parsed.kind,
-            "source_name": p.name,
-            "n_bytes": size,
-            "n_pages": len(parsed.pages),
-            "n_chars": n_chars,
-            "n_tokens": len(tokenized.ids),
-            "n_chunks": len(tokenized.chunks),
-            "chunk_tokens": CHUNK_TOKENS,
-            "tokenizer_fp": tok_fp,
-            "warnings": warnings,
-        }
-        pages = [
-            {
-                "number": pg.number,
-                "label": pg.label,
-                "char_start": pg.char_start,
-                "char_end": pg.char_end,
-                "text": pg.text,
-            }
-            for pg in parsed.pages
-        ]
-        chunks = [
-            {
-                "idx": c.index,
-                "tok_start": c.tok_start,
-                "tok_end": c.tok_end,
-                "char_start": c.char_start,
-                "char_end": c.char_end,
-                "page_first": c.page_first,
-                "page_last": c.page_last,
-                "text": c.text,
-            }
-            for c in tokenized.chunks
-        ]
-        outline = [{"level": lv, "title": t, "page": pg} for lv, t, pg in parsed.outline]
-        created = library.add_document(doc_row, pages, chunks, tokenized.ids, outline=outline)
-        emit(Progress("store", 1, 1, message="stored"))
+        eng, created, warnings = _store_new(p, doc_id, size, library, engine, title, password, limits, cancel, emit)
     doc = library.document(doc_id)
     keep_original(library.home, doc_id, p, doc["kind"])  # for its page images; never fails the ingest
     status, n_done = "stored", 0
@@ -364,6 +305,73 @@ def ingest(
     )
     emit(Progress("done", 1, 1, message=status))
     return result
+
+
+def _store_new(p: Path, doc_id: str, size: int, library: Library, engine, title: str | None, password: str | None,
+               limits: ParseLimits | None, cancel: threading.Event | None, emit) -> tuple[Any, bool, list[str]]:
+    """Parse, tokenize and store a file the library does not have: (the engine, if one was made,
+    whether the document was created, the parse warnings)."""
+    emit(Progress("parse", 0, 1, message=f"parsing {p.name}"))
+    parsed = parse_file(p, password=password, limits=limits, cancel=cancel)
+    warnings = list(parsed.warnings)
+    emit(Progress("parse", 1, 1, message=f"{len(parsed.pages)} pages, {len(parsed.text):,} characters"))
+    eng = _resolve_engine(engine)
+    n_chars = len(parsed.text)
+    emit(Progress("tokenize", 0, n_chars, message="tokenizing"))  # the stage starts here
+    tok = eng.tokenizer if eng is not None else None
+    encode = make_encoder(tok)
+    tok_fp = tokenizer_fingerprint(tok)
+    tokenized = tokenize_document(
+        parsed,
+        encode,
+        tokenizer_fp=tok_fp,
+        progress=lambda d, t: emit(Progress("tokenize", d, t, message="tokenizing")),
+        cancel=cancel,
+    )
+    if cancel is not None and cancel.is_set():
+        raise Cancelled("ingest was cancelled before anything was stored")
+    emit(Progress("store", 0, 1, message=f"storing {len(tokenized.chunks)} chunks"))
+    doc_row = {
+        "id": doc_id,
+        "title": (title or parsed.title or p.stem).strip() or p.stem,
+        "kind": parsed.kind,
+        "source_name": p.name,
+        "n_bytes": size,
+        "n_pages": len(parsed.pages),
+        "n_chars": n_chars,
+        "n_tokens": len(tokenized.ids),
+        "n_chunks": len(tokenized.chunks),
+        "chunk_tokens": CHUNK_TOKENS,
+        "tokenizer_fp": tok_fp,
+        "warnings": warnings,
+    }
+    pages = [
+        {
+            "number": pg.number,
+            "label": pg.label,
+            "char_start": pg.char_start,
+            "char_end": pg.char_end,
+            "text": pg.text,
+        }
+        for pg in parsed.pages
+    ]
+    chunks = [
+        {
+            "idx": c.index,
+            "tok_start": c.tok_start,
+            "tok_end": c.tok_end,
+            "char_start": c.char_start,
+            "char_end": c.char_end,
+            "page_first": c.page_first,
+            "page_last": c.page_last,
+            "text": c.text,
+        }
+        for c in tokenized.chunks
+    ]
+    outline = [{"level": lv, "title": t, "page": pg} for lv, t, pg in parsed.outline]
+    created = library.add_document(doc_row, pages, chunks, tokenized.ids, outline=outline)
+    emit(Progress("store", 1, 1, message="stored"))
+    return eng, created, warnings
 
 
 # ---------------------------------------------------------------------------------------------
