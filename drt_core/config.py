@@ -56,13 +56,12 @@ IMPLEMENTATION: dict = dict(
 
 # -- 3. our extensions, at their "off" values: the paper's model (docs/spec.md) ------------------
 # Each is off by default too, so a checkpoint's config.json that lacks one loads as before; the
-# `paper` preset names them all, so it stays the paper's model whatever a later default says. Each
-# with the measurement that keeps it; docs/model.md tabulates them with their sources.
+# `paper` preset names them all, so it stays the paper's model whatever a later default says. What
+# each does and why, here; the measurements that keep each, with their sources: docs/model.md.
 PAPER_FLAVOUR: dict = dict(
     # The copy head: a pointer over the retrieved chunks' tokens, mixed into the LM output by a
-    # learned gate (pointer-generator; copy_head.py). Why: copying through GCA did not emerge
-    # (answer accuracy 0% with the needle's chunk retrieved and even forced); the pointer learned
-    # it (first answer token 0.01 -> 0.77).
+    # learned gate (pointer-generator; copy_head.py). Why: copying through GCA did not emerge, even
+    # with the needle's chunk forced into the selection; the pointer learned it.
     copy_head=False,
     # The pointer matches the last two tokens, and its gate sees the token it would copy. Why: the
     # pointer alone lost its place after a repeated digit or past the number's end.
@@ -75,62 +74,56 @@ PAPER_FLAVOUR: dict = dict(
     # the key reaching the pointer only through the final state.
     copy_match=0,
     # > 0: slots up to this many after an n-gram that the question or answer so far holds get
-    # learned biases (multi-key answered at 4K: 1/20 -> 12/20).
+    # learned biases, so the pointer looks a value up by its key (multi-key needles).
     copy_recall=0,
     # > 0: those recall biases also read how long ago the n-gram was written (log2 buckets), to
-    # tell hop 1's value from hop 2's in 2-hop. Kept by checkpoints/drt-tiny-2hop, trained with it
-    # (2-hop at 64K: 56 of 80 against 31 of 80 for one group; docs/RESULTS.md §5).
+    # tell hop 1's value from hop 2's in 2-hop answers (checkpoints/drt-tiny-2hop).
     copy_recall_age=0,
     # > 0: the pointer's learned scores are soft-capped at +-this (c tanh(s / c)), so the exact
-    # biases can outweigh them (the learned score was 20-60 against biases of -8..+4). Kept by
-    # checkpoints/drt-tiny-2hop, trained with it (as copy_recall_age).
+    # biases can outweigh them: trained, the learned scores outgrew them (checkpoints/drt-tiny-2hop).
     copy_qk_cap=0.0,
     # The pointer also reads this many slots of the chunk after each retrieved one, so a value cut
-    # by a chunk boundary is copied whole (single needle 15/20 -> 20/20 at 16K, 2/5 -> 19/20 at 256K).
+    # by a chunk boundary is copied whole.
     copy_span=0,
     # ... and this many last slots of the chunk before each, so a chunk's first slots have their
-    # words before them (split needles at 16K answered 12/20 -> 20/20).
+    # words before them (needles split at a chunk boundary).
     copy_lead=0,
     # "all": with G >= 2 groups the pointer reads every group's selection (2-hop answers);
     # "last": the last group's.
     copy_groups="last",
     # > 0: landmark keys from a separate encoder of this many layers, not the memory's, so retrieval
-    # trains without moving the K/V the upper layers read (lemma hit@4 5.6% -> 10.1% with
-    # query_encoder). 0: keys from the chunk encoder.
+    # trains without moving the K/V the upper layers read. 0: keys from the chunk encoder.
     key_encoder=0,
-    # > 0: that key encoder also reads this many last slots of the chunk before. Why: two of three
-    # 1M misses were needles written across a chunk boundary, the value's chunk holding no word of
-    # the question; with it and split needles in training they rank 1 and 3.
+    # > 0: that key encoder also reads this many last slots of the chunk before. Why: needles
+    # written across a chunk boundary, the value's chunk holding no word of the question, were missed.
     key_context=0,
     # > 0: landmark queries also read a separate encoder of this many layers over their own chunk,
-    # so the query reads the whole chunk it closes (with key_encoder: lemma hit@4 5.6% -> 10.1%).
+    # so the query reads the whole chunk it closes (with key_encoder).
     query_encoder=0,
     # Retrieval scores add a learned weighting of the exact tokens two chunks share (lexical.py).
-    # Why: on real questions the dense scorer found the gold passage in its top 4 for 2.0% of the
-    # hand-written questions (BM25 57.8%).
+    # Why: on real questions the dense scores alone seldom ranked the gold passage in their top 4,
+    # where BM25 often did.
     lexical=False,
     # > 0: and adds the shared tokens' idf in the document so far, times a learned scale starting
-    # here. Why: offline, the in-document idf ranks the gold chunk in the top 4 for 53.9% of the
-    # hand-written questions, the global weights for 36.3% (docs/history/2026-12-02-real-questions.md;
-    # bench lexical_idf). Shipped: 1.0.
+    # here. Why: weights learned on the training corpora cannot know that a name is on every page
+    # of this book; the document's own idf does.
     lexical_doc_df=0.0,
     # > 0: and adds, per WHOLE WORD the two chunks share (case folded, however the BPE cut it:
     # words.py), the word's idf in the document so far, times a learned scale starting here. Why:
     # the 8,192-piece BPE cuts a name into common pieces ("Darcy" -> "ĠD" "ar" "cy"), so the token
-    # terms match names through pieces found all over a book; on the mined validation questions
-    # this term added at 1.0 lifts hit@4 from 81.7% to 90.8% (docs/history/2026-12-03-word-lexical.md).
+    # terms match names through pieces found all over a book.
     lexical_words=0.0,
     # on (needs lexical_words): a word cut by a chunk boundary ("The pass|key is 84606") counts whole
     # in the chunk where it ends (words.word_ids' carry), not as two fragments that match no
-    # question word. Off in checkpoints before 2026-12-04.
+    # question word.
     lexical_word_carry=False,
     # Token ids that every stream begins with, before its first real token: the self-attention
     # windows of every layer hold them at positions 0..P-1 (the batch forward prepends them to each
     # row, the engine to each new state, so training, the store and every measurement see the same
     # stream). They belong to no chunk: never retrieved, no landmark, no GCA, not counted in a
     # state's tokens. Why: pretraining rows begin mid-text, where a row's first positions serve as
-    # the lower layers' attention sink, so a needle written in a stream's first 14 tokens ranked
-    # 41st and 958th of 1,039 at 64K, and 4 tokens of text before it put it first.
+    # the lower layers' attention sink, so a needle written in a stream's first tokens was not
+    # retrieved; a few tokens of text before it were enough.
     stream_preamble=None,
     # > 0: at question time, every selection a question's generation makes (each landmark of its
     # fork, in every group) adds bm25_weight x the question's BM25 score of each document chunk
@@ -154,23 +147,18 @@ VALID_KEYS: tuple[str, ...] = (*FIELDS, "tie_word_embeddings")  # what DRTConfig
 # config.json that still names one at that value loads as before (the key is dropped); at any other
 # value the checkpoint needs the code that is gone, and loading it fails with that message.
 RETIRED: dict = dict(
-    detach_fusion_weights=False,  # an ablation: DRT's perplexity did not suffer from the scorer gradient
+    detach_fusion_weights=False,  # an ablation: no scorer gradient through the fusion weights
     smear_keys=False, smear_init=0.0,  # smeared keys: no copying within the steps we could afford
-    query_key=False,  # the query reading its own landmark key: citation loss 4.24 -> 4.16 (query_encoder's run)
-    lexical_window=0.0,  # the word term over neighbour chunks: validation hit@4 91.7% with and without
+    query_key=False,  # the landmark query reading its own chunk's key: query_encoder did better
+    lexical_window=0.0,  # the word term over neighbour chunks: within noise
     abstain_z=None,  # retrieval-z abstention: replaced by the reader's abstention test (reader.json)
 )
 
 # Presets: sizes (`tiny`, `small`) and the paper's model (`paper`). `tiny` is sized for two CPU
-# cores: D=192 with 3 heads of 64 keeps the GCA head dim of the paper (d=64, the kernels' main case)
-# while the whole model stays ~4M parameters. Measured on this 2-core EPYC with bf16 autocast,
-# training at 4032 tokens/sample: D=256 ~1.3K tok/s, D=192 ~4.2K, D=128 ~6.2K; D=192 is the largest
-# that pretrains on 10M tokens in under an hour and it ships in the repository (16 MB in fp32). The
-# window (256 augmented positions = 4 chunks) is much shorter than the ~4K training length, so most
-# of the context is reachable only through retrieval, and chunk_topk=4 of ~60 candidate chunks
-# enforces the selection sparsity that arXiv 2510.17196 names as a condition for length
-# generalisation. The shipped checkpoints are `tiny` with extensions switched on in their
-# config.json (`train --set copy_head=true ...`; docs/model.md lists them).
+# cores while keeping the paper's GCA head dimension (d = 64, the kernels' main case); its window
+# is much shorter than the training length, so most of the context is reachable only through
+# retrieval (docs/model.md, "The sizes", has the measurements behind it). The shipped checkpoints
+# are `tiny` with extensions switched on in their config.json (`train --set copy_head=true ...`).
 PRESETS: dict[str, dict] = {
     "tiny": dict(
         hidden_size=192, num_heads=3, intermediate_size=512, lower_layers=2, encoder_layers=1,
