@@ -103,7 +103,7 @@ def prefix_share(answer: str, expected: str) -> float:
     return n / max(1, len(e))
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bench.niah_retrieval", description=__doc__.splitlines()[0])
     p.add_argument("--model", default="checkpoints/drt-tiny")
     p.add_argument("--lengths", default="4k,16k")
@@ -134,102 +134,99 @@ def main(argv: list[str] | None = None) -> int:
                    help="write every needle across a chunk boundary at its value (the words in the chunk "
                         "before; needles.build split_frac=1), the case that defeated retrieval at 1M")
     p.add_argument("--json", action="store_true")
-    a = p.parse_args(argv)
-    if a.state_dir:  # made up front, once (a missing one used to fail at the first sample, after the haystack loaded)
-        Path(a.state_dir).mkdir(parents=True, exist_ok=True)
+    return p
 
-    from drt_core.engine import Engine
+
+def _sample(eng, a, hay, L: int, i: int, t0: float) -> dict:
+    """One needle at length L: its retrieval (and, unless --retrieval-only, its answer)."""
     from drt_core.train.tasks.needles import build, score_answer, value_span
 
-    eng = Engine.from_pretrained(a.model)
     S1 = eng.cfg.chunk_size - 1
-    hay = np.fromfile(a.haystack, dtype=np.uint16).astype(np.int64)
-    results = {}
-    for L in [parse_len(x) for x in a.lengths.split(",")]:
-        rows = []
-        t0 = time.time()
-        only = None if a.only is None else {int(x) for x in a.only.split(",")}
-        for i in range(a.samples):
-            if only is not None and i not in only:
-                continue
-            depth = (i + 0.5) / a.samples
-            ex = build(a.task, hay, L, a.seed * 100003 + i, depth=depth, phrasings=a.phrasings,
-                       tokenizer_path=a.model, split_frac=1.0 if a.split else 0.0)
-            prompt = ex.prompt_ids(0).tolist()
-            chunk = ex.prompt_ends[0] // S1  # the answer chunk, served by row chunk - 1
-            v0, v1 = value_span(ex, 0, a.model)
-            value_chunk = v0 // S1  # the chunk holding the answer's first token (retrieval_targets' target)
-            straddle = value_chunk != (v1 - 1) // S1  # the value runs on into the next chunk
-            eligible = chunk - 1
-            row = {"depth": round(depth, 3), "chance": min(1.0, eng.cfg.chunk_topk / max(1, eligible)),
-                   "straddle": straddle, "expected": ex.answer}
-            span = eng.cfg.copy_span
-            if a.retrieval_only:
-                sc = landmark_scores(eng, prompt, chunk - 1)
-                rank = score_rank(sc, value_chunk)
-                top = set(sc.topk(min(eng.cfg.chunk_topk, len(sc))).indices.tolist())
-                reach = readable(top, v0, v1, S1, span, eng.cfg.copy_lead)
-                rows.append({**row, "hit": rank <= eng.cfg.chunk_topk, "rank": rank, "readable": reach})
-                print(f"{L} sample {i}: depth {depth:.3f} rank {rank} readable {reach} ({time.time() - t0:.0f} s)",
-                      file=sys.stderr, flush=True)
-                continue
-            sdir = None
-            if a.state_dir:
-                sdir = Path(tempfile.mkdtemp(prefix=f"niah-{L}-", dir=a.state_dir))
-            st = eng.new_state(sdir)
-            # ends with the landmark that serves the answer chunk; its scores are recorded (the trace of
-            # a miss: the needle's rank and its score against the winners'), no other landmark's
-            cut = max(0, len(prompt) - 1 - S1)
-            # deferred groups: caught up by the next feed, exactly; the haystack before the catch-up span
-            # (and a margin) selects nothing, which nothing reads (feed select=False)
-            lazy = 0 if a.full_groups or a.select_all or not eng.stream.can_defer else \
-                max(0, cut - eng.stream.catch_up_span - 4 * S1)
-            if lazy:
-                eng.feed(st, prompt[:lazy], upper=False, select=False)
-            eng.feed(st, prompt[lazy:cut], upper=a.full_groups)
-            rec: list[dict] = []
-            eng.feed(st, prompt[cut:-1], record=rec)
-            trace = score_trace(rec, chunk - 1, value_chunk, eng.cfg.chunk_topk)
-            idx, w = st.carry.sel_idx[0].tolist(), st.carry.sel_w[0].tolist()
-            selected = {c for c, x in zip(idx, w) if x > 0}
-            hit = value_chunk in selected  # the chunk holding the answer's first token
-            reach = readable(selected, v0, v1, S1, span, eng.cfg.copy_lead)
-            sem_hit = semantic_hit(prompt, chunk - 1, value_chunk, eng.cfg) if a.semantic else None
-            a0, a1 = ex.answer_spans[0]
-            gen = list(eng.generate(st, prompt_ids=prompt[-1:], max_new_tokens=(a1 - a0) + 4))
-            first_ok = gen[0].token_id == int(ex.ids[a0])
-            answer = gen[-1].answer or ""
-            if sdir is not None:
-                st = None
-                shutil.rmtree(sdir, ignore_errors=True)
-            rows.append({**row, **trace, "hit": hit, "readable": reach, "sem_hit": sem_hit, "first_tok": first_ok,
-                         "answer_ok": score_answer(answer, ex.answer), "prefix": prefix_share(answer, ex.answer),
-                         "answer": answer})
-            print(f"{L} sample {i}: depth {depth:.3f} hit {hit} rank {trace.get('rank')} score {trace.get('score')}"
-                  f" (top-k {trace.get('top_scores')}) answer {answer!r} ({time.time() - t0:.0f} s)",
-                  file=sys.stderr, flush=True)
-        n = len(rows)
-        answered = not a.retrieval_only
+    depth = (i + 0.5) / a.samples
+    ex = build(a.task, hay, L, a.seed * 100003 + i, depth=depth, phrasings=a.phrasings,
+               tokenizer_path=a.model, split_frac=1.0 if a.split else 0.0)
+    prompt = ex.prompt_ids(0).tolist()
+    chunk = ex.prompt_ends[0] // S1  # the answer chunk, served by row chunk - 1
+    v0, v1 = value_span(ex, 0, a.model)
+    value_chunk = v0 // S1  # the chunk holding the answer's first token (retrieval_targets' target)
+    straddle = value_chunk != (v1 - 1) // S1  # the value runs on into the next chunk
+    eligible = chunk - 1
+    row = {"depth": round(depth, 3), "chance": min(1.0, eng.cfg.chunk_topk / max(1, eligible)),
+           "straddle": straddle, "expected": ex.answer}
+    span = eng.cfg.copy_span
+    if a.retrieval_only:
+        sc = landmark_scores(eng, prompt, chunk - 1)
+        rank = score_rank(sc, value_chunk)
+        top = set(sc.topk(min(eng.cfg.chunk_topk, len(sc))).indices.tolist())
+        reach = readable(top, v0, v1, S1, span, eng.cfg.copy_lead)
+        print(f"{L} sample {i}: depth {depth:.3f} rank {rank} readable {reach} ({time.time() - t0:.0f} s)",
+              file=sys.stderr, flush=True)
+        return {**row, "hit": rank <= eng.cfg.chunk_topk, "rank": rank, "readable": reach}
+    sdir = None
+    if a.state_dir:
+        sdir = Path(tempfile.mkdtemp(prefix=f"niah-{L}-", dir=a.state_dir))
+    st = eng.new_state(sdir)
+    # ends with the landmark that serves the answer chunk; its scores are recorded (the trace of
+    # a miss: the needle's rank and its score against the winners'), no other landmark's
+    cut = max(0, len(prompt) - 1 - S1)
+    # deferred groups: caught up by the next feed, exactly; the haystack before the catch-up span
+    # (and a margin) selects nothing, which nothing reads (feed select=False)
+    lazy = 0 if a.full_groups or a.select_all or not eng.stream.can_defer else \
+        max(0, cut - eng.stream.catch_up_span - 4 * S1)
+    if lazy:
+        eng.feed(st, prompt[:lazy], upper=False, select=False)
+    eng.feed(st, prompt[lazy:cut], upper=a.full_groups)
+    rec: list[dict] = []
+    eng.feed(st, prompt[cut:-1], record=rec)
+    trace = score_trace(rec, chunk - 1, value_chunk, eng.cfg.chunk_topk)
+    idx, w = st.carry.sel_idx[0].tolist(), st.carry.sel_w[0].tolist()
+    selected = {c for c, x in zip(idx, w) if x > 0}
+    hit = value_chunk in selected  # the chunk holding the answer's first token
+    reach = readable(selected, v0, v1, S1, span, eng.cfg.copy_lead)
+    sem_hit = semantic_hit(prompt, chunk - 1, value_chunk, eng.cfg) if a.semantic else None
+    a0, a1 = ex.answer_spans[0]
+    gen = list(eng.generate(st, prompt_ids=prompt[-1:], max_new_tokens=(a1 - a0) + 4))
+    first_ok = gen[0].token_id == int(ex.ids[a0])
+    answer = gen[-1].answer or ""
+    if sdir is not None:
+        st = None
+        shutil.rmtree(sdir, ignore_errors=True)
+    print(f"{L} sample {i}: depth {depth:.3f} hit {hit} rank {trace.get('rank')} score {trace.get('score')}"
+          f" (top-k {trace.get('top_scores')}) answer {answer!r} ({time.time() - t0:.0f} s)",
+          file=sys.stderr, flush=True)
+    return {**row, **trace, "hit": hit, "readable": reach, "sem_hit": sem_hit, "first_tok": first_ok,
+            "answer_ok": score_answer(answer, ex.answer), "prefix": prefix_share(answer, ex.answer),
+            "answer": answer}
 
-        def mean(key):
-            return sum(r[key] for r in rows) / n if answered else None
 
-        results[L] = {
-            "samples": n,
-            "hit@k": sum(r["hit"] for r in rows) / n,
-            "readable@k": sum(r["readable"] for r in rows) / n,
-            "chance@k": sum(r["chance"] for r in rows) / n,
-            "semantic_hit@k": mean("sem_hit") if a.semantic and answered else None,
-            "first_token_acc": mean("first_tok"),
-            "answer_acc": mean("answer_ok"),
-            "prefix_share": mean("prefix"),
-            "median_rank": sorted(r["rank"] for r in rows)[n // 2] if all("rank" in r for r in rows) else None,
-            "straddle": sum(r["straddle"] for r in rows),
-            "straddle_answered": sum(r["straddle"] and r["answer_ok"] for r in rows) if answered else None,
-            "seconds": round(time.time() - t0, 1),
-            "peak_rss_gb": peak_rss_gb(),  # the process's peak so far (this length and those before it)
-            "rows": rows,
-        }
+def _summary(rows: list[dict], a, t0: float) -> dict:
+    """The figures of one length."""
+    n = len(rows)
+    answered = not a.retrieval_only
+
+    def mean(key):
+        return sum(r[key] for r in rows) / n if answered else None
+
+    return {
+        "samples": n,
+        "hit@k": sum(r["hit"] for r in rows) / n,
+        "readable@k": sum(r["readable"] for r in rows) / n,
+        "chance@k": sum(r["chance"] for r in rows) / n,
+        "semantic_hit@k": mean("sem_hit") if a.semantic and answered else None,
+        "first_token_acc": mean("first_tok"),
+        "answer_acc": mean("answer_ok"),
+        "prefix_share": mean("prefix"),
+        "median_rank": sorted(r["rank"] for r in rows)[n // 2] if all("rank" in r for r in rows) else None,
+        "straddle": sum(r["straddle"] for r in rows),
+        "straddle_answered": sum(r["straddle"] and r["answer_ok"] for r in rows) if answered else None,
+        "seconds": round(time.time() - t0, 1),
+        "peak_rss_gb": peak_rss_gb(),  # the process's peak so far (this length and those before it)
+        "rows": rows,
+    }
+
+
+def _report(results: dict, a, eng) -> None:
+    """The figures as JSON or a table."""
     if a.json:
         print(json.dumps({"model": a.model, "task": a.task, "phrasings": a.phrasings, "split": a.split,
                           "retrieval_only": a.retrieval_only, "results": results}))
@@ -250,6 +247,24 @@ def main(argv: list[str] | None = None) -> int:
             if r["median_rank"] is not None:
                 print(f"{'':>8} ranks of the needle's chunk: {[r_['rank'] for r_ in r['rows']]}")
         print("across: answered / samples whose value is written across a chunk boundary")
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = _parser().parse_args(argv)
+    if a.state_dir:  # made up front, once (a missing one used to fail at the first sample, after the haystack loaded)
+        Path(a.state_dir).mkdir(parents=True, exist_ok=True)
+
+    from drt_core.engine import Engine
+
+    eng = Engine.from_pretrained(a.model)
+    hay = np.fromfile(a.haystack, dtype=np.uint16).astype(np.int64)
+    only = None if a.only is None else {int(x) for x in a.only.split(",")}
+    results = {}
+    for L in [parse_len(x) for x in a.lengths.split(",")]:
+        t0 = time.time()
+        rows = [_sample(eng, a, hay, L, i, t0) for i in range(a.samples) if only is None or i in only]
+        results[L] = _summary(rows, a, t0)
+    _report(results, a, eng)
     return 0
 
 
