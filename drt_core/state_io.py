@@ -7,7 +7,9 @@ commit says, and a carry file no commit names is dropped on reopen.
 
 The fingerprint names the model and everything the stored states depend on: the weights, the
 tokenizer, the configuration as the states depend on it (`state_config`), the engine's version and
-the memory's dtype. A state computed by another fingerprint is refused (CheckpointMismatch).
+the memory's dtype. A state computed by another fingerprint is refused (CheckpointMismatch). When a
+version changes the fingerprint of unchanged states, drt_core/state_migration.py moves the states
+a library holds onto the new one.
 """
 
 from __future__ import annotations
@@ -21,9 +23,17 @@ import torch
 
 from store.chunk_store import ChunkMemory, MemmapChunkMemory, atomic_write_bytes
 
-from .config import RETIRED, DRTConfig
+from .config import PAPER_FLAVOUR, DRTConfig
 
-ENGINE_VERSION = 1  # bump when the state format or the state-changing computation changes
+# bump when the state format, the state-changing computation or the fingerprint's recipe changes; a
+# recipe's change alone comes with a migration (state_migration.py): version 2 hashes state_config
+# as it is, where version 1 re-inserted retired extensions to keep its fingerprints
+ENGINE_VERSION = 2
+
+# what the fingerprint leaves out: transformers' bookkeeping, an implementation choice with the same
+# numbers (gca_backend), and the question-time settings that prefilled states do not depend on
+NOT_STATE = ("transformers_version", "_name_or_path", "architectures", "dtype", "torch_dtype", "gca_backend",
+             "bm25_weight", "bm25_window")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -31,21 +41,11 @@ ENGINE_VERSION = 1  # bump when the state format or the state-changing computati
 
 
 def state_config(cfg: DRTConfig) -> dict:
-    """The configuration as the stored states depend on it (what the fingerprint hashes)."""
-    d = cfg.to_dict()
-    for k in ("gca_backend", "transformers_version", "_name_or_path", "architectures", "dtype",
-              "torch_dtype"):
-        d.pop(k, None)
-    # the retired extensions (config.RETIRED) at their "off" values, as every config held them:
-    # the fingerprints of the models that never used them stay as they were
-    d.update({k: v for k, v in RETIRED.items() if k != "lexical_window"})
-    for key in ("bm25_weight", "bm25_window"):  # question time only: prefilled states do not depend on them
-        d.pop(key, None)
-    if d.get("stream_preamble") is None:  # added later: off, it leaves the fingerprints as they were
-        d.pop("stream_preamble", None)
-    if not d.get("lexical_word_carry"):  # likewise
-        d.pop("lexical_word_carry", None)
-    return d
+    """The configuration as the stored states depend on it (what the fingerprint hashes): every field
+    but NOT_STATE's, and of our extensions only those switched on. An extension at its "off" value
+    is the paper's model, so one added or retired later leaves every fingerprint as it was."""
+    return {k: v for k, v in cfg.to_dict().items()
+            if k not in NOT_STATE and not (k in PAPER_FLAVOUR and v == PAPER_FLAVOUR[k])}
 
 
 def _engine_tag(memory_dtype) -> str:

@@ -136,6 +136,14 @@ def _resolve_engine(engine: DocumentEngine | Callable[[], DocumentEngine] | None
     return engine()  # a factory: the model is loaded only once the file has parsed
 
 
+def adopt_older_states(library: Library, engine: DocumentEngine) -> None:
+    """The states this model's documents have under an older engine version's fingerprint, moved
+    onto its fingerprint now (drt_core.state_migration): they open without a prefill."""
+    from drt_core.state_migration import migrate_library
+
+    migrate_library(library, engine)
+
+
 def state_dir(home: str | Path, doc_id: str, model_fp: str) -> Path:
     """$DRT_HOME/states/<doc_id>/<model_fp>/ (docs/design.md, the store)."""
     return Path(home) / "states" / doc_id / model_fp
@@ -390,6 +398,7 @@ def prefill_document(
     """Prefill a stored document with `engine`, from its last checkpoint; return the state row."""
     emit = progress or (lambda p: None)
     doc = library.document(doc_id)
+    adopt_older_states(library, engine)
     fp = str(engine.fingerprint)
     tok_fp = tokenizer_fingerprint(engine.tokenizer)
     if doc["tokenizer_fp"] not in (tok_fp, "unknown"):
@@ -521,6 +530,7 @@ def ready_state(library: Library, engine: DocumentEngine, doc_id: str) -> Any:
     """The engine state of a fully prefilled document, or NotPrefilled with what to do."""
     from .errors import NotPrefilled
 
+    adopt_older_states(library, engine)
     fp = str(engine.fingerprint)
     row = library.prefill_state(doc_id, fp)
     if row is None or row["status"] != "done":

@@ -336,6 +336,19 @@ def test_retired_keys_and_config_bytes_keep_the_fingerprint(tmp_path):
     assert Engine.from_pretrained(tmp_path / "m").fingerprint != before
 
 
+def test_an_extension_at_its_off_value_is_not_in_the_fingerprint():
+    """state_config (engine version 2) holds the extensions a model switches on and no other: one at
+    its "off" value is the paper's model, so an extension added or retired later changes no
+    fingerprint, and no key is re-inserted to keep one (state_migration moved version 1's)."""
+    from drt_core.config import PAPER_FLAVOUR
+    from drt_core.state_io import state_config
+
+    for variant in ("paper", "lead", "preamble", "lexwords"):
+        cfg = make_model(**copy_kw(variant)).config
+        question_time = {"bm25_weight", "bm25_window"}
+        assert {k for k in state_config(cfg) if k in PAPER_FLAVOUR} == set(cfg.extensions_on()) - question_time
+
+
 def test_states_of_another_model_are_refused(tmp_path):
     eng = Engine(make_model(seed=0), memory_dtype=np.float32)
     st = eng.open_state(tmp_path / "s")
