@@ -17,7 +17,7 @@ from pathlib import Path
 
 def regroup(model_dir: str, groups: list[int], out: str) -> Path:
     from drt_core import DRTForCausalLM
-    from drt_core.train.loop import _copy_tokenizer
+    from drt_core.train.checkpoint import copy_tokenizer
 
     src = DRTForCausalLM.from_pretrained(model_dir)
     old = list(src.config.upper_groups)
@@ -49,7 +49,7 @@ def regroup(model_dir: str, groups: list[int], out: str) -> Path:
         raise SystemExit(f"regroup: missing {missing}, unexpected {unexpected}")
     out_dir = Path(out)
     dst.save_pretrained(out_dir)
-    _copy_tokenizer(out_dir, Path(model_dir))
+    copy_tokenizer(out_dir, Path(model_dir))
     return out_dir
 
 

@@ -20,7 +20,7 @@ RETRIEVAL_ONLY = dict(key_encoder=0, key_context=0, query_encoder=0, query_key=F
 
 def swap(model_dir: str, out: str) -> Path:
     from drt_core import DRTForCausalLM
-    from drt_core.train.loop import _copy_tokenizer
+    from drt_core.train.checkpoint import copy_tokenizer
 
     src = DRTForCausalLM.from_pretrained(model_dir)
     if src.config.arch != "drt":
@@ -38,7 +38,7 @@ def swap(model_dir: str, out: str) -> Path:
         raise SystemExit(f"swap_retriever: missing {missing}")
     out_dir = Path(out)
     dst.save_pretrained(out_dir)
-    _copy_tokenizer(out_dir, Path(model_dir))
+    copy_tokenizer(out_dir, Path(model_dir))
     return out_dir
 
 

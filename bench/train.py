@@ -18,10 +18,10 @@ Two figures for a preset (default `tiny`) at the training length (4032 tokens = 
 
 `--set key=value` overrides the preset (e.g. the 22M DRT of bench/gpu_train.sh: `--preset small --set
 hidden_size=384 --set num_heads=6 --set intermediate_size=1024`). `--fit-batch` prints only the
-largest batch whose estimated training memory (drt_core.train.loop.fit_batch_size) fits the device
+largest batch whose estimated training memory (drt_core.train.plan.fit_batch_size) fits the device
 (bench/gpu.sh, bench/gpu_train.sh).
 
-bf16 autocast follows drt_core.train.loop.use_bf16 (auto: only where the CPU or GPU has native bf16).
+bf16 autocast follows drt_core.train.plan.use_bf16 (auto: only where the CPU or GPU has native bf16).
 """
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ def bench_forward(preset, seq_len, batch, reps, device, bf16, overrides: dict | 
 
 def saved_bytes(fn) -> int:
     """Bytes the autograd graph saves for backward while fn() runs: each distinct storage once, at
-    its full size (a view saves its whole base), as drt_core.train.loop.activation_bytes counts."""
+    its full size (a view saves its whole base), as drt_core.train.plan.activation_bytes counts."""
     seen: dict[int, int] = {}
 
     def pack(t):
@@ -342,9 +342,9 @@ def parse_overrides(items: list[str]) -> dict:
 def fit_batch(preset: str, overrides: dict, seq_len: int, bf16: bool, memory_gib: float | None = None,
               max_batch: int | None = None) -> int:
     """The largest per-device batch of seq_len tokens whose estimated training memory fits the device
-    (drt_core.train.loop.fit_batch_size): memory_gib, or the CUDA device's total memory."""
+    (drt_core.train.plan.fit_batch_size): memory_gib, or the CUDA device's total memory."""
     from drt_core.config import DRTConfig
-    from drt_core.train.loop import fit_batch_size
+    from drt_core.train.plan import fit_batch_size
 
     if memory_gib is None:
         if not torch.cuda.is_available():
@@ -380,11 +380,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args(argv)
 
-    from drt_core.train.loop import TrainConfig, use_bf16
+    from drt_core.train.plan import use_bf16
 
     overrides = parse_overrides(args.set)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    bf16 = use_bf16(TrainConfig(bf16=args.bf16), device)
+    bf16 = use_bf16(args.bf16, device)
     if args.fit_batch:
         print(fit_batch(args.preset, overrides, args.seq_len, bf16, args.memory_gib, args.max_batch))
         return 0

@@ -19,14 +19,14 @@ ASSETS = Path(__file__).resolve().parents[1] / "assets"
 def test_swapped_checkpoint_selects_by_minilm(tmp_path):
     from bench.lemma_retrieval import semantic_selection
     from bench.swap_retriever import swap
-    from drt_core.train.loop import _copy_tokenizer
+    from drt_core.train.checkpoint import copy_tokenizer
 
     torch.manual_seed(0)
     cfg = DRTConfig.from_preset("tiny", hidden_size=64, num_heads=2, intermediate_size=128, chunk_topk=3,
                                 copy_head=True, key_encoder=1, key_context=4, query_encoder=1, lexical=True)
     src = tmp_path / "drt"
     DRTForCausalLM(cfg).save_pretrained(src)
-    _copy_tokenizer(src, ASSETS.parents[1] / "checkpoints" / "drt-tiny")
+    copy_tokenizer(src, ASSETS.parents[1] / "checkpoints" / "drt-tiny")
     eng = Engine.from_pretrained(swap(str(src), str(tmp_path / "fixed")))
     assert eng.cfg.arch == "fixed_retriever" and eng.cfg.copy_head and not eng.cfg.lexical
     ids = encode((ASSETS / "frankenstein_excerpt.txt").read_text(encoding="utf-8"))[: 12 * 63]

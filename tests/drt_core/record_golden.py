@@ -40,14 +40,14 @@ def build_token_dir(root: str | Path) -> Path:
 
 def golden_config(data: str | Path, out: str | Path, **overrides):
     """The recorded run: tiny preset, fp32, no validation, checkpoint only at the end."""
-    from drt_core.train.loop import TrainConfig
+    from drt_core.train.options import TrainConfig
 
     kw = dict(
         preset="tiny", data=str(data), out=str(out), seq_len=504, batch_size=2, steps=5, warmup=2,
         eval_every=0, ckpt_every=1000, seed=1234, bf16="off", book_weight=1.0,
     )
     kw.update(overrides)
-    return TrainConfig(**kw)
+    return TrainConfig().replace(**kw)
 
 
 def run_golden() -> list[float]:

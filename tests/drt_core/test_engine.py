@@ -743,12 +743,13 @@ def test_train_set_stream_preamble_default_is_the_shipped_preamble():
     import json
 
     from drt_core.prompts import stream_preamble_ids
-    from drt_core.train.loop import add_args, config_from_args
+    from drt_core.train.flags import add_args, config_from_args
     from tests.drt_core.flavours import SHIPPED_CONFIG
 
     p = argparse.ArgumentParser()
     add_args(p)
-    ids = config_from_args(p.parse_args(["--set", "stream_preamble=default"])).model_overrides["stream_preamble"]
+    cfg = config_from_args(p.parse_args(["--set", "stream_preamble=default"]))
+    ids = cfg.model.model_overrides["stream_preamble"]
     assert ids == stream_preamble_ids() and len(ids) >= 16
     assert json.loads(SHIPPED_CONFIG.read_text())["stream_preamble"] == ids
 

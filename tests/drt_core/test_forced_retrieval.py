@@ -156,7 +156,8 @@ def test_retrieval_targets_point_at_the_value(hay):
 def test_training_with_the_copy_warm_up_and_forced_retrieval(tmp_path):
     """Two steps of the fine-tuning recipe: oracle copy warm-up, then forced selection with the
     retrieval cross-entropy; the batch carries the forced chunks and the log the retrieval loss."""
-    from drt_core.train.loop import Batches, train
+    from drt_core.train.batches import Batches
+    from drt_core.train.loop import train
     from tests.drt_core.record_golden import build_token_dir, golden_config
 
     data = build_token_dir(tmp_path / "data")
@@ -182,7 +183,7 @@ def test_row_tasks_name_the_rows_the_batch_builds(tmp_path):
     """Batches.row_tasks: the task cycle per row and step, "lm" for the plain-text rows past
     task_frac, each rank its own slice; and the rows built match (the needle row carries a
     retrieval target, the plain row none)."""
-    from drt_core.train.loop import Batches
+    from drt_core.train.batches import Batches
     from tests.drt_core.record_golden import build_token_dir, golden_config
 
     data = build_token_dir(tmp_path / "data")
@@ -195,7 +196,7 @@ def test_row_tasks_name_the_rows_the_batch_builds(tmp_path):
     ids, labels, weights, forced, targets = Batches(cfg, 2, 1).get(1)
     assert bool((targets[0] >= 0).any())  # the single-needle row has its target
     assert not bool((targets[1] >= 0).any()) and bool((weights[1] == 1).all())  # the plain row
-    cfg.task = None
+    cfg.tasks.task = None
     assert Batches(cfg, 1, 0).row_tasks(0) == ["lm", "lm"]
 
 
@@ -213,7 +214,8 @@ def test_task_losses_probe_reads_logged_and_cycled_tasks():
 def test_training_the_retrieval_scorer_alone_leaves_the_rest_untouched(tmp_path):
     """--train-only encoder.,lmk_norms. --lm-loss 0: only those parameters move, from the retrieval
     loss alone; the language model's other weights stay bit-identical."""
-    from drt_core.train.loop import build_model, train
+    from drt_core.train.loop import train
+    from drt_core.train.model import build_model
     from tests.drt_core.record_golden import build_token_dir, golden_config
 
     data = build_token_dir(tmp_path / "data")
@@ -231,10 +233,9 @@ def test_training_the_retrieval_scorer_alone_leaves_the_rest_untouched(tmp_path)
     assert any(k.startswith("lmk_norms.") for k in moved)
     # the same with a query and a key encoder added (--set query_encoder=1 --set key_encoder=1):
     # they start as copies of the chunk encoder, and only they and the projection move
-    cfg.out, cfg.init, cfg.train_only = (str(tmp_path / "run2"), str(tmp_path / "run" / "model"),
-                                         "query_projs.,query_enc.,key_enc.")
-    cfg.model_overrides = {"query_encoder": 1, "key_encoder": 1}
-    cfg.steps = 1
+    cfg = cfg.replace(out=str(tmp_path / "run2"), init=str(tmp_path / "run" / "model"),
+                      train_only="query_projs.,query_enc.,key_enc.",
+                      model_overrides={"query_encoder": 1, "key_encoder": 1}, steps=1)
     train(cfg)
     grown = DRTForCausalLM.from_pretrained(tmp_path / "run2" / "model").state_dict()
     moved = {k for k in grown if k not in after or not torch.equal(after[k], grown[k])}
@@ -250,8 +251,8 @@ def test_training_the_retrieval_scorer_alone_leaves_the_rest_untouched(tmp_path)
     with torch.no_grad():
         trained.key_enc.layers[0].qkv.weight.add_(0.5)  # far from the chunk encoder's copy
     trained.save_pretrained(tmp_path / "init3")
-    cfg.out, cfg.init, cfg.train_only = str(tmp_path / "run3"), str(tmp_path / "init3"), "key_enc."
-    cfg.model_overrides = {"key_context": 8}
+    cfg = cfg.replace(out=str(tmp_path / "run3"), init=str(tmp_path / "init3"), train_only="key_enc.",
+                      model_overrides={"key_context": 8})
     train(cfg)
     ctx = DRTForCausalLM.from_pretrained(tmp_path / "run3" / "model").state_dict()
     w = trained.state_dict()["key_enc.layers.0.qkv.weight"]
@@ -378,7 +379,7 @@ def test_task_split_writes_the_training_needles_across_chunk_boundaries(tmp_path
     the value, with the needle's words in the chunk before (needles.build split_frac); 0 keeps the
     natural positions, where such rows are rare."""
     from drt_core import tokenizer as T
-    from drt_core.train.loop import Batches
+    from drt_core.train.batches import Batches
     from tests.drt_core.record_golden import build_token_dir, golden_config
 
     data = build_token_dir(tmp_path / "data")
@@ -405,12 +406,15 @@ def test_train_retrieval_distractors_reaches_the_loss(tmp_path):
     import argparse
     import json
 
-    from drt_core.train.loop import add_args, build_model, config_from_args, train
+    from drt_core.train.loop import train
+    from drt_core.train.model import build_model
+    from drt_core.train.flags import add_args, config_from_args
     from tests.drt_core.record_golden import build_token_dir, golden_config
 
     p = argparse.ArgumentParser()
     add_args(p)
-    assert config_from_args(p.parse_args(["--retrieval-distractors", "16"])).retrieval_distractors == 16.0
+    cfg = config_from_args(p.parse_args(["--retrieval-distractors", "16"]))
+    assert cfg.objective.retrieval_distractors == 16.0
     with pytest.raises(SystemExit):
         p.parse_args(["--retrieval-distractors", "0.5"])
     data = build_token_dir(tmp_path / "data")
@@ -437,13 +441,15 @@ def test_train_hard_negatives_reach_the_rows(tmp_path):
 
     import numpy as np
 
-    from drt_core.train.loop import add_args, build_model, config_from_args, train
+    from drt_core.train.loop import train
+    from drt_core.train.model import build_model
+    from drt_core.train.flags import add_args, config_from_args
     from tests.drt_core.record_golden import build_token_dir, golden_config
 
     p = argparse.ArgumentParser()
     add_args(p)
     a = config_from_args(p.parse_args(["--hard-negatives", "h.npy", "--hard-negatives-per-row", "5"]))
-    assert (a.hard_negatives, a.hard_negatives_per_row) == ("h.npy", 5)
+    assert (a.tasks.hard_negatives, a.tasks.hard_negatives_per_row) == ("h.npy", 5)
     data = build_token_dir(tmp_path / "data")
     init = tmp_path / "init"
     torch.manual_seed(0)

@@ -112,11 +112,11 @@ def test_group_targets_give_group_g_column_g():
 
 
 def test_train_refuses_group_targets_with_alternative_columns():
-    from drt_core.train.loop import add_args, config_from_args
+    from drt_core.train.flags import add_args, config_from_args
 
     p = argparse.ArgumentParser()
     add_args(p)
-    assert config_from_args(p.parse_args(["--group-targets", "--task", "2hop"])).group_targets
+    assert config_from_args(p.parse_args(["--group-targets", "--task", "2hop"])).objective.group_targets
     for extra in (["--task", "2hop,cite"], ["--task", "single", "--target-needle-start"]):
         with pytest.raises(SystemExit, match="group-targets"):
             config_from_args(p.parse_args(["--group-targets", *extra]))

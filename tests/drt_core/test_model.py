@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from drt_core import DRTConfig, DRTForCausalLM, modeling
 from drt_core.attention import alibi_slopes
 from drt_core.config import EXTENSIONS, PAPER_FLAVOUR
-from drt_core.train.loop import init_added_encoder_layers, init_retrieval_encoders
+from drt_core.train.model import init_added_encoder_layers, init_retrieval_encoders
 from drt_core.train.objective import training_forward
 from tests.drt_core.flavours import FLAVOURS, flavour_kw, toy_word_tables
 

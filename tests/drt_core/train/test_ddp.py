@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from drt_core.train import loop as T
+from drt_core.train import checkpoint, loop
+from drt_core.train.batches import Batches
+from drt_core.train.options import TrainConfig
 from tests.drt_core.record_golden import build_token_dir
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -30,9 +32,9 @@ RUN = dict(preset="tiny", seq_len=252, steps=3, warmup=1, eval_every=0, ckpt_eve
            book_weight=1.0)
 
 
-def _config(data, out, **kw) -> T.TrainConfig:
+def _config(data, out, **kw) -> TrainConfig:
     args = {**RUN, **kw}
-    return T.TrainConfig(data=str(data), out=str(out), model_overrides=dict(MODEL), **args)
+    return TrainConfig().replace(data=str(data), out=str(out), model_overrides=dict(MODEL), **args)
 
 
 @pytest.fixture
@@ -65,7 +67,7 @@ def test_two_processes_match_one_on_the_global_batch(tmp_path, data, arch):
     assert proc.returncode == 0, proc.stderr[-3000:]
     ddp = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
 
-    one = T.train(_config(data, tmp_path / "one", batch_size=2, arch=arch))["history"]
+    one = loop.train(_config(data, tmp_path / "one", batch_size=2, arch=arch))["history"]
     assert [r["step"] for r in ddp] == [1, 2, 3]
     assert [r["loss"] for r in ddp] == pytest.approx([h["loss"] for h in one], rel=1e-5)
     a = torch.load(out / "state.pt", weights_only=False)["model"]
@@ -80,21 +82,21 @@ def test_resume_is_exact(tmp_path, data, monkeypatch):
     """4 steps in one go == 2 steps, a crash, and a resume from OUT/state.pt to step 4. At 504 tokens
     (8 chunks) chunk_topk=4 leaves Gumbel noise in play, so the RNG state must be restored too."""
     kw = dict(steps=4, ckpt_every=2, batch_size=2, seq_len=504)
-    full = T.train(_config(data, tmp_path / "full", **kw))["history"]
+    full = loop.train(_config(data, tmp_path / "full", **kw))["history"]
 
-    real_get = T.Batches.get
+    real_get = Batches.get
 
     def crash_at_2(self, step):
         if step == 2:
             raise KeyboardInterrupt("simulated crash after the step-2 checkpoint")
         return real_get(self, step)
 
-    monkeypatch.setattr(T.Batches, "get", crash_at_2)
+    monkeypatch.setattr(Batches, "get", crash_at_2)
     with pytest.raises(KeyboardInterrupt):
-        T.train(_config(data, tmp_path / "resumed", **kw))
+        loop.train(_config(data, tmp_path / "resumed", **kw))
     assert torch.load(tmp_path / "resumed" / "state.pt", weights_only=False)["step"] == 2
-    monkeypatch.setattr(T.Batches, "get", real_get)
-    resumed = T.train(_config(data, tmp_path / "resumed", **kw))["history"]
+    monkeypatch.setattr(Batches, "get", real_get)
+    resumed = loop.train(_config(data, tmp_path / "resumed", **kw))["history"]
 
     assert [h["loss"] for h in resumed] == [h["loss"] for h in full]
     a = torch.load(tmp_path / "full" / "state.pt", weights_only=False)
@@ -110,27 +112,27 @@ def test_resume_keeps_one_log_record_per_step(tmp_path, data, monkeypatch):
     curves counted it twice. The resume now drops the records after its checkpoint."""
     out = tmp_path / "run"
     kw = dict(steps=4, ckpt_every=2, batch_size=1, log_file=str(out / "log.jsonl"))
-    real_get = T.Batches.get
+    real_get = Batches.get
 
     def crash_at_4(self, step):
         if step == 3:  # 0-based: steps 1-3 are logged, the checkpoint holds step 2
             raise KeyboardInterrupt("simulated crash after step 3")
         return real_get(self, step)
 
-    monkeypatch.setattr(T.Batches, "get", crash_at_4)
+    monkeypatch.setattr(Batches, "get", crash_at_4)
     with pytest.raises(KeyboardInterrupt):
-        T.train(_config(data, out, **kw))
+        loop.train(_config(data, out, **kw))
     log = out / "log.jsonl"
     assert [json.loads(l)["step"] for l in log.read_text().splitlines()] == [1, 2, 3]
-    monkeypatch.setattr(T.Batches, "get", real_get)
-    T.train(_config(data, out, **kw))
+    monkeypatch.setattr(Batches, "get", real_get)
+    loop.train(_config(data, out, **kw))
     assert [json.loads(l)["step"] for l in log.read_text().splitlines()] == [1, 2, 3, 4]
 
 
 def test_trim_log_drops_later_steps_and_a_torn_line(tmp_path):
     log = tmp_path / "log.jsonl"
     log.write_text('{"step": 1, "loss": 2.0}\n{"step": 2, "loss": 1.5}\n{"step": 3, "loss": 1.2}\n{"step": 4, "lo')
-    assert T.trim_log(log, 2) == 2
+    assert checkpoint.trim_log(log, 2) == 2
     assert [json.loads(l)["step"] for l in log.read_text().splitlines()] == [1, 2]
-    assert T.trim_log(log, 2) == 0
-    assert T.trim_log(tmp_path / "missing.jsonl", 5) == 0
+    assert checkpoint.trim_log(log, 2) == 0
+    assert checkpoint.trim_log(tmp_path / "missing.jsonl", 5) == 0

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from drt_core.train import loop as T
+from drt_core.train import checkpoint, loop
+from drt_core.train.options import TrainConfig
 from tests.drt_core.record_golden import build_token_dir
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -45,8 +46,8 @@ def _single_process(monkeypatch):
 def _one(data, out, **kw) -> list[float]:
     """One process (in this one) on the global batch of two rows."""
     args = {**RUN, "bf16": "off", "batch_size": 2, **kw}
-    cfg = T.TrainConfig(data=str(data), out=str(out), model_overrides=dict(MODEL), **args)
-    return [h["loss"] for h in T.train(cfg)["history"]]
+    cfg = TrainConfig().replace(data=str(data), out=str(out), model_overrides=dict(MODEL), **args)
+    return [h["loss"] for h in loop.train(cfg)["history"]]
 
 
 def _torchrun(data, out, steps: int, *extra: str, nproc: int = 2) -> list[dict]:
@@ -146,7 +147,7 @@ def test_sharded_save_is_atomic(tmp_path, data, monkeypatch):
 
     # a crash between the renames: only state.dcp.old is complete
     (run / "state.dcp").rename(run / "state.dcp.old")
-    assert T.find_sharded_checkpoint(run) == run / "state.dcp.old"
+    assert checkpoint.find_sharded_checkpoint(run) == run / "state.dcp.old"
     assert _one(data, run, steps=3, ckpt_every=1, fsdp=True, **CONST_LR) == pytest.approx(ref, rel=1e-5)
     assert sorted(p.name for p in run.iterdir()) == ["model", "state.dcp"]  # no .tmp, no .old
     assert torch.load(run / "state.dcp" / "trainer.pt", weights_only=False)["step"] == 3

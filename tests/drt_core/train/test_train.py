@@ -8,13 +8,14 @@ import torch
 
 from drt_core.config import DRTConfig
 from drt_core.modeling import DRTForCausalLM
-from drt_core.train.loop import TrainConfig, lr_at, train
+from drt_core.train.loop import lr_at, train
+from drt_core.train.options import TrainConfig
 from tests.drt_core.record_golden import build_token_dir, golden_config
 
 
 def test_schedule_warms_up_then_decays_to_min_lr():
     """The reference scheduler ignored min_lr (spec §5.2); ours ends exactly on it."""
-    cfg = TrainConfig(lr=1e-3, min_lr=1e-4, warmup=10, steps=100)
+    cfg = TrainConfig().replace(lr=1e-3, min_lr=1e-4, warmup=10, steps=100)
     assert lr_at(0, cfg) == pytest.approx(1e-4)
     assert lr_at(9, cfg) == pytest.approx(1e-3)
     assert lr_at(99, cfg) == pytest.approx(1e-4)
@@ -45,12 +46,12 @@ def test_non_finite_loss_stops_and_keeps_the_last_checkpoint(tmp_path, monkeypat
 def test_param_groups_give_the_copy_heads_feature_biases_their_own_rate():
     """copy_bias_lr_mult multiplies copy_lr_mult for the copy head's per-feature biases only (match,
     recall, age tables and their gate scalars), not for its linear layers (the gate's bias too)."""
-    from drt_core.train.loop import COPY_BIASES, TrainConfig, param_groups
+    from drt_core.train.model import COPY_BIASES, param_groups
 
     cfg = DRTConfig.from_preset("tiny", vocab_size=300, hidden_size=64, num_heads=2, intermediate_size=128,
                                 copy_head=True, copy_match=4, copy_recall=3, copy_recall_age=4)
     model = DRTForCausalLM(cfg)
-    groups = param_groups(model, TrainConfig(copy_lr_mult=3.0, copy_bias_lr_mult=10.0))
+    groups = param_groups(model, TrainConfig().replace(copy_lr_mult=3.0, copy_bias_lr_mult=10.0))
     by_id = {id(p): g for g in groups for p in g["params"]}
     seen = set()
     for n, p in model.named_parameters():
@@ -66,7 +67,7 @@ def test_init_with_structural_overrides_adds_the_new_modules(tmp_path):
     """`train --init CKPT --set copy_head=true`: the override reaches the config before the model is
     built, so the copy head exists (freshly initialised like any layer: the gate's bias at 0) and every loaded
     weight is kept. Regression: overrides were set on the config after loading, adding nothing."""
-    from drt_core.train.loop import build_model
+    from drt_core.train.model import build_model
 
     data = build_token_dir(tmp_path / "data")
     torch.manual_seed(0)
@@ -88,7 +89,7 @@ def test_zero_steps_saves_the_initialised_model(tmp_path):
     (the lexical weights from idf, nothing trained), a model that evaluation can then compare at step 0."""
     import numpy as np
 
-    from drt_core.train.loop import chunk_idf
+    from drt_core.train.model import chunk_idf
 
     data = build_token_dir(tmp_path / "data")
     out = tmp_path / "run"
@@ -116,7 +117,7 @@ def test_max_minutes_stops_and_saves_at_a_step_boundary(tmp_path):
 
 
 def test_count_parameters_matches_the_built_model():
-    from drt_core.train.loop import count_parameters
+    from drt_core.train.plan import count_parameters
 
     for mc in (DRTConfig.from_preset("tiny"), DRTConfig.from_preset("tiny", copy_head=True, lexical=True),
                DRTConfig.from_preset("paper", hidden_size=192, num_heads=3, intermediate_size=512),
@@ -125,7 +126,7 @@ def test_count_parameters_matches_the_built_model():
 
 
 def test_memory_estimate_grows_with_batch_and_length_and_shrinks_with_fsdp():
-    from drt_core.train.loop import estimate_memory
+    from drt_core.train.plan import estimate_memory
 
     mc = DRTConfig.from_preset("tiny")
     act = [estimate_memory(mc, b, L)["activations"] for b, L in ((1, 504), (2, 504), (1, 1008), (2, 1008))]
@@ -140,7 +141,7 @@ def test_memory_estimate_grows_with_batch_and_length_and_shrinks_with_fsdp():
 
 def test_activation_estimate_equals_what_a_real_forward_saves():
     """The meta-device count equals the bytes a real CPU forward saves for backward (fp32)."""
-    from drt_core.train.loop import activation_bytes
+    from drt_core.train.plan import activation_bytes
 
     torch.manual_seed(0)
     mc = DRTConfig.from_preset("tiny", hidden_size=64, num_heads=2, intermediate_size=128)
@@ -162,33 +163,33 @@ def test_activation_estimate_of_a_lexical_model_and_a_plan_without_nan(monkeypat
     """Regression: the lexical term (torch.unique, no meta kernel) made the estimate nan, printed as
     'estimated memory per device nan GiB'. It is now counted without that term, and the plan of a
     model that cannot be estimated says so instead of printing nan."""
-    from drt_core.train import loop as tr
+    from drt_core.train import plan as tr
 
     lex = DRTConfig.from_preset("tiny", lexical=True, lexical_doc_df=1.0, lexical_words=2.0, lexical_word_carry=True)
     plain = DRTConfig.from_preset("tiny")
     assert tr.activation_bytes(lex, 1, 504) == tr.activation_bytes(plain, 1, 504) > 0
     monkeypatch.setattr(tr, "activation_bytes", lambda *a, **k: None)
-    text = tr.plan_text(tr.TrainConfig(preset="tiny", batch_size=1, seq_len=504))
+    text = tr.plan_text(TrainConfig().replace(preset="tiny", batch_size=1, seq_len=504))
     assert "nan" not in text and "activations not estimated" in text
 
 
 def test_plan_names_what_the_paper_preset_will_use(monkeypatch):
-    from drt_core.train.loop import TrainConfig, plan_text
+    from drt_core.train.plan import plan_text
 
     for k in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
         monkeypatch.delenv(k, raising=False)
-    text = plan_text(TrainConfig(preset="paper", seq_len=4032, batch_size=4, steps=10, bf16="off"))
+    text = plan_text(TrainConfig().replace(preset="paper", seq_len=4032, batch_size=4, steps=10, bf16="off"))
     assert "preset paper" in text and "113.7M parameters" in text
     assert "4 x 4032 tokens per process x 1 = 16,128 tokens per step" in text
     assert "device cpu, fp32, one process" in text and "estimated memory per device" in text
     monkeypatch.setenv("WORLD_SIZE", "8")
-    text = plan_text(TrainConfig(preset="paper", seq_len=4032, batch_size=4, fsdp=True, bf16="on"))
+    text = plan_text(TrainConfig().replace(preset="paper", seq_len=4032, batch_size=4, fsdp=True, bf16="on"))
     assert "FSDP2 over 8 processes" in text and "129,024 tokens per step" in text
 
 
 def test_fit_batch_size_is_the_largest_batch_the_estimate_fits():
     """Issue 53: the GPU scripts size their batch from the estimate and the device's memory."""
-    from drt_core.train.loop import estimate_memory, fit_batch_size
+    from drt_core.train.plan import estimate_memory, fit_batch_size
 
     mc = DRTConfig.from_preset("tiny")
     gib = 1024 ** 3
@@ -208,8 +209,9 @@ def test_paper_preset_trains_a_few_steps_on_cpu(tmp_path, monkeypatch):
     for k in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
         monkeypatch.delenv(k, raising=False)
     data = build_token_dir(tmp_path / "data")
-    cfg = TrainConfig(preset="paper", data=str(data), out=str(tmp_path / "run"), seq_len=512, batch_size=1, steps=3,
-                      warmup=1, eval_every=0, ckpt_every=1000, bf16="off", book_weight=1.0)
+    cfg = TrainConfig().replace(preset="paper", data=str(data), out=str(tmp_path / "run"), seq_len=512,
+                                batch_size=1, steps=3, warmup=1, eval_every=0, ckpt_every=1000, bf16="off",
+                                book_weight=1.0)
     losses = [h["loss"] for h in train(cfg)["history"]]
     assert len(losses) == 3 and all(torch.isfinite(torch.tensor(losses)))
     assert losses[0] < 10.0 and losses[-1] < losses[0]  # starts near ln(8192) = 9.01 and learns
@@ -221,7 +223,7 @@ def test_set_refuses_a_config_key_the_model_does_not_take():
     import argparse
 
     from drt_core.train.cli import register
-    from drt_core.train.loop import check_config_keys, config_from_args
+    from drt_core.train.flags import check_config_keys, config_from_args
 
     check_config_keys(["copy_head", "lexical_words", "upper_groups"])  # known: no error
     with pytest.raises(SystemExit, match="copy_heads.*did you mean copy_head"):
