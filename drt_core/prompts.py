@@ -130,7 +130,7 @@ def qa_prompt_ids(
     chunk_tokens: int = CHUNK_TOKENS,
 ) -> list[int]:
     """Ids to append after a context of `n_context_tokens` tokens to ask `question` (pads included).
-    The app appends these, then generates; tasks.py builds training examples the same way."""
+    The app appends these, then generates; train/tasks/needles.py builds training examples the same way."""
     enc = encode or _default_encode()
     return layout_prompt(n_context_tokens, enc(qa_suffix(question)), chunk_tokens=chunk_tokens)
 

@@ -3,13 +3,17 @@
 Three sources, tried in order:
   outline   a PDF's bookmarks (stored at ingest): the level with the most entries, boilerplate
             entries ("Contents", "Index", the licence) left out; a part starts where its title is
-            printed on its page (the page's start when the title is not found there)
+            printed on its page (the page's start when the title is not found there; of two titles
+            placed at one position, the first)
   headings  lines that look like headings in the text, after a blank line: "CHAPTER IV", "Book V",
             "Lecture II. ...", "12 THE JOURNEY" (a number and a title in capitals), a lone Roman
             numeral, or TeX's \\chapter / \\section. Each form (indented or not) is a family; the
             family with the most headings (at least 2, spread over a quarter of the text) makes the
             parts. A run of headings closer than a few lines apart is a contents list, and a title
-            that recurs (a page's running head) is no heading either.
+            that recurs with a page number (a page's running head) is no heading either, though the
+            heading it repeats stays. When the family's first heading is numbered n > 1 ("Chapter 2"),
+            the last line before it that reads as heading n - 1 opens the family even without a
+            blank line before it (a PDF prints "Chapter 1" in the title's text block).
   pages     equal page spans (about the square root of the page count, 2 to 20 parts), when
             neither is found.
 Text before the first part (title page, preface) is part 0 only when it is long enough to matter
@@ -85,7 +89,7 @@ def _find_title(text: str, title: str) -> int:
     words = re.findall(r"\w+", title)
     if not words:
         return -1
-    m = re.search(r"\W+".join(map(re.escape, words)), text, re.I)
+    m = re.search(r"\W+".join(map(re.escape, words)) + r"(?!\w)", text, re.I)  # "Chapter 1" is not "Chapter 12"
     return m.start() if m else -1
 
 
@@ -109,10 +113,12 @@ def headings(text: str) -> list[tuple[str, int]]:
         prev_blank = not s or (s.startswith("\\") and not s.startswith("\\section") and not s.startswith("\\chapter"))
         pos += len(line)
     best: list[tuple[str, int]] = []
+    best_fam = ""
     for fam, hits in fams.items():
         # running heads ("CHAPTER 1. ANCESTRY 3", "... 4" atop every page) repeat their title: not headings
+        # the heading itself ("Chapter 1", no page number) stays though its running head repeats its words
         seen = Counter(_running(t) for t, _ in hits if _running(t) != t)
-        hits = [h for h in hits if seen[_running(h[0])] < 3 or fam.startswith("tex")]
+        hits = [h for h in hits if _running(h[0]) == h[0] or seen[_running(h[0])] < 3 or fam.startswith("tex")]
         # drop contents-list entries: a heading followed closely by the next of its family has no
         # body; the last entry of a list (close to the one before) is dropped when its title recurs
         close = [i > 0 and h[1] - hits[i - 1][1] < MIN_CONTENTS_GAP for i, h in enumerate(hits)]
@@ -122,8 +128,67 @@ def headings(text: str) -> list[tuple[str, int]]:
         if len(kept) < 2 or kept[-1][1] - kept[0][1] < MIN_SPAN * len(text):
             continue  # a contents list: its headings sit together at one end of the text
         if len(kept) > len(best):
-            best = kept
-    return best
+            best, best_fam = kept, fam
+    return _missing_first(text, best, best_fam) if best else best
+
+
+_ROMAN = {"i": 1, "v": 5, "x": 10, "l": 50, "c": 100, "d": 500, "m": 1000}
+_WORDS = {w: i for i, w in enumerate(("one two three four five six seven eight nine ten eleven twelve thirteen "
+                                       "fourteen fifteen sixteen seventeen eighteen nineteen twenty").split(), 1)}
+_WORDS |= {w: i for i, w in enumerate("first second third fourth fifth sixth seventh eighth ninth tenth".split(), 1)}
+
+
+def _roman(s: str) -> int | None:
+    s = s.lower()
+    if not s or any(c not in _ROMAN for c in s):
+        return None
+    vals = [_ROMAN[c] for c in s]
+    return sum(-v if i + 1 < len(vals) and v < vals[i + 1] else v for i, v in enumerate(vals))
+
+
+def heading_number(title: str) -> tuple[str, int, str] | None:
+    """("chapter", 2, "arabic") for "Chapter 2", ("", 4, "roman") for "IV. THE END": a heading's
+    keyword (lower case; "" for none), its number and how the number is written."""
+    m = re.match(rf"^(?:(?P<key>{_KEYWORDS})\s+)?(?P<n>[ivxlcdm]+|\d+|{_NUM_WORDS})\b", title.strip(), re.I)
+    if not m:
+        return None
+    tok, key = m.group("n"), (m.group("key") or "").lower()
+    if tok.isdigit():
+        return key, int(tok), "arabic"
+    if tok.lower() in _WORDS:
+        return key, _WORDS[tok.lower()], "word"
+    n = _roman(tok)
+    return (key, n, "roman") if n else None
+
+
+def _missing_first(text: str, best: list[tuple[str, int]], fam: str) -> list[tuple[str, int]]:
+    """The family's first headings when they open no blank-line block (a PDF prints "Chapter 1" right
+    under the book's title, in one text block): while the first heading is numbered n > 1 ("Chapter 2"),
+    the last line before it that reads as heading n - 1 of the same form ("Chapter 1", "CHAPTER I.")
+    opens the family. Without it the text before "Chapter 2" would join part 1 under that title."""
+    if fam.startswith("tex"):
+        return best
+    rx = dict(HEADING_FORMS)[fam.split(":")[0]]
+    lines, pos = [], 0  # the lines before the first heading that read as headings of this form
+    for line in text[:best[0][1]].splitlines(keepends=True):
+        s = line.strip()
+        if s and len(s) <= 100 and rx.match(s):
+            lines.append((s, pos + line.index(s[0])))
+        pos += len(line)
+    while True:
+        num = heading_number(best[0][0])
+        if num is None or num[1] <= 1:
+            return best
+        # the last such line numbered n - 1 with a body after it (a contents list's entries have none)
+        found = None
+        for i, (s, p) in enumerate(lines):
+            nxt = lines[i + 1][1] if i + 1 < len(lines) else best[0][1]
+            got = heading_number(s)
+            if got is not None and got[:2] == (num[0], num[1] - 1) and p < best[0][1] and nxt - p >= MIN_CONTENTS_GAP:
+                found = (s, p)
+        if found is None:
+            return best
+        best = [found] + best
 
 
 def pages_ref(pages, labels: dict | None = None, escape=str) -> str:
@@ -173,7 +238,11 @@ def document_parts(library, doc_id: str) -> list[Part]:
         starts = [(f"pp. {pages[int(i * per)]['label']}-{pages[min(len(pages), int((i + 1) * per)) - 1]['label']}",
                    pages[int(i * per)]["char_start"]) for i in range(k)]
         source = "pages"
-    starts = sorted({pos: t for t, pos in starts if pos < n_chars}.items())  # (a view cut at a page: none past its end)
+    at: dict[int, str] = {}
+    for t, pos in starts:  # two titles at one place: the first stays ("Chapter 1" and "Chapter 2" on one page)
+        if pos < n_chars:  # (a view cut at a page: none past its end)
+            at.setdefault(pos, t)
+    starts = sorted(at.items())
     parts: list[Part] = []
     if starts and starts[0][0] > 0:
         if starts[0][0] >= 0.1 * n_chars:

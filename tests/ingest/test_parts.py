@@ -74,3 +74,43 @@ def test_select_by_chapter_and_pages(library):
     with pytest.raises(IngestError, match="no chapter 9"):
         select(parts, chapter=9)
     assert {p.number for p in select(parts, pages=(1, 1))} == {p.number for p in parts if p.page_first == 1}
+
+
+def test_a_first_chapter_printed_under_the_title_opens_part_1(library):
+    """Issue 60, item 7: a PDF prints "Chapter 1" in the title's text block (no blank line before it);
+    part 1 was titled "Chapter 2" and held the title page and chapter 1."""
+    text = ("PRIDE AND PREJUDICE\nBy A. Writer\nChapter 1\n" + BODY
+            + "".join(f"\n\nChapter {n}\n\n{BODY}" for n in range(2, 6)))
+    doc = store_text(library, text, page_chars=len(text))  # one page: no heading cut by a page break
+    parts = document_parts(library, doc)
+    assert [p.title for p in parts] == [f"Chapter {n}" for n in range(1, 6)]
+    full = document_text(library, doc)
+    assert full[parts[1].char_start:].startswith("Chapter 2")
+    assert full[parts[0].char_start:parts[1].char_start].count(BODY) == 1
+
+
+def test_the_first_of_a_family_is_not_taken_from_a_contents_list():
+    contents = "CONTENTS\n" + "".join(f"Chapter {n}\n" for n in range(1, 6)) + "\n"
+    text = contents + "A NOVEL\n" + BODY + "".join(f"\n\nChapter {n}\n\n{BODY}" for n in range(2, 6))
+    got = headings(text)
+    assert got[0][0] == "Chapter 2"  # chapter 1's only line is the contents entry: no heading to add
+
+
+def test_a_heading_worded_as_its_running_heads_stays():
+    """"Lecture I. Religion And Neurology." opens the lecture; "Lecture I. Religion And Neurology. 7"
+    atop its pages is the running head: only the latter is dropped."""
+    def lecture(r: str, name: str, first: int) -> str:
+        heads = "".join(f"\n\nLecture {r}. {name}. {p}\n\n{BODY}" for p in range(first, first + 8, 2))
+        return f"\n\nLecture {r}. {name}.\n\n{BODY}{heads}"
+
+    text = lecture("I", "Religion And Neurology", 7) + lecture("II", "Circumscription", 29) + lecture("III", "Reality", 55)
+    assert [t for t, _ in headings(text)] == ["Lecture I. Religion And Neurology.", "Lecture II. Circumscription.",
+                                              "Lecture III. Reality."]
+
+
+def test_two_bookmarks_at_one_place_keep_the_first(library):
+    text = book(contents=False)
+    outline = [{"level": 1, "title": "Chapter 1 (missing)", "page": 1}, {"level": 1, "title": "Chapter 2 (missing)", "page": 1},
+               {"level": 1, "title": "Chapter III", "page": text.index("CHAPTER III\n") // 400 + 1}]
+    doc = store_text(library, text, outline=outline)
+    assert document_parts(library, doc)[0].title == "Chapter 1 (missing)"
