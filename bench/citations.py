@@ -1,6 +1,10 @@
 """Citations in held-out Stacks chapters: does the model retrieve the statement a passage cites?
 
 `python -m bench.citations [--home DIR] [--chapters stacks/algebraic.tex,...] [--json]`
+`python -m bench.citations --papers ../shared/fresh/papers --home DIR`: the same on research papers, each
+ingested as its TeX source (its \\inputs inlined: `paper_sources`); a statement's label is the one right
+after a numbered definition, lemma, theorem, proposition or corollary as the paper declares them
+(`paper_statement_labels`), and `\\cref`, `\\Cref`, `\\autoref` cite as `\\ref` does.
 
 Each chapter (the data split's test chapters by default) is ingested and prefilled by the shipped
 model like any document (`drt-reader ingest`); its dependency map is what every chunk retrieved
@@ -33,23 +37,65 @@ MIN_GAP = 4
 TEST_CHAPTERS = ("stacks/algebraic.tex", "stacks/categories.tex", "stacks/crystalline.tex", "stacks/pic.tex")  # data/splits.json's test
 KINDS = ("definition", "lemma", "proposition", "theorem", "corollary")
 _LABEL = re.compile(r"\\label\{([^}]+)\}")
-_REF = re.compile(r"\\ref\{([^}]+)\}")
-_STRIP = re.compile(r"\\(?:label|ref|cite)\{[^}]*\}")
+_REF = re.compile(r"\\(?:ref|cref|Cref|autoref|Autoref|thmref)\*?\{([^}]+)\}")  # \cref{a,b}: each
+_STRIP = re.compile(r"\\(?:label|ref|cref|Cref|autoref|Autoref|thmref|cite)\*?\{[^}]*\}")
 
 
-def pairs(text: str, chunk_starts: list[int], min_gap: int = MIN_GAP) -> list[tuple[int, int, str]]:
-    """(citing chunk, label chunk, label) for refs to statements labelled >= min_gap chunks earlier."""
+def pairs(text: str, chunk_starts: list[int], min_gap: int = MIN_GAP,
+          statement_labels: set[str] | None = None) -> list[tuple[int, int, str]]:
+    """(citing chunk, label chunk, label) for refs to statements labelled >= min_gap chunks earlier.
+    A statement's label: one whose prefix is a statement kind (the Stacks Project's "lemma-...") or,
+    for a paper, one of `statement_labels` (`paper_statement_labels`)."""
     at = lambda pos: max(0, bisect_right(chunk_starts, pos) - 1)  # noqa: E731
     labels = {}
     for m in _LABEL.finditer(text):
-        if m.group(1).split("-", 1)[0] in KINDS and m.group(1) not in labels:
+        ok = m.group(1) in statement_labels if statement_labels is not None else m.group(1).split("-", 1)[0] in KINDS
+        if ok and m.group(1) not in labels:
             labels[m.group(1)] = at(m.start())
     out = set()
     for m in _REF.finditer(text):
-        t = labels.get(m.group(1))
-        if t is not None and at(m.start()) - t >= min_gap:
-            out.add((at(m.start()), t, m.group(1)))
+        for name in m.group(1).split(","):
+            t = labels.get(name.strip())
+            if t is not None and at(m.start()) - t >= min_gap:
+                out.add((at(m.start()), t, name.strip()))
     return sorted(out)
+
+
+def paper_statement_labels(tex: str) -> set[str]:
+    """The labels of a paper's numbered definitions, lemmas, theorems, propositions and corollaries:
+    a `\\label` right after the environment's opening, the environments named as the class and the
+    `\\newtheorem` declarations print them (bench.paper_statements)."""
+    from bench.paper_statements import theorem_envs
+
+    envs, _, _ = theorem_envs(tex)
+    kinds = {e for e, (printed, counter) in envs.items()
+             if counter is not None and printed.strip().lower().startswith(KINDS)}
+    rx = re.compile(r"\\begin\{restatable\}\s*(?:\[[^\]]*\])?\s*\{(?P<renv>[^}]+)\}\s*\{[^}]*\}|"
+                    r"\\begin\{(?P<env>[^}]+)\}\s*(?:\[[^\]]*\])?")
+    out = set()
+    for m in rx.finditer(tex):
+        if (m.group("renv") or m.group("env")) in kinds:
+            lab = re.match(r"\s*\\label\{([^}]+)\}", tex[m.end():m.end() + 300])
+            if lab:
+                out.add(lab.group(1))
+    return out
+
+
+def paper_sources(papers: Path, out_dir: Path) -> list[tuple[Path, set[str]]]:
+    """Each paper of `papers` (folders with a PDF and its TeX, as bench.paper_statements reads them)
+    as one TeX file (its \\inputs inlined, comments and false branches dropped) written under
+    `out_dir`, with its statements' labels."""
+    from bench.paper_statements import drop_false_branches, flatten, main_tex
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    got = []
+    for folder in sorted(p for p in papers.iterdir() if p.is_dir() and any(p.glob("*.tex"))):
+        tex = drop_false_branches(flatten(main_tex(folder)))
+        path = out_dir / f"{folder.name}.tex"
+        if not path.exists() or path.read_text(encoding="utf-8") != tex:
+            path.write_text(tex, encoding="utf-8")
+        got.append((path, paper_statement_labels(tex)))
+    return got
 
 
 def ranked_before(scores, limit: int, k: int) -> list[int]:
@@ -57,7 +103,8 @@ def ranked_before(scores, limit: int, k: int) -> list[int]:
     return sorted(range(min(limit, len(scores))), key=lambda i: (-scores[i], i))[:k]
 
 
-def run(home: str, chapters: list[Path], model: str, with_minilm: bool = True) -> dict:
+def run(home: str, chapters: list[Path], model: str, with_minilm: bool = True,
+        labels: dict[Path, set[str]] | None = None) -> dict:
     import numpy as np
 
     from ingest import pipeline
@@ -80,7 +127,7 @@ def run(home: str, chapters: list[Path], model: str, with_minilm: bool = True) -
             text = document_text(lib, res.doc_id)
             dep = dependency_map(lib, engine, res.doc_id)
             rows = {int(r["chunk"]): r for r in dep}
-            ps = pairs(text, [c["char_start"] for c in chunks])
+            ps = pairs(text, [c["char_start"] for c in chunks], statement_labels=(labels or {}).get(path))
             texts = [_STRIP.sub(" ", c["text"]) for c in chunks]
             bm = BM25Index(texts)
             emb = None
@@ -110,9 +157,14 @@ def run(home: str, chapters: list[Path], model: str, with_minilm: bool = True) -
                 got["minilm"] += t in sem
                 got["chance"] += min(1.0, 2 * k / max(1, q))
             src = path.read_text(encoding="utf-8", errors="replace")
-            envs = sum(src.count(f"\\begin{{{kind}}}") for kind in KINDS)
+            envs = sum(src.count(f"\\begin{{{kind}}}") for kind in KINDS) if not labels else None
             o = build(lib, res.doc_id, dep)
             listed = sum(1 for s in o["statements"] if s["kind"] in KINDS and s.get("page"))
+            if envs is None:  # a paper: its statement environments as bench.paper_statements counts them
+                from bench.paper_statements import expected
+
+                envs = sum(1 for s in expected(path) if s["kind"] in KINDS)
+                listed = sum(1 for s in o["statements"] if s["kind"] in KINDS and s.get("page"))
             got |= {"envs": envs, "listed": min(listed, envs)}
             per.append({"chapter": path.name, **got})
             for key in total:
@@ -140,6 +192,8 @@ def main(argv=None) -> int:
     ap.add_argument("--model", default=str(ROOT / "checkpoints" / "drt-tiny"))
     ap.add_argument("--corpora", default=str(ROOT.parent / "shared" / "corpora"))
     ap.add_argument("--chapters", default=None, help="comma-separated paths under --corpora (default: the test split's)")
+    ap.add_argument("--papers", default=None, help="a folder of papers (TeX and PDF, as bench.paper_statements "
+                    "reads them): measure their TeX sources instead of Stacks chapters")
     ap.add_argument("--no-minilm", action="store_true")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
@@ -147,8 +201,13 @@ def main(argv=None) -> int:
         names = [c.strip() for c in args.chapters.split(",") if c.strip()]
     else:
         names = list(TEST_CHAPTERS)
-    paths = [Path(args.corpora) / c for c in names]
-    res = run(args.home, paths, args.model, with_minilm=not args.no_minilm)
+    labels = None
+    if args.papers:
+        got = paper_sources(Path(args.papers), Path(args.home) / "sources")
+        paths, labels = [p for p, _ in got], dict(got)
+    else:
+        paths = [Path(args.corpora) / c for c in names]
+    res = run(args.home, paths, args.model, with_minilm=not args.no_minilm, labels=labels)
     print(json.dumps(res) if args.json else text_table(res))
     return 0
 

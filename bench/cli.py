@@ -2,7 +2,8 @@
 
 Benchmarks (figures in docs/RESULTS.md): gca, prefill, train, ingest; reading: ask (answer latency on
 a book, in process), citations (does the
-model retrieve the statement a Stacks passage cites), summary_coverage (whole-book summaries of
+model retrieve the statement a Stacks passage or a paper cites), paper_statements (does the outline
+find a paper PDF's numbered statements, checked against its TeX), summary_coverage (whole-book summaries of
 PDFs: chapters covered, no boilerplate, whole sentences); reliability: load (the served
 app under N clients), faults (SIGKILLed ingests resumed bit-identical), fuzz (the parse worker).
 Maintenance tools a round of
@@ -16,7 +17,8 @@ from __future__ import annotations
 import argparse
 import importlib
 
-BENCHES = ["gca", "prefill", "train", "ingest", "ask", "faults", "fuzz", "load", "citations", "summary_coverage",
+BENCHES = ["gca", "prefill", "train", "ingest", "ask", "faults", "fuzz", "load", "citations", "paper_statements",
+           "summary_coverage",
            "niah_miss", "mine_hubs", "task_losses", "interpolate", "lexical_idf"]
 
 

@@ -124,6 +124,8 @@ def quoted(text: str) -> str:
 def answer_text(out: dict) -> str:
     """The text-mode answer: the quote with its pages, or the abstention, then the model's short
     answer when it copied one from the quote."""
+    if (out.get("statement") or {}).get("uses") is not None and not out.get("abstained"):
+        return f"{out['answer']}\n\n{answer_text(dict(out, statement=None))}"  # what it uses, then the statement
     q = out.get("quote")
     passages = out.get("passages") or []
     if out.get("abstained"):

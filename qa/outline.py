@@ -1,17 +1,19 @@
 """The document's structure, and what the model retrieved of it while reading.
 
-statements  (papers) every definition, lemma, proposition, theorem and corollary: TeX environments
-            (`\\begin{lemma}` with its `\\label`), or, in PDFs and text, lines that open with
-            "Definition 2.3", "Lemma 4." and the like (German "Satz" and "Korollar" too). Each has its kind, label or number, page,
-            chunks, and "used by": the later chunks whose selection during prefill (the
-            dependency map) retrieved one of its chunks, with the fusion weight.
-names       (books) the people and places: capitalised words and pairs ("Diggory Venn") that occur
-            at least MIN_MENTIONS times, rarely in lower case, not at the start of a sentence only;
-            a person when titles ("Mr.", "Madame") or speech ("said") surround it, a place when
-            "in", "at", "to", "from" precede it, else a name. Each has the sentence that introduces
-            it (its first mention outside front and back matter) and the pages where it recurs.
+statements  (papers) every definition, lemma, proposition, theorem, corollary, remark and example:
+            TeX environments (`\\begin{lemma}` or thmtools's `\\begin{restatable}{lemma}{name}`,
+            with its `\\label`), or, in PDFs and text, the headings a paper prints ("Definition 2.3.",
+            "▶Lemma 4 (Title).", German "Satz", "Korollar" too; see PRINTED). Each has its kind, label
+            or number, page, chunks, "used by" (the later chunks whose selection during prefill, the
+            dependency map, retrieved one of its chunks, with the fusion weight) and "uses"
+            (`statement_uses`: the statements its text or proof cites, then those it retrieved).
+            `statement_question` reads "What is Definition 1.4?" / "What does Theorem 8 use?" for ask.
+names       (books) the cast: people, each once under the forms the book calls them by, and
+            places (qa.cast), each with the sentence that introduces it (its first mention
+            outside front and back matter) and the pages where it recurs.
 links       the dependency map's strongest long-range links (source and target more than
-            LONG_LINK chunks apart, boilerplate left out), each named by what it joins.
+            LONG_LINK chunks apart, boilerplate left out), drawn from every stretch of the
+            document (`long_links`), each named by what it joins.
 relied_on   for any chunk, what it retrieved, with the statement each retrieved chunk belongs to.
 """
 
@@ -19,29 +21,45 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections import Counter, defaultdict
+from collections import defaultdict
 from typing import Sequence
 
 from ingest.boilerplate import chunk_matter
 from ingest.parse import page_ranges
 from ingest.parts import document_parts, document_text
+from .cast import cast, introducing_sentence
 
-STATEMENT_KINDS = ("definition", "lemma", "proposition", "theorem", "corollary")
-TEX_ENV = re.compile(r"\\begin\{(" + "|".join(STATEMENT_KINDS) + r")\}(?:\[(?P<title>[^\]\n]{0,120})\])?")
+STATEMENT_KINDS = ("definition", "lemma", "proposition", "theorem", "corollary", "remark", "example")
+_KINDS_RX = "|".join(STATEMENT_KINDS)
+# a TeX statement: \begin{lemma}[title], or thmtools's \begin{restatable}[title]{lemma}{name} (restated by \name*)
+TEX_ENV = re.compile(rf"\\begin\{{restatable\}}(?:\[(?P<rtitle>[^\]\n]{{0,120}})\])?\{{(?P<rkind>{_KINDS_RX})\}}\{{[^}}]*\}}|"
+                     rf"\\begin\{{(?P<kind>{_KINDS_RX})\}}(?:\[(?P<title>[^\]\n]{{0,120}})\])?")
 TEX_LABEL = re.compile(r"\s*\\label\{([^}]+)\}")
-PRINTED = re.compile(r"(?m)^[ \t]*(?P<kind>Definition|Lemma|Proposition|Theorem|Corollary|Satz|Korollar)[ \t]+"
-                     r"(?P<number>\d+(?:\.\d+)*)\b\.?(?P<rest>[^\n]{0,120})")
-PRINTED_KINDS = {"satz": "theorem", "korollar": "corollary"}  # German papers
-MIN_MENTIONS = 5
-MAX_NAMES = 60
+# a printed statement heading: at a line's start (after at most a margin note such as the knowledge
+# package's "▷Proven p.10"), or after LIPIcs's "▶" marker anywhere; then the kind and its number
+# ("2.3", "A.1"), then what only a heading has after it: a period, a parenthesised title or source
+# ("(Minimal Circuit).", "([18, Theorem 1])."), a capital ("Lemma 5.1 Let", Springer's style), or the
+# line's end with a capital opening the next line (lecture notes' "Definition 1" over its text).
+# Prose that opens a line with a reference ("Corollary 15 is reminiscent of ...", "Lemma 12, ...")
+# has none of these.
+_PRINTED_KIND = r"Definition|Lemma|Proposition|Theorem|Corollary|Remark|Example|Satz|Korollar|Bemerkung|Beispiel"
+_CAP = "A-ZÀ-ÖØ-Þ"
+PRINTED = re.compile(r"(?m)(?:^[ \t]*(?:[▷▶►][^\n]{0,24}?[ \t]*)?|[▶►][ \t]*)"
+                     rf"(?P<kind>{_PRINTED_KIND})[ \t]+(?P<number>(?:[A-Z]\.)?\d+(?:\.\d+)*)"
+                     rf"(?P<head>\.(?=\s|$)|[ \t]*\((?:[^()\n]|\([^()\n]*\))*\)\.?(?=[ \t]*(?:$|[{_CAP}\[(]))"
+                     rf"|[ \t]+(?=[{_CAP}\[])|[ \t]*(?=\n[ \t]*[{_CAP}]))(?P<rest>[^\n]{{0,120}})")
+# a heading alone on its line at a block's start (after a blank line): "Definition 8" over its text
+PRINTED_ALONE = re.compile(rf"(?m)(?:(?<=\n\n)|(?<=\A))[ \t]*(?P<kind>{_PRINTED_KIND})[ \t]+"
+                           r"(?P<number>(?:[A-Z]\.)?\d+(?:\.\d+)*)(?P<head>[ \t]*)(?P<rest>)$")
+PRINTED_KINDS = {"satz": "theorem", "korollar": "corollary", "bemerkung": "remark", "beispiel": "example"}  # German papers
+# where a printed statement's text ends: its proof, an end marker (LIPIcs's "◀"), or a sentence closing a paragraph
+_STATEMENT_END = re.compile(r"\n[ \t]*(?:Proof\b|Beweis\b)|◀|[.!?]\s*\n[ \t]*\n")
+STATEMENT_MAX = 1200  # characters of a printed statement's text at most
+DUPLICATE_GAP = 600  # characters: the same heading again this close is the text layer repeating it
 LONG_LINK = 8  # chunks: nearer links are the text's own continuity
 TITLES = frozenset("""mr mrs miss ms dr sir lady lord madame monsieur mme mlle m captain capt colonel col
 general gen father mother aunt uncle cousin king queen prince princess duke duchess count countess baron
 professor prof rev reverend saint st""".split())
-SPEECH = frozenset("said says replied asked cried answered exclaimed whispered continued returned".split())
-PLACE_PREP = frozenset("in at to from near towards toward into through".split())
-_CAP = re.compile(r"\b[A-Z][a-z’']+(?:[-’'][A-Za-z]+)*\b")
-_WORD = re.compile(r"[A-Za-z’']+")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -59,27 +77,181 @@ def _chunk_index(chunks: list[dict]):
 
 def statements(text: str, kind: str, chunks: list[dict]) -> list[dict]:
     """The statements of the document in order: {kind, label, number, title, char_start, char_end,
-    chunks, page}."""
+    chunks, page, restates}. A printed statement's span is its heading and text, up to its proof,
+    an end marker or the paragraph that closes it (at most STATEMENT_MAX characters). `restates`:
+    the index of the statement's first occurrence when the paper states it again under the same
+    number (a theorem of the introduction restated before its proof), else None."""
     at = _chunk_index(chunks)
     out = []
     if kind == "tex":
         for i, m in enumerate(TEX_ENV.finditer(text), 1):
-            end = text.find(f"\\end{{{m.group(1)}}}", m.end())
+            kind = m.group("kind") or m.group("rkind")
+            end = text.find(f"\\end{{{m.group('kind') or 'restatable'}}}", m.end())
             end = end if end >= 0 else min(len(text), m.end() + 400)
             lab = TEX_LABEL.match(text, m.end())
-            out.append({"kind": m.group(1), "label": lab.group(1) if lab else "", "number": str(i),
-                        "title": (m.group("title") or "").strip(), "char_start": m.start(), "char_end": end})
+            out.append({"kind": kind, "label": lab.group(1) if lab else "", "number": str(i),
+                        "title": (m.group("title") or m.group("rtitle") or "").strip(), "char_start": m.start(),
+                        "char_end": end})
     else:
-        for m in PRINTED.finditer(text):
-            rest = m.group("rest").strip(" .:")
-            kind = m.group("kind").lower()
-            out.append({"kind": PRINTED_KINDS.get(kind, kind), "label": "", "number": m.group("number"),
-                        "title": rest[:80], "char_start": m.start("kind"), "char_end": min(len(text), m.end() + 300)})
-    for s in out:
+        found = {m.start("kind"): m for m in PRINTED_ALONE.finditer(text)}
+        found |= {m.start("kind"): m for m in PRINTED.finditer(text)}
+        for _, m in sorted(found.items()):
+            k = m.group("kind").lower()
+            k = PRINTED_KINDS.get(k, k)
+            head = m.group("head").strip()
+            title = head[1:].rsplit(")", 1)[0].strip() if head.startswith("(") else ""
+            prev = next((s for s in reversed(out) if (s["kind"], s["number"]) == (k, m.group("number"))), None)
+            if prev is not None and m.start() - prev["char_start"] < DUPLICATE_GAP:
+                # the text layer printed the heading twice (a formula's pieces): keep the one that reads as a heading
+                if prev["head"].startswith((".", "(")) or not head.startswith((".", "(")):
+                    continue
+                out.remove(prev)
+            out.append({"kind": k, "label": "", "number": m.group("number"), "title": title[:80],
+                        "char_start": m.start("kind"), "char_end": m.end("head"), "head": head})
+        for i, s in enumerate(out):
+            stop = out[i + 1]["char_start"] if i + 1 < len(out) else len(text)
+            end = _STATEMENT_END.search(text, s["char_end"], min(stop, s["char_start"] + STATEMENT_MAX))
+            s["char_end"] = end.start() + (1 if end and end.group(0)[:1] in ".!?" else 0) if end else \
+                min(stop, s["char_start"] + STATEMENT_MAX)
+            del s["head"]
+    first: dict[tuple[str, str], int] = {}
+    for i, s in enumerate(out):
         a, b = at(s["char_start"]), at(max(s["char_start"], s["char_end"] - 1))
         s["chunks"] = list(range(a, b + 1))
         s["page"] = chunks[a]["page_first"] if chunks else 1
+        s["restates"] = first.setdefault((s["kind"], s["number"]), i) if kind != "tex" else None
+        if s["restates"] == i:
+            s["restates"] = None
     return out
+
+
+def statement_text(text: str, s: dict) -> str:
+    """A statement's text (heading included), its lines joined."""
+    return " ".join(text[s["char_start"]:s["char_end"]].split())
+
+
+_NUM = r"(?:[A-Z]\.)?\d+(?:\.\d+)*"
+# "Lemma 13", "Lemmas 31 and 32", "Theorem 2.1, 2.3": a statement referred to in the text
+STATEMENT_REF = re.compile(rf"\b(?P<kind>{_PRINTED_KIND})s?[ \t\n]+(?P<nums>{_NUM}(?:[ \t\n]*(?:,|and|&)[ \t\n]*{_NUM})*)")
+_CITED = re.compile(r"\[[^\[\]\n]{0,40}$")  # "[25, Lemma 5.1]": another paper's statement, not this one's
+PROOF_HEAD = re.compile(r"\s*(?:\\end\{\w+\}\s*)?(?:\\begin\{proof\}|Proof\b|Beweis\b)")
+TEX_REF = re.compile(r"\\(?:ref|cref|Cref|autoref|Autoref)\*?\{([^}]+)\}")  # a TeX source's citations
+PROOF_OF = re.compile(rf"(?m)^[ \t]*(?:Proof|Beweis)\b[^\n]{{0,24}}?\bof[ \t]+(?:the[ \t]+)?(?P<kind>{_PRINTED_KIND})"
+                      rf"[ \t]+(?P<number>{_NUM})")
+PROOF_END = re.compile(r"◀|⊓⊔|□|∎|\bQ\.E\.D\.|\\end\{proof\}")
+PROOF_MAX = 6000  # characters of a proof read for its references at most
+RELY_MIN_WEIGHT = 0.05  # a retrieval with a smaller fusion weight barely entered the chunk's reading
+
+
+def find_statement(stmts: list[dict], kind: str, number: str) -> int | None:
+    """The index of the statement printed as `kind` `number` (its first occurrence), or None."""
+    kind = PRINTED_KINDS.get(kind.lower(), kind.lower())
+    return next((i for i, s in enumerate(stmts) if s["kind"] == kind and s["number"] == number), None)
+
+
+def statement_refs(text: str, a: int, b: int, stmts: list[dict]) -> list[int]:
+    """The statements of the outline that text[a:b] refers to, by kind and number ("Lemma 3") or, in a
+    TeX source, by label (`\\ref{lemma-flat}`), in order of first reference (another paper's,
+    "[25, Lemma 5.1]", left out)."""
+    out: list[int] = []
+    by_label = {t["label"]: j for j, t in enumerate(stmts) if t.get("label")}
+    refs = [(m.start(), [by_label.get(x.strip()) for x in m.group(1).split(",")]) for m in TEX_REF.finditer(text, a, b)]
+    for m in STATEMENT_REF.finditer(text, a, b):
+        if _CITED.search(text, max(a, m.start() - 40), m.start()) or text[max(0, m.start() - 2):m.start()].strip() in ("▶", "►"):
+            continue  # another paper's statement; a heading the text layer printed inside this one
+        refs.append((m.start(), [find_statement(stmts, m.group("kind"), num) for num in re.findall(_NUM, m.group("nums"))]))
+    for _, found in sorted(refs, key=lambda r: r[0]):
+        out += [i for i in found if i is not None and i not in out]
+    return out
+
+
+def proof_spans(text: str, stmts: list[dict], i: int) -> list[tuple[int, int]]:
+    """Where statement i is proved: the proof right after it ("Proof." opening the next paragraph, a
+    TeX source's `\\begin{proof}`) and any "Proof of Theorem 8" elsewhere, each up to its end mark
+    (◀, ⊓⊔, □, `\\end{proof}`), the next statement or PROOF_MAX characters."""
+    s = stmts[i]
+    starts = [t["char_start"] for t in stmts]
+
+    def span(a: int) -> tuple[int, int]:
+        nxt = min((x for x in starts if x > a), default=len(text))
+        stop = min(nxt, a + PROOF_MAX)
+        end = PROOF_END.search(text, a, stop)
+        return a, (end.end() if end else stop)
+
+    out = []
+    if s.get("restates") is None and PROOF_HEAD.match(text, s["char_end"]) and \
+            PROOF_HEAD.match(text, s["char_end"]).end() - s["char_end"] < 200:
+        out.append(span(s["char_end"]))
+    for m in PROOF_OF.finditer(text):
+        if find_statement(stmts, m.group("kind"), m.group("number")) == i:
+            out.append(span(m.start()))
+    return out
+
+
+def statement_uses(text: str, stmts: list[dict], chunks: list[dict], dependency_map: Sequence[dict], i: int,
+                   skip: set[int] = frozenset()) -> list[dict]:
+    """What statement i relies on: [{statement, kind, number, page, index, cited, retrieved}], the
+    cited first in order of reference, then the retrieved, strongest first. `cited`: where the
+    statement's text or its proof (`proof_spans`) names it ("statement", "proof"); `retrieved`: the
+    strongest fusion weight with which a chunk of the statement or of its proof retrieved one of
+    that statement's chunks while the model read it (the dependency map of prefill), or None."""
+    me = stmts[i]
+    same = {j for j, t in enumerate(stmts) if (t["kind"], t["number"]) == (me["kind"], me["number"])}
+    proofs = proof_spans(text, stmts, i)
+    cited: dict[int, list[str]] = {}
+    for j in statement_refs(text, me["char_start"], me["char_end"], stmts):
+        cited.setdefault(j, []).append("statement")
+    for a, b in proofs:
+        for j in statement_refs(text, a, b, stmts):
+            if "proof" not in cited.setdefault(j, []):
+                cited[j].append("proof")
+    at = _chunk_index(chunks)
+    readers = set(me["chunks"])
+    for a, b in proofs:
+        readers |= set(range(at(a), at(max(a, b - 1)) + 1))
+    owner = {c: j for j, t in enumerate(stmts) for c in t["chunks"]}
+    retrieved: dict[int, float] = {}  # fusion weights below RELY_MIN_WEIGHT are no reliance
+    for r in dependency_map:
+        c = int(r["chunk"])
+        if c not in readers or c in skip:
+            continue
+        for jc, w in zip(r.get("retrieved", []), r.get("weights", [])):
+            j = owner.get(int(jc))
+            if j is not None and j not in same and int(jc) not in skip and float(w) >= RELY_MIN_WEIGHT:
+                retrieved[j] = max(retrieved.get(j, 0.0), float(w))
+    order = [j for j in cited if j not in same]
+    order += sorted((j for j in retrieved if j not in cited), key=lambda j: (-retrieved[j], j))
+    return [{"statement": f"{stmts[j]['kind'].capitalize()} {stmts[j]['number']}", "kind": stmts[j]["kind"],
+             "number": stmts[j]["number"], "page": stmts[j]["page"], "index": j, "cited": cited.get(j, []),
+             "retrieved": round(retrieved[j], 4) if j in retrieved else None} for j in order]
+
+
+_ASKS_USES = re.compile(r"\b(?:uses?|used|using|rel(?:y|ies|ied)\s+on|depends?\s+on|needs?|requires?|based\s+on|"
+                        r"cites?|invokes?|builds?\s+on|prerequisites?)\b", re.I)
+_STATEMENT_Q = re.compile(rf"^\s*(?:(?:what|which|whats|what's)\b[^?]{{0,48}}?|(?:state|quote|recall|give|show)\b[^?]{{0,12}}?)?"
+                          rf"\b(?P<kind>{_PRINTED_KIND})s?[ \t]+(?P<number>{_NUM})\b(?P<rest>[^\n]*)$", re.I)
+
+
+_WHAT_IS = re.compile(r"\s*(?:(?:what|what's|whats)(?:\s+(?:is|was|does|do|did))?|state|quote|recall|give|show(?:\s+me)?)?"
+                      r"\s*(?:the\s+)?(?:(?:statement|text|content)\s+of\s+)?(?:the\s+)?", re.I)
+_SAYS = re.compile(r"(?:say|says|state|states|assert|asserts|claim|claims|define|defines|mean|means|about|)", re.I)
+
+
+def statement_question(question: str) -> dict | None:
+    """"What is Definition 1.4?", "State Lemma 3", "Theorem 2.1?": {"kind", "number", "uses": False};
+    "What does Theorem 8 use?", "Which results does Lemma 3 rely on?": {..., "uses": True}; None
+    for any other question (one that names two statements, or asks something inside one)."""
+    question = " ".join(question.split())
+    m = _STATEMENT_Q.match(question)
+    if not m or len(re.findall(rf"\b(?:{_PRINTED_KIND})s?\s+{_NUM}", question, re.I)) > 1:
+        return None
+    rest = m.group("rest").strip(" ?.!")
+    head = question[:m.start("kind")]
+    uses = bool(_ASKS_USES.search(rest) or _ASKS_USES.search(head))
+    if not uses and not (_WHAT_IS.fullmatch(head) and _SAYS.fullmatch(rest)):
+        return None  # "What is L in Lemma 3?": a question about the statement, for the reader
+    k = m.group("kind").lower()
+    return {"kind": PRINTED_KINDS.get(k, k), "number": m.group("number").upper(), "uses": uses}
 
 
 def used_by(stmts: list[dict], dependency_map: Sequence[dict], skip: set[int] = frozenset()) -> None:
@@ -102,101 +274,6 @@ def used_by(stmts: list[dict], dependency_map: Sequence[dict], skip: set[int] = 
 
 # ---------------------------------------------------------------------------------------------
 # people and places
-
-
-def names(text: str, skip_spans: Sequence[tuple[int, int]] = ()) -> list[dict]:
-    """The document's frequent proper names (see the module docstring): {name, kind, mentions,
-    first} (first = char offset of the first mention outside `skip_spans`), most mentioned first."""
-    lower = Counter(w.strip("'’") for w in _WORD.findall(text) if w.strip("'’")[:1].islower())
-    count: Counter = Counter()
-    first: dict[str, int] = {}
-    mid: Counter = Counter()  # mentions not at a sentence start
-    person: Counter = Counter()
-    place: Counter = Counter()
-
-    def skipped(pos: int) -> bool:
-        return any(a <= pos < b for a, b in skip_spans)
-
-    tokens = list(_CAP.finditer(text))
-    i = 0
-    while i < len(tokens):
-        m = tokens[i]
-        name, end, j = _strip_possessive(m.group()), m.end(), i + 1
-        if name is None:  # a contraction ("I'll")
-            i += 1
-            continue
-        # a pair of capitalised words separated by one space ("Diggory Venn") is one name
-        if j < len(tokens) and text[end:tokens[j].start()] == " " and tokens[j].group().lower() not in TITLES:
-            second = _strip_possessive(tokens[j].group())
-            pair = f"{name} {second}"
-            if second is not None and name.lower() not in TITLES and not name.endswith(("'s", "’s")):
-                name, end, j = pair, tokens[j].end(), j + 1
-        i = j
-        key = name
-        if key.split()[0].lower() in TITLES and " " not in key:
-            continue
-        count[key] += 1
-        if key not in first and not skipped(m.start()):
-            first[key] = m.start()
-        before = text[max(0, m.start() - 24):m.start()]
-        prev = _WORD.findall(before)
-        titled = bool(prev) and (prev[-1].lower() in TITLES or prev[-1] == "M")  # "Mrs. Yeobright": no sentence start
-        at_start = not titled and (not before.strip() or before.rstrip()[-1:] in '.!?"“”' or before.endswith("\n"))
-        if not at_start:
-            mid[key] += 1
-        if titled or (prev and prev[-1].lower() in SPEECH):
-            person[key] += 1
-        if prev and prev[-1].lower() in PLACE_PREP:
-            place[key] += 1
-        after = _WORD.findall(text[end:end + 16])
-        if after and after[0].lower() in SPEECH:
-            person[key] += 1
-    out = []
-    for key, n in count.items():
-        head = key.split()[0]
-        if n < MIN_MENTIONS or mid[key] < 0.5 * n or key not in first:
-            continue
-        if lower.get(head.lower(), 0) > 0.2 * n or head.lower() in TITLES:
-            continue  # an ordinary word capitalised ("Yes", "Heaven") or a title alone
-        kind = ("person" if person[key] >= 2 else
-                "place" if place[key] >= max(2, 0.3 * n) and person[key] == 0 else "name")
-        out.append({"name": key, "kind": kind, "mentions": n, "first": first[key]})
-    # a single word that is mostly part of a listed pair ("Diggory" of "Diggory Venn") is dropped
-    pairs = [o for o in out if " " in o["name"]]
-    out = [o for o in out if " " in o["name"] or not any(
-        o["name"] in p["name"].split() and p["mentions"] >= 0.8 * o["mentions"] for p in pairs)]
-    out.sort(key=lambda o: (-o["mentions"], o["name"]))
-    return out[:MAX_NAMES]
-
-
-def _strip_possessive(token: str) -> str | None:
-    """"Eustacia's" -> "Eustacia"; "D’Artagnan" stays; a contraction ("I'll") -> None."""
-    for q in ("'", "’"):
-        if q in token:
-            head, _, tail = token.partition(q)
-            if tail in ("s", "S") and len(head) > 1:
-                return head
-            if len(head) == 1 and tail[:1].isupper():  # D’Artagnan, O'Brien
-                return token
-            return None
-    return token
-
-
-def mention_pages(text: str, name: str, pages: list[dict]) -> list[int]:
-    starts = [p["char_start"] for p in pages]
-    got = {pages[max(0, bisect_right(starts, m.start()) - 1)]["number"]
-           for m in re.finditer(r"\b" + re.escape(name) + r"\b", text)}
-    return sorted(got)
-
-
-def sentence_at(text: str, pos: int, limit: int = 400) -> tuple[int, int]:
-    """The sentence around `pos` (from the previous sentence end to the next), at most `limit` chars."""
-    a = max(text.rfind(". ", max(0, pos - limit), pos), text.rfind("\n\n", max(0, pos - limit), pos),
-            text.rfind("? ", max(0, pos - limit), pos), text.rfind("! ", max(0, pos - limit), pos))
-    a = a + 2 if a >= 0 else max(0, pos - limit // 2)
-    m = re.compile(r"[.!?][\"'’”]*(\s|$)").search(text, pos, min(len(text), pos + limit))
-    b = m.end() if m else min(len(text), pos + limit // 2)
-    return a, b
 
 
 WHO = re.compile(r"\s*[Ww]ho\s+(?:is|was)\s+(?:the\s+)?(?P<name>[A-Z][\w’'.-]*(?:\s+(?:de\s+|d’|d')?[A-Z][\w’'.-]*)*)")
@@ -229,13 +306,37 @@ def first_mention(text: str, name: str, skip_spans: Sequence[tuple[int, int]] = 
 
 
 def long_links(dependency_map: Sequence[dict], skip: set[int], n: int = 12) -> list[dict]:
-    """The strongest retrievals between chunks more than LONG_LINK apart, boilerplate left out."""
+    """The strongest retrievals between chunks more than LONG_LINK apart, boilerplate left out, drawn
+    from the whole document: the document cut into `n` equal stretches, one link from each stretch's
+    chunks, its strongest whose target lies in a stretch no link chosen so far reaches (else its
+    strongest); a stretch with none leaves its place to a second link of the others, and so on.
+    Strongest first (of equal weights, the one reaching farther back). The n strongest overall sat
+    together: on a 271-page novel all within pp. 2-9, where an early chunk's few candidates make its
+    fusion weights large; and a late chunk's strongest links often all reach back to the opening."""
     links = [{"source": int(r["chunk"]), "target": int(j), "weight": float(w)}
              for r in dependency_map if int(r["chunk"]) not in skip
              for j, w in zip(r.get("retrieved", []), r.get("weights", []))
              if int(j) not in skip and int(r["chunk"]) - int(j) > LONG_LINK]
-    links.sort(key=lambda x: (-x["weight"], x["source"]))
-    return links[:n]
+    if not links or n < 1:
+        return []
+    strongest = lambda x: (-x["weight"], x["target"] - x["source"], x["source"])  # noqa: E731
+    size = max(int(r["chunk"]) for r in dependency_map) + 1
+    stretch_of = lambda c: c * n // size  # noqa: E731
+    by_stretch: dict[int, list[dict]] = defaultdict(list)
+    for ln in links:
+        by_stretch[stretch_of(ln["source"])].append(ln)
+    left = [sorted(v, key=strongest) for _, v in sorted(by_stretch.items())]
+    chosen: list[dict] = []
+    reached: set[int] = set()
+    while len(chosen) < n and any(left):
+        for v in sorted((v for v in left if v), key=lambda v: strongest(v[0])):
+            if len(chosen) >= n:
+                break
+            pick = next((ln for ln in v if stretch_of(ln["target"]) not in reached), v[0])
+            v.remove(pick)
+            chosen.append(pick)
+            reached.add(stretch_of(pick["target"]))
+    return sorted(chosen, key=strongest)
 
 
 def statement_name(s: dict) -> str:
@@ -266,7 +367,8 @@ def named_links(dependency_map: Sequence[dict], skip: set[int], stmts: list[dict
 
 
 def build(library, doc_id: str, dependency_map: Sequence[dict]) -> dict:
-    """{"doc_id", "kind", "parts", "statements", "names", "links"} (see the module docstring)."""
+    """{"doc_id", "kind", "parts", "statements", "names", "links"} (see the module docstring); each
+    statement with its "used_by" and its "uses" (`statement_uses`: the graph of what relies on what)."""
     doc = library.document(doc_id)
     chunks = library.chunks(doc_id)
     pages = library.pages(doc_id)
@@ -275,17 +377,23 @@ def build(library, doc_id: str, dependency_map: Sequence[dict]) -> dict:
     boiler = set(chunk_matter(library, doc_id, chunks))
     stmts = statements(text, doc["kind"], chunks)
     used_by(stmts, dependency_map, boiler)
+    for i, st in enumerate(stmts):  # what each relies on: cited in it or its proof, retrieved while read
+        st["uses"] = [] if st.get("restates") is not None else \
+            [{k: u[k] for k in ("statement", "index", "cited", "retrieved")}
+             for u in statement_uses(text, stmts, chunks, dependency_map, i, boiler)]
     skip_spans = [(chunks[i]["char_start"], chunks[i]["char_end"]) for i in sorted(boiler)]
     people = []
     if len(stmts) < 5:  # papers have statements; books have people and places
         at = _chunk_index(chunks)
-        for o in names(text, skip_spans):
-            a, b = sentence_at(text, o["first"])
+        starts = [p["char_start"] for p in pages]
+        for o in cast(text, skip_spans):
+            a, b = introducing_sentence(text, o["first"])
             c = at(o["first"])
-            people.append({"name": o["name"], "kind": o["kind"], "mentions": o["mentions"],
+            people.append({"name": o["name"], "kind": o["kind"], "mentions": o["mentions"], "aliases": o["aliases"],
                            "introduced": {"text": " ".join(text[a:b].split()), "chunk": c,
                                           "page": chunks[c]["page_first"], "char_start": a, "char_end": b},
-                           "pages": mention_pages(text, o["name"], pages)})
+                           "pages": sorted({pages[max(0, bisect_right(starts, q) - 1)]["number"]
+                                            for q in o["positions"]})})
     links = named_links(dependency_map, boiler, stmts, chunks, labels)
     parts = [p.to_json() for p in document_parts(library, doc_id)]
     for s in stmts:
@@ -318,13 +426,22 @@ def outline_text(o: dict, title: str = "") -> str:
             more = f" (+{len(s['used_by']) - 8})" if len(s["used_by"]) > 8 else ""
             lines.append(f"  {s['kind']:11} {s['label'] or s['number']:40} p. {s['page_label']:>5}  "
                          f"chunk {s['chunks'][0]:5}  used by {used}{more}")
-    if o["names"]:
-        lines.append("\nPeople and places (introduced by; pages where they recur):")
-        for n in o["names"]:
+            cites = [u["statement"] for u in s.get("uses") or [] if u["cited"]]
+            seen = [u["statement"] for u in s.get("uses") or [] if not u["cited"]]
+            if cites or seen:
+                lines.append("      uses " + "; ".join(x for x in (", ".join(cites[:6]) + " (cited)" * bool(cites),
+                                                                   ", ".join(seen[:4]) + " (retrieved)" * bool(seen)) if x))
+    for kinds, head in ((("person",), "People"), (("place",), "Places"), (("name",), "Other names")):
+        got = [n for n in o["names"] if n["kind"] in kinds]
+        if not got:
+            continue
+        lines.append(f"\n{head} (also called; introduced by; pages where they recur):")
+        for n in got:
             intro = n["introduced"]["text"]
             intro = intro if len(intro) <= 140 else intro[:137].rsplit(" ", 1)[0] + "..."
             intro = intro if intro.startswith(("\u201c", '"')) else f"\u201c{intro}\u201d"
-            lines.append(f"  {n['name']} ({n['kind']}, {n['mentions']} mentions): p. {n['introduced']['page']} "
+            aka = f"; also {', '.join(n['aliases'][:4])}" if n.get("aliases") else ""
+            lines.append(f"  {n['name']} ({n['mentions']} mentions{aka}): p. {n['introduced']['page']} "
                          f"{intro}; pages {page_ranges(n['pages'])}")
     if o["links"]:
         lines.append("\nStrongest long links (a chunk retrieving one far back):")

@@ -18,3 +18,18 @@ def test_pairs_keep_statements_cited_far_enough_back():
 
 def test_ranked_before_only_looks_back():
     assert ranked_before([0.1, 0.9, 0.5, 2.0], 3, 2) == [1, 2]
+
+
+def test_a_papers_statement_labels_and_cref():
+    from bench.citations import paper_statement_labels
+
+    tex = ("\\documentclass{lipics}\\newtheorem{claim}[theorem]{Claim}\\begin{document}"
+           "\\begin{theorem}[Main]\\label{thm:main} A. \\end{theorem}"
+           "\\begin{restatable}{lemma}{key}\\label{lem:key} B. \\end{restatable}"
+           "\\begin{claim}\\label{cl:c} C. \\end{claim}\\section{S}\\label{sec:s}"
+           "\\begin{lemma*}\\label{lem:star} D. \\end{lemma*}" + "x " * 300
+           + "By \\cref{thm:main,lem:key} and Claim~\\ref{cl:c} in \\autoref{sec:s}. \\end{document}")
+    labels = paper_statement_labels(tex)
+    assert labels == {"thm:main", "lem:key"}  # claims, sections and unnumbered lemmas are no statements
+    got = pairs(tex, list(range(0, len(tex), 50)), min_gap=4, statement_labels=labels)
+    assert [lab for _, _, lab in got] == ["thm:main", "lem:key"]  # one \\cref, two citations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from qa.outline import (build, first_mention, names, page_ranges, relied_on, statements, used_by,
+from qa.outline import (build, first_mention, page_ranges, relied_on, statements, used_by,
                             who_name)
 from ingest.parts import document_text
 from tests.ingest.docstore import store_text
@@ -40,16 +40,6 @@ def test_printed_statements_in_pdf_text():
     st = statements(text, "pdf", chunks)
     assert [(s["kind"], s["number"], s["page"]) for s in st] == [("definition", "2.3", 3), ("theorem", "4", 3),
                                                                   ("lemma", "5.1", 3)]
-
-
-def test_names_people_places_and_their_introduction():
-    story = ("The heath lay dark. " * 3 + "Later Mr. Venn came over the hill. " + "Then Mr. Venn said nothing. " * 3
-             + "\"Go home,\" said Eustacia to Venn. " * 4 + "They walked to Budmouth that day. " * 3
-             + "She lived near Budmouth in summer. " * 2 + "Yes, they said. Yes. " * 5)
-    got = {n["name"]: n for n in names(story)}
-    assert got["Venn"]["kind"] == "person" and got["Venn"]["first"] == story.index("Venn")
-    assert got["Budmouth"]["kind"] == "place"
-    assert "Yes" not in got and "The" not in got and "Then" not in got
 
 
 def test_who_name_and_first_mention():

@@ -1,0 +1,164 @@
+"""qa.outline on papers: printed statements, what each cites and retrieved, statement questions, and
+long links drawn from the whole document (issue 60, items 5 and 7)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from qa.outline import (
+    find_statement,
+    long_links,
+    proof_spans,
+    statement_question,
+    statement_refs,
+    statement_text,
+    statement_uses,
+    statements,
+)
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+PAPER = ASSETS / "itcs20-pp30-31.pdf"  # CC BY: Biswas, Rubinfeld, Yodpinyanee, ITCS 2020, pp. 30-31
+
+
+def _chunks(text: str, size: int = 250, page_chars: int = 3500) -> list[dict]:
+    return [{"idx": i, "char_start": a, "char_end": min(a + size, len(text)), "page_first": 1 + a // page_chars,
+             "page_last": 1 + min(a + size, len(text)) // page_chars} for i, a in enumerate(range(0, len(text), size))]
+
+
+PRINTED = """1 Introduction
+▶Theorem 1.1. [Main Theorem] Let f be a polynomial. Then f is nice.
+Proof. By Lemma 2.2 and Definition 1.2 the claim follows, as [25, Lemma 5.1] shows too. ◀
+  ▶Definition 1.2 (Simple Circuit). A circuit is simple if its terms have no common factor.
+
+A paragraph that follows the definition and is no part of it.
+Corollary 15 is reminiscent of a result on subwords, and
+Lemma 12, last and the rest say nothing new.
+▷Proven p.10 Theorem 3. Let L be a bounded language. Then L is good.
+Lemma 11 ([18, Theorem 1]). Let u, v be two words.
+Remark 4. Chains are not closed under downward closure.
+Example 5. Let L be the language of all words.
+Lemma 2.2 Let x be a word. Then x is periodic.
+▶Lemma 2.2 Let x be a word. Then x is periodic.
+Proof (Proof of Theorem 3 as stated on page 8). We apply Lemmas 11 and 2.2. ⊓⊔
+Theorem 1.1. [Main Theorem] Let f be a polynomial. Then f is nice.
+"""
+
+
+def test_printed_headings_and_what_is_no_heading():
+    st = statements(PRINTED, "pdf", _chunks(PRINTED))
+    got = [(s["kind"], s["number"]) for s in st]
+    assert got == [("theorem", "1.1"), ("definition", "1.2"), ("theorem", "3"), ("lemma", "11"), ("remark", "4"),
+                   ("example", "5"), ("lemma", "2.2"), ("theorem", "1.1")]  # no "Corollary 15 is ...", "Lemma 12, ..."
+    assert st[1]["title"] == "Simple Circuit" and st[3]["title"] == "[18, Theorem 1]"
+    assert st[-1]["restates"] == 0 and st[0]["restates"] is None  # the restated theorem points to the first
+    # a statement's text ends at its proof, or at the sentence that closes its paragraph
+    assert statement_text(PRINTED, st[0]) == "Theorem 1.1. [Main Theorem] Let f be a polynomial. Then f is nice."
+    assert statement_text(PRINTED, st[1]).endswith("have no common factor.")
+
+
+def test_what_a_statement_cites_in_its_text_and_its_proofs():
+    st = statements(PRINTED, "pdf", _chunks(PRINTED))
+    i = find_statement(st, "Theorem", "1.1")
+    assert [st[j]["number"] for j in statement_refs(PRINTED, *proof_spans(PRINTED, st, i)[0], st)] == ["2.2", "1.2"]
+    t3 = find_statement(st, "theorem", "3")
+    assert len(proof_spans(PRINTED, st, t3)) == 1  # "Proof (Proof of Theorem 3 ...)" far from it
+    uses = statement_uses(PRINTED, st, _chunks(PRINTED), [], t3)
+    assert [(u["statement"], u["cited"]) for u in uses] == [("Lemma 11", ["proof"]), ("Lemma 2.2", ["proof"])]
+
+
+def test_uses_add_what_the_model_retrieved_while_reading_the_statement():
+    chunks = _chunks(PRINTED, size=80)
+    st = statements(PRINTED, "pdf", chunks)
+    i = find_statement(st, "theorem", "3")
+    ex = st[find_statement(st, "example", "5")]
+    rem = st[find_statement(st, "remark", "4")]
+    dep = [{"chunk": st[i]["chunks"][0], "retrieved": [rem["chunks"][0], st[0]["chunks"][0]], "weights": [0.6, 0.01]},
+           {"chunk": ex["chunks"][0], "retrieved": [st[1]["chunks"][0]], "weights": [0.9]}]  # another's reading
+    uses = statement_uses(PRINTED, st, chunks, dep, i)
+    assert [(u["statement"], u["cited"], u["retrieved"]) for u in uses][-1] == ("Remark 4", [], 0.6)
+    assert all(u["statement"] not in ("Theorem 1.1", "Definition 1.2") for u in uses)  # 0.01: no reliance
+
+
+@pytest.mark.parametrize("q,want", [
+    ("What is Definition 1.4?", ("definition", "1.4", False)),
+    ("what is definition 2", ("definition", "2", False)),
+    ("State Lemma A.3.", ("lemma", "A.3", False)),
+    ("Theorem 2.1?", ("theorem", "2.1", False)),
+    ("What does Theorem 8 use?", ("theorem", "8", True)),
+    ("Which results does Lemma 3 rely on?", ("lemma", "3", True)),
+    ("What is used in the proof of Theorem 5?", ("theorem", "5", True)),
+    ("What is L in Lemma 3?", None),
+    ("What is the difference between Lemma 3 and Lemma 4?", None),
+    ("Who is Mr. Darcy?", None),
+])
+def test_statement_questions(q, want):
+    got = statement_question(q)
+    assert (got and (got["kind"], got["number"], got["uses"])) == (want or None)
+
+
+def test_the_statements_of_a_real_paper_pdf():
+    """Two pages of a LIPIcs paper: every numbered statement its TeX prints there (Lemmas 24-27,
+    Theorems 28-29; Invariant 30 is no statement kind), the text layer's stray "▶Lemma 26 S ≤c" once."""
+    from ingest.parse import parse_file
+
+    doc = parse_file(PAPER)
+    st = statements(doc.text, "pdf", _chunks(doc.text))
+    assert [(s["kind"], s["number"]) for s in st] == [("lemma", "24"), ("lemma", "25"), ("lemma", "26"),
+                                                      ("lemma", "27"), ("theorem", "28"), ("theorem", "29")]
+    t29 = find_statement(st, "theorem", "29")
+    assert statement_text(doc.text, st[t29]).startswith("Theorem 29. There is an algorithm that provides sample access")
+    assert [u["statement"] for u in statement_uses(doc.text, st, _chunks(doc.text), [], t29)] == ["Theorem 28"]
+    assert statement_uses(doc.text, st, _chunks(doc.text), [], find_statement(st, "lemma", "25")) == []
+
+
+def test_lecture_notes_print_a_heading_alone_on_its_line():
+    """German lecture notes: "Definition 8" alone on its line after a blank one, its text below (the
+    text layer may put a formula's piece first); a stray "Beispiel 6" inside a formula is no heading."""
+    from ingest.parse import parse_file
+
+    doc = parse_file(ASSETS / "geotopo-pp1-10.pdf")
+    st = statements(doc.text, "pdf", _chunks(doc.text))
+    assert [s["number"] for s in st if s["kind"] == "definition"] == [str(n) for n in range(1, 10)]
+    assert ("example", "1") in {(s["kind"], s["number"]) for s in st}  # "Beispiel 1 (Topologien)"
+    assert st[[s["kind"] for s in st].index("example")]["title"] == "Topologien"
+
+
+def test_ask_answers_a_statement_question_from_the_outline(cli):
+    rc, out, err = cli("ingest", str(PAPER), "--json")
+    assert rc == 0, err
+    doc = json.loads(out)["doc_id"][:12]
+    rc, out, err = cli("ask", doc, "What is Lemma 27?", "--json", "--max-new-tokens", "4")
+    assert rc == 0, err
+    res = json.loads(out)
+    made = res["trace"]["answer"]
+    assert res["answer"].startswith("Lemma 27. When kk′ ≤2U + 1") and not made["abstained"]
+    assert made["quote"]["statement"] == "Lemma 27" and made["quote"]["pages"] == [1]
+    assert made["statement"]["name"] == "Lemma 27" and made["statement"]["uses"] is None
+    assert res["evidence"]  # what the model retrieved for the question, as for any answer
+    rc, out, err = cli("ask", doc, "What does Theorem 29 use?", "--max-new-tokens", "4")
+    assert rc == 0, err
+    assert out.startswith("Theorem 29 (p. 2) uses Theorem 28 (p. 1; cited in its proof")
+    assert "“Theorem 29. There is an algorithm" in out and "Evidence (what the model retrieved" in out
+
+
+def test_long_links_are_drawn_from_the_whole_document():
+    """The strongest links sat together at the start (an early chunk has few candidates, so its
+    fusion weights are large); the links shown come from every stretch of the document."""
+    dep = [{"chunk": c, "retrieved": [c - 10], "weights": [0.99 - c / 1000]} for c in range(10, 40)]  # strong, early
+    dep += [{"chunk": c, "retrieved": [c - 50, c - 1], "weights": [0.3 + (c % 7) / 100, 0.9]} for c in range(60, 1200)]
+    got = long_links(dep, skip=set(), n=12)
+    assert len(got) == 12 and got[0]["source"] == 10  # the strongest of all is still first
+    stretches = {ln["source"] * 12 // 1200 for ln in got}
+    assert len(stretches) == 12  # one from each twelfth of the document
+    assert all(ln["source"] - ln["target"] > 8 for ln in got)  # c - 1: the text's own continuity, never shown
+    assert [ln["weight"] for ln in got] == sorted((ln["weight"] for ln in got), reverse=True)
+    assert long_links(dep[:30], skip=set(range(25)), n=12) == long_links(dep[15:30], skip=set(range(25)), n=12)
+    assert long_links([], set()) == []
+    # every chunk reaches back to the opening as strongly as to its own neighbourhood: the links shown
+    # reach into different stretches, not all to the opening
+    hub = [{"chunk": c, "retrieved": [c % 50, c - 40], "weights": [1.0, 1.0]} for c in range(100, 1200)]
+    got = long_links(hub, skip=set(), n=12)
+    assert len({ln["target"] * 12 // 1200 for ln in got}) >= 10
