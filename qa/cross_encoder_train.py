@@ -38,7 +38,8 @@ import torch.nn.functional as F
 
 from drt_core.bm25 import BM25
 
-from .cross_encoder import FILE, META, MAX_LEN, CrossEncoder, encode_pairs, load_tokenizer, passage_window
+from .cross_encoder import (FILE, META, MAX_LEN, CrossEncoder, cpu_has_bf16, encode_pairs, load_tokenizer,
+                            passage_window)
 from .reader import sentence_spans
 from .reader_train import paraphrase
 
@@ -203,14 +204,6 @@ def evaluate(model, tok, exs: list[dict]) -> dict:
 
 def _norm(s: str) -> str:
     return " ".join(re.findall(r"\w+", s.lower()))
-
-
-def cpu_has_bf16() -> bool:
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
 def main(argv=None) -> int:

@@ -37,6 +37,16 @@ def test_the_answer_passage_outranks_one_that_only_shares_the_questions_words(sc
     assert "Wexcombe" in ANSWER[a:b] and len(ANSWER[a:b]) < 60
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])  # both on every CPU (bf16 is only slower without units)
+def test_bf16_and_fp32_read_alike(dtype, scorer):
+    other = Scorer(SHIPPED, dtype=dtype)
+    assert next(other.model.parameters()).dtype == dtype
+    got = other.read(QUESTION, [DISTRACTOR, ANSWER, OTHER])
+    ref = scorer.read(QUESTION, [DISTRACTOR, ANSWER, OTHER])
+    assert [round(r.relevance) for r in got] == pytest.approx([round(r.relevance) for r in ref], abs=1)
+    assert max(range(3), key=lambda i: got[i].relevance) == 1 and got[1].span == ref[1].span
+
+
 def test_loading_keeps_the_packages_embeddings_and_the_shipped_rest():
     from safetensors.torch import load_file
 
