@@ -4,9 +4,9 @@ cast_grid         (books) who appears where: one row per person (the cast's most
                   first appearance), one column per part; a cell is darker the larger the share of
                   the part's pages that name the person.
 statement_graph   (papers) the statements in order on a line, and an arc from each statement back to
-                  each earlier one it relies on: explicitly (its text cites the earlier one's number
-                  or label) or as the model read it (a chunk of it retrieved a chunk of the earlier
-                  one while prefilling, the dependency map's `used_by`).
+                  each earlier one it relies on (the outline's "uses"): explicitly (it or its proof
+                  cites the earlier one's number or label) or as the model read it (a chunk of it
+                  retrieved a chunk of the earlier one while prefilling).
 
 Both are SVG strings (the UI shows them as they are); `png(svg, path)` renders one with pymupdf for
 `drt-reader outline DOC --plot FILE.png`.
@@ -71,10 +71,14 @@ def _name(s: dict) -> str:
 
 
 def relies(o: dict, text: str = "") -> list[tuple[int, int, str]]:
-    """(later, earlier, how) index pairs of statements: "cites" (the later's text, from the document
-    `text`, names the earlier's number or label) or "retrieved" (a chunk of the later retrieved a
-    chunk of the earlier)."""
+    """(later, earlier, how) index pairs of statements: "cites" (the later's text or its proof names
+    the earlier's number or label) or "retrieved" (a chunk of the later retrieved a chunk of the
+    earlier): the outline's "uses" where the statements carry it, else worked out here from the
+    document `text` and "used_by"."""
     st = o["statements"]
+    if all("uses" in s for s in st):  # the outline's own graph (qa.outline.statement_uses: proofs too)
+        return sorted({(j, u["index"], "cites" if u["cited"] else "retrieved")
+                       for j, s in enumerate(st) for u in s["uses"] if u["index"] < j})
     owner = {c: i for i, s in enumerate(st) for c in s["chunks"]}
     out = {}
     for i, s in enumerate(st):

@@ -42,8 +42,10 @@ def test_statement_graph_cites_and_retrieved(tmp_path, library):
     arcs = relies(o, text)
     assert (len(st) - 1, 0, "retrieved") in arcs or (len(st) - 1, 0, "cites") in arcs
     cited = [(j, i) for j, i, how in arcs if how == "cites"]
-    for j, i in cited:  # a cite is the earlier statement's label in the later one's text
-        assert str(st[i]["label"]) in text[st[j]["char_start"]:st[j]["char_end"]]
+    for j, i in cited:  # a cite is the earlier statement's label in the later one's text or proof
+        assert str(st[i]["label"]) in text[st[j]["char_start"]:]
+    assert {(j, i) for j, i, _ in arcs} == {(j, u["index"]) for j, s in enumerate(o["statements"])
+                                            for u in s["uses"] if u["index"] < j}  # the outline's own "uses"
     svg = statement_graph(o, text)
     assert svg.count("<circle") == len(st) and svg.count("<path") == len(arcs)
     out = png(svg, tmp_path / "graph.png")
