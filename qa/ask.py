@@ -30,75 +30,14 @@ from ingest.errors import Cancelled, NotPrefilled
 from drt_core.protocol import DocumentEngine
 from ingest.pipeline import ready_state
 from .errors import QAError
+from .evidence import evidence_rows, trace_json
 from .reader import sentence_spans  # quotes are cut as the reader cuts
+from .statement_qa import statement_answer, statement_asked
+from .views import BeforePage, Redacted, prefix_state
 
-MAX_EVIDENCE = 8
 # answers and summaries never repeat a 4-gram of their own (engine.generate's no_repeat_ngram): the
 # shipped model, asked what it was not trained to answer, otherwise loops on a copied phrase
 NO_REPEAT_NGRAM = 4
-
-
-def snippet(text: str, limit: int | None = None, head: bool | None = None, tail: bool | None = None) -> str:
-    """A chunk's text for display: whitespace collapsed, at most `limit` characters cut after a
-    whole word with "…" (a first word longer than `limit` is kept whole): never in the middle of a
-    word. `head` / `tail`: the text starts / ends inside a word (a chunk cut by its neighbour; see
-    `cut_words`), which is dropped, "…" marking it; None guesses it (a lower-case start, a letter
-    or digit at the end)."""
-    s = " ".join(str(text or "").split())
-    if head is None:
-        head = s[:1].islower()
-    if tail is None:
-        tail = s[-1:].isalnum()
-    pre = ""
-    if head and " " in s:
-        s, pre = s.split(" ", 1)[1], "…"
-    if limit is None or len(s) <= limit:
-        if tail and " " in s:
-            return pre + s.rsplit(" ", 1)[0] + "…"
-        return pre + s
-    cut = s.rfind(" ", 0, limit + 1)
-    if cut <= 0:
-        cut = s.find(" ")
-        return pre + (s if cut < 0 else s[:cut] + "…")
-    return pre + s[:cut].rstrip() + "…"
-
-
-def cut_words(library: Library, doc_id: str, rows: list[dict]) -> dict[int, tuple[bool, bool]]:
-    """Per evidence chunk: (starts inside a word, ends inside a word). Chunks are contiguous slices
-    of the text, so a word runs on when this chunk and its neighbour meet on two letters or digits."""
-    want = sorted({c + d for r in rows for c in [int(r["chunk"])] for d in (-1, 1) if c + d >= 0})
-    texts = {r["idx"]: r["text"] for r in library.chunks(doc_id, want)} if want else {}
-    out = {}
-    for r in rows:
-        c, t = int(r["chunk"]), str(r.get("text") or "")
-        before, after = texts.get(c - 1, ""), texts.get(c + 1, "")
-        out[c] = (t[:1].isalnum() and before[-1:].isalnum(), t[-1:].isalnum() and after[:1].isalnum())
-    return out
-
-
-def trace_json(trace: Any) -> dict:
-    """A RetrievalTrace as JSON ({"chunks": [{"gen_chunk", "topk", "weights", "scores"}, ...]})."""
-    if trace is None:
-        return {"chunks": []}
-    if hasattr(trace, "to_json"):
-        return trace.to_json()
-    return dict(trace)
-
-
-def evidence_rows(library: Library, doc_id: str, evidence: Any, limit: int = MAX_EVIDENCE) -> list[dict]:
-    """[(chunk_id, weight), ...] -> [{"chunk", "pages", "weight", "text", "matter"}], heaviest first.
-
-    `matter` is "licence", "contents" or "index" for a chunk on such a page (ingest.boilerplate),
-    else None. Chunk ids past the document (the question's own chunks) are dropped.
-    """
-    pairs = [(int(c), float(w)) for c, w in evidence]
-    pairs.sort(key=lambda cw: (-cw[1], cw[0]))
-    rows = {r["idx"]: r for r in library.chunks(doc_id, [c for c, _ in pairs])}
-    kept = [(c, w) for c, w in pairs if c in rows][:limit]
-    matter = chunk_matter(library, doc_id, [rows[c] for c, _ in kept])
-    return [{"chunk": c, "pages": list(range(rows[c]["page_first"], rows[c]["page_last"] + 1)),
-             "weight": round(w, 6), "text": rows[c]["text"], "matter": matter.get(c)} for c, w in kept]
-
 
 NOT_FOUND = "Not found in this document."
 QUOTE_MAX_CHARS = 400  # a quote: the best sentence of the quoted chunk (quote_chunk) and its neighbours, at most this long
@@ -285,94 +224,6 @@ def reading_order(evidence: list[dict], scores: list | None, k: int = READ_PASSA
     return order
 
 
-class BeforePage:
-    """The library as a reader who has read only up to page N sees it (spoiler-safe reading): the
-    document's chunks that end before page N (`limit` of them), their pages; everything else
-    passes through to the library. `ask(before_page=N)` answers from this view and from the model's
-    state after those chunks, so the answer is the one the document truncated there would get."""
-
-    def __init__(self, library: Library, doc_id: str, page: int):
-        self._lib, self.doc_id = library, doc_id
-        doc = library.document(doc_id)
-        if not 2 <= int(page) <= doc["n_pages"]:
-            raise QAError(f"--before-page must be between 2 and {doc['n_pages']} (the document's pages), not {page}")
-        rows = library.chunks(doc_id)
-        self.limit = next((r["idx"] for r in rows if r["page_last"] >= int(page)), len(rows))
-        if self.limit < 2:
-            raise QAError(f"nothing ends before page {page}: ask about a later page")
-        self.page = int(page)
-        self.n_tokens = rows[self.limit - 1]["tok_end"]
-        self.last_page = rows[self.limit - 1]["page_last"]
-        self.n_chars = rows[self.limit - 1]["char_end"]
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._lib, name)
-
-    def chunks(self, doc_id: str, indices=None) -> list[dict]:
-        if indices is not None:
-            indices = [i for i in indices if int(i) < self.limit]
-            if not indices:
-                return []
-        return [r for r in self._lib.chunks(doc_id, indices) if r["idx"] < self.limit]
-
-    def document(self, doc_id: str) -> dict:
-        return dict(self._lib.document(doc_id), n_chunks=self.limit)
-
-    def pages(self, doc_id: str, with_text: bool = False, numbers=None) -> list[dict]:
-        """The pages the read chunks lie on, the last one cut where they end: the pages of the
-        document truncated there."""
-        out = []
-        for p in self._lib.pages(doc_id, with_text=with_text, numbers=numbers):
-            if p["number"] > self.last_page or p["char_start"] >= self.n_chars:
-                continue
-            if p["char_end"] > self.n_chars:
-                p = dict(p, char_end=self.n_chars)
-                if with_text:
-                    p["text"] = p["text"][: self.n_chars - p["char_start"]]
-            out.append(p)
-        return out
-
-
-_PREFIXES: dict[tuple, Any] = {}  # (home, doc, model, tokens) -> the state after a prefix (RAM, two kept)
-
-
-class Redacted:
-    """The library as a masked answer reads it: the text of the barred chunks is blank (a blank line,
-    then spaces: indices, character offsets and pages unchanged), so no quote, passage or evidence
-    row made from it can show a masked chunk's text (a sentence crossing into one ends there)."""
-
-    def __init__(self, library: Library, doc_id: str, barred: frozenset[int]):
-        self._lib, self._doc, self._barred = library, doc_id, barred
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._lib, name)
-
-    def chunks(self, doc_id: str, indices=None) -> list[dict]:
-        rows = self._lib.chunks(doc_id, indices)
-        if doc_id != self._doc:
-            return rows
-        return [dict(r, text=blank(r["text"])) if r["idx"] in self._barred else r for r in rows]
-
-
-def blank(text: str) -> str:
-    """`text` blanked, its length kept: a blank line (a sentence ends there), then spaces."""
-    return ("\n\n" + " " * (len(text) - 2)) if len(text) >= 2 else " " * len(text)
-
-
-def prefix_state(library: Library, engine: DocumentEngine, doc_id: str, n_tokens: int) -> Any:
-    """The model's state after the document's first `n_tokens` tokens (a chunk boundary), prefilled
-    in memory from the stored token ids: exactly the state of the document truncated there."""
-    key = (str(library.home), doc_id, str(engine.fingerprint), int(n_tokens))
-    if key not in _PREFIXES:
-        while len(_PREFIXES) >= 2:
-            _PREFIXES.pop(next(iter(_PREFIXES)))
-        state = engine.new_state(None)
-        for _ in engine.prefill(state, library.token_ids(doc_id)[: int(n_tokens)]):
-            pass
-        _PREFIXES[key] = state
-    return _PREFIXES[key]
-
-
 INTRO_CHUNKS = 3  # "Who is X?": the chunk of X's first mention and the two after it
 _TEXTS: dict[tuple[str, str], tuple[str, list, list]] = {}  # a document's text, matter spans, chunk starts
 
@@ -400,103 +251,6 @@ def introduction(library: Library, doc_id: str, question: str) -> list[int]:
         return []
     c = max(0, bisect.bisect_right(starts, pos) - 1)
     return [i for i in range(c, c + INTRO_CHUNKS) if i < len(starts)]
-
-
-STATEMENT_QUOTE_MAX = 1200  # characters of a statement shown as the answer at most
-_STATEMENTS: dict[tuple, tuple[str, list, list]] = {}  # a document's text, statements and chunks (RAM, four kept)
-
-
-def statement_asked(library: Library, doc_id: str, question: str) -> dict | None:
-    """For "What is Definition 1.4?" / "What does Theorem 8 use?" (qa.outline.statement_question),
-    the statement the outline finds under that kind and number in a PDF or text document: {"index",
-    "statement", "stmts", "text", "chunks", "uses"}; None for other questions, a statement the
-    outline does not list (the question is then answered as any other), a TeX source (its outline
-    numbers statements in order, not as LaTeX prints them) or a statement in a masked chunk."""
-    from .outline import find_statement, statement_question, statements
-
-    q = statement_question(question)
-    if q is None:
-        return None
-    doc = library.document(doc_id)
-    if doc["kind"] == "tex":
-        return None
-    key = (str(library.home), doc_id, getattr(library, "limit", None))
-    if key not in _STATEMENTS:
-        while len(_STATEMENTS) >= 4:
-            _STATEMENTS.pop(next(iter(_STATEMENTS)))
-        from ingest.parts import document_text
-
-        chunks = library.chunks(doc_id)
-        text = document_text(library, doc_id)
-        _STATEMENTS[key] = (text, statements(text, doc["kind"], chunks), chunks)
-    text, stmts, chunks = _STATEMENTS[key]
-    i = find_statement(stmts, q["kind"], q["number"])
-    if i is None or set(stmts[i]["chunks"]) & set(getattr(library, "_barred", ())):
-        return None
-    return {"index": i, "statement": stmts[i], "stmts": stmts, "text": text, "chunks": chunks, "uses": q["uses"]}
-
-
-def statement_answer(library: Library, engine: DocumentEngine, doc_id: str, asked: dict, out: dict) -> dict:
-    """The answer to a statement question (`statement_asked`) made from `out` (`_make_answer`'s): the
-    quote is the statement as the outline finds it (its text and page, the evidence-first passage),
-    and for "What does Theorem 8 use?" the answer names what it relies on (qa.outline.statement_uses:
-    the statements its text and proof cite, and those the model retrieved while reading them). The
-    evidence stays what the model retrieved for the question."""
-    from .outline import statement_text, statement_uses
-
-    s, text, chunks = asked["statement"], asked["text"], asked["chunks"]
-    name = f"{s['kind'].capitalize()} {s['number']}"
-    body = statement_text(text, s)
-    if len(body) > STATEMENT_QUOTE_MAX:
-        body = body[:STATEMENT_QUOTE_MAX].rsplit(" ", 1)[0] + " ..."
-    weights = {int(e["chunk"]): float(e["weight"]) for e in out["evidence"]}
-    hit = [c for c in s["chunks"] if c in weights]
-    retrieved = [int(e["chunk"]) for e in out["evidence"]]
-    labels = {p["number"]: p["label"] for p in library.pages(doc_id)}
-    pages = sorted({p for c in s["chunks"] if c < len(chunks) for p in range(chunks[c]["page_first"], chunks[c]["page_last"] + 1)})
-    quote = {"text": body, "sentence": body, "short": None, "chunk": s["chunks"][0], "pages": pages,
-             "char_start": s["char_start"], "char_end": s["char_end"], "statement": name,
-             "weight": round(max((weights[c] for c in hit), default=0.0), 6), "matter": None,
-             "retrieved": bool(hit), "rank": (retrieved.index(hit[0]) + 1) if hit else None, "introduces": None}
-    info = {"name": name, "kind": s["kind"], "number": s["number"], "page": s["page"],
-            "page_label": labels.get(s["page"], str(s["page"])), "chunks": s["chunks"], "uses": None}
-    answer = body
-    if asked["uses"]:
-        limit = getattr(library, "limit", None)
-        stored = library.latest_trace(doc_id, str(engine.fingerprint), "dependency_map")  # as qa.summary keeps it
-        rows = stored["data"] if stored is not None else ready_state(library, engine, doc_id).dependency_map()
-        dep = [r for r in rows if limit is None or int(r["chunk"]) < limit]
-        boiler = set(chunk_matter(library, doc_id, chunks))
-        uses = statement_uses(text, asked["stmts"], chunks, dep, asked["index"], boiler)
-        for u in uses:
-            u["page_label"] = labels.get(u["page"], str(u["page"]))
-        info["uses"] = uses
-        answer = uses_sentence(info)
-    made = dict(out["made"], quote=quote, abstained=False, short_answer=None, statement=info)
-    passages = [p for p in made.get("passages") or [] if p["chunk"] not in s["chunks"]]
-    if made.get("passages") is not None:
-        made["passages"] = [{"chunk": quote["chunk"], "text": body, "p": None, "char_start": s["char_start"],
-                             "char_end": s["char_end"], "pages": pages, "retrieved": bool(hit)}] + passages[:2]
-    return dict(out, answer=answer, made=made)
-
-
-def uses_sentence(info: dict) -> str:
-    """"Theorem 8 (p. 9) uses Lemma 13 (p. 10; cited in its proof) and ...": a statement's `uses` in words."""
-    head = f"{info['name']} (p. {info['page_label']})"
-    cited = [u for u in info["uses"] if u["cited"]]
-    seen = [u for u in info["uses"] if not u["cited"]]
-
-    def where(u: dict) -> str:
-        parts = [{"statement": "cited in its statement", "proof": "cited in its proof"}[c] for c in u["cited"]]
-        if u["retrieved"] is not None:
-            parts.append(f"retrieved by the model, weight {u['retrieved']:.2f}")
-        return f"{u['statement']} (p. {u['page_label']}; {', '.join(parts)})"
-
-    out = f"{head} uses {', '.join(map(where, cited))}." if cited else \
-        f"{head} cites no numbered statement of this document in its text or its proof."
-    if seen:
-        out += f" While reading it, the model also retrieved {', '.join(map(where, seen[:6]))}."
-    return out
 
 
 def confidence(reader, library: Library, doc_id: str, question: str, reading: Any, bm) -> dict | None:

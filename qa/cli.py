@@ -97,7 +97,7 @@ def _matter(e: dict) -> str:
 
 
 def _evidence_text(evidence: list[dict]) -> str:
-    from .ask import snippet as text_snippet
+    from .evidence import snippet as text_snippet
 
     lines = []
     for e in evidence:
@@ -109,7 +109,7 @@ def _evidence_text(evidence: list[dict]) -> str:
 
 def _passage_lines(passages: list[dict]) -> list[str]:
     """A shown passage a line: its pages, chunk and the reader's probability, then its text."""
-    from .ask import snippet as text_snippet
+    from .evidence import snippet as text_snippet
 
     return [f"  [{pages_ref(p['pages'])}, chunk {p['chunk']}, {100 * p['p']:.0f}%] {text_snippet(p['text'], 200)}"
             for p in passages]

@@ -23,7 +23,7 @@ from pathlib import Path
 from store.errors import StoreError
 from store.library import Library
 
-from .ask import cut_words, snippet
+from .evidence import cut_words, snippet
 from ingest.boilerplate import matter_label
 from ingest.parts import pages_ref
 

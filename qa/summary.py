@@ -32,7 +32,9 @@ from typing import Sequence
 
 from store.library import Library
 
-from .ask import BeforePage, evidence_rows, generate, prefix_state, trace_json
+from .ask import generate
+from .evidence import evidence_rows, trace_json
+from .views import BeforePage, prefix_state
 from ingest.boilerplate import chunk_matter
 from ingest.parts import Part, document_parts, document_text, pages_ref, select
 from drt_core.protocol import DocumentEngine

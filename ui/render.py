@@ -11,7 +11,8 @@ import html
 import re
 
 from ingest.boilerplate import matter_label
-from qa.ask import abstain_reason, quote_origin, snippet
+from qa.ask import abstain_reason, quote_origin
+from qa.evidence import snippet
 
 from . import plots
 
@@ -29,7 +30,7 @@ def pages_text(first: int, last: int, labels: dict[int, str] | None = None) -> s
 
 
 def quote(text: str, limit: int | None = None) -> str:
-    """A chunk's text as a quote block, cut at word boundaries (qa.ask.snippet)."""
+    """A chunk's text as a quote block, cut at word boundaries (qa.evidence.snippet)."""
     return "> " + md_escape(snippet(text, limit))
 
 

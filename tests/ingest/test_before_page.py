@@ -7,7 +7,8 @@ import hashlib
 
 import pytest
 
-from qa.ask import BeforePage, ask, ask_all
+from qa.ask import ask, ask_all
+from qa.views import BeforePage
 from qa.summary import summarize
 from qa.errors import QAError
 from ingest.pipeline import ingest, prefill_document

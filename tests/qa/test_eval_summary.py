@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from ingest.errors import IngestError
 from qa.eval_summary import (SETS, centroid, key_recall, lcs, lead, load_set, rouge_l, run_summary_eval,
                                  write_check)
 

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from qa.ask import snippet
+from qa.evidence import snippet
 from qa.export import export_file, export_markdown, md_escape, safe_name
 from tests.ingest.conftest import one_json
 

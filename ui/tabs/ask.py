@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterator
 import gradio as gr
 
 from ingest.errors import Cancelled, IngestError, NotPrefilled
-from qa.ask import snippet
+from qa.evidence import snippet
 
 from .. import plots
 from ..context import (
@@ -37,7 +37,7 @@ from .library import list_documents, passage_md
 def before_page_of(value: Any) -> int | None:
     """A "before page" field (the Ask tab's spoiler-safe reading, the Summary tab's story so far):
     None when empty or 0; a UIError for what is not a page number. Whether the document has that
-    page is qa's to say (qa.ask.BeforePage)."""
+    page is qa's to say (qa.views.BeforePage)."""
     if value is None or str(value).strip() == "":
         return None
     try:
@@ -55,7 +55,7 @@ def ask_stream(
 ) -> Iterator[dict]:
     """Answer a question about a document, streaming: {"answer": text so far, "done": False} ...
     then {"answer", "evidence", "trace", "done": True, "stopped", "doc_id", "question"}.
-    `before_page`: spoiler-safe reading (qa.ask.BeforePage)."""
+    `before_page`: spoiler-safe reading (qa.views.BeforePage)."""
     doc_id = ready(ctx, doc_id)
     question = " ".join(str(question or "").split())
     if not question:

@@ -14,7 +14,7 @@ from typing import Any
 import gradio as gr
 
 from ingest.errors import NotPrefilled
-from qa.ask import snippet
+from qa.evidence import snippet
 
 from .. import plots
 from ..context import (

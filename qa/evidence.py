@@ -1,0 +1,73 @@
+"""What an answer shows of the document: evidence rows (chunk, pages, weight, text) and passage
+text cut at whole words, for the CLI, the UI and export alike."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ingest.boilerplate import chunk_matter
+from store.library import Library
+
+MAX_EVIDENCE = 8
+
+
+def snippet(text: str, limit: int | None = None, head: bool | None = None, tail: bool | None = None) -> str:
+    """A chunk's text for display: whitespace collapsed, at most `limit` characters cut after a
+    whole word with "…" (a first word longer than `limit` is kept whole): never in the middle of a
+    word. `head` / `tail`: the text starts / ends inside a word (a chunk cut by its neighbour; see
+    `cut_words`), which is dropped, "…" marking it; None guesses it (a lower-case start, a letter
+    or digit at the end)."""
+    s = " ".join(str(text or "").split())
+    if head is None:
+        head = s[:1].islower()
+    if tail is None:
+        tail = s[-1:].isalnum()
+    pre = ""
+    if head and " " in s:
+        s, pre = s.split(" ", 1)[1], "…"
+    if limit is None or len(s) <= limit:
+        if tail and " " in s:
+            return pre + s.rsplit(" ", 1)[0] + "…"
+        return pre + s
+    cut = s.rfind(" ", 0, limit + 1)
+    if cut <= 0:
+        cut = s.find(" ")
+        return pre + (s if cut < 0 else s[:cut] + "…")
+    return pre + s[:cut].rstrip() + "…"
+
+
+def cut_words(library: Library, doc_id: str, rows: list[dict]) -> dict[int, tuple[bool, bool]]:
+    """Per evidence chunk: (starts inside a word, ends inside a word). Chunks are contiguous slices
+    of the text, so a word runs on when this chunk and its neighbour meet on two letters or digits."""
+    want = sorted({c + d for r in rows for c in [int(r["chunk"])] for d in (-1, 1) if c + d >= 0})
+    texts = {r["idx"]: r["text"] for r in library.chunks(doc_id, want)} if want else {}
+    out = {}
+    for r in rows:
+        c, t = int(r["chunk"]), str(r.get("text") or "")
+        before, after = texts.get(c - 1, ""), texts.get(c + 1, "")
+        out[c] = (t[:1].isalnum() and before[-1:].isalnum(), t[-1:].isalnum() and after[:1].isalnum())
+    return out
+
+
+def trace_json(trace: Any) -> dict:
+    """A RetrievalTrace as JSON ({"chunks": [{"gen_chunk", "topk", "weights", "scores"}, ...]})."""
+    if trace is None:
+        return {"chunks": []}
+    if hasattr(trace, "to_json"):
+        return trace.to_json()
+    return dict(trace)
+
+
+def evidence_rows(library: Library, doc_id: str, evidence: Any, limit: int = MAX_EVIDENCE) -> list[dict]:
+    """[(chunk_id, weight), ...] -> [{"chunk", "pages", "weight", "text", "matter"}], heaviest first.
+
+    `matter` is "licence", "contents" or "index" for a chunk on such a page (ingest.boilerplate),
+    else None. Chunk ids past the document (the question's own chunks) are dropped.
+    """
+    pairs = [(int(c), float(w)) for c, w in evidence]
+    pairs.sort(key=lambda cw: (-cw[1], cw[0]))
+    rows = {r["idx"]: r for r in library.chunks(doc_id, [c for c, _ in pairs])}
+    kept = [(c, w) for c, w in pairs if c in rows][:limit]
+    matter = chunk_matter(library, doc_id, [rows[c] for c, _ in kept])
+    return [{"chunk": c, "pages": list(range(rows[c]["page_first"], rows[c]["page_last"] + 1)),
+             "weight": round(w, 6), "text": rows[c]["text"], "matter": matter.get(c)} for c, w in kept]
