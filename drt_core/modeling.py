@@ -120,8 +120,9 @@ def read_chunks(gca_mod: GCA, a: torch.Tensor, gk: torch.Tensor, gv: torch.Tenso
     if n_seg == 1:
         return gca_mod(a, gk, gv, w)
     S = gk.shape[3] + 1
-    padded = F.pad(a, (0, 0, off, n_seg * S - off - T))
-    return gca_mod(padded.reshape(rows, S, D), gk, gv, w).reshape(Bv, n_seg * S, D)[:, off: off + T]
+    if off or T != n_seg * S:  # a run that starts or ends inside a chunk: its segments padded to S slots
+        a = F.pad(a, (0, 0, off, n_seg * S - off - T))
+    return gca_mod(a.reshape(rows, S, D), gk, gv, w).reshape(Bv, n_seg * S, D)[:, off: off + T]
 
 
 def no_gca(gca_mod: GCA, a: torch.Tensor) -> torch.Tensor:

@@ -36,7 +36,7 @@ def insert_landmarks(ids: torch.Tensor, lmk_id: int, chunk_size: int, start: int
     L = ids.shape[-1]
     t = start + torch.arange(L, device=ids.device)  # each token's index among the stream's real tokens
     pos = t + t // N - (start + start // N)  # its position in the run's output
-    n_lmk = int(((t + 1) % N == 0).sum())
+    n_lmk = (start + L) // N - start // N  # the run's tokens that close a chunk
     out = ids.new_full((*ids.shape[:-1], L + n_lmk), lmk_id)
     out[..., pos] = ids
     real = torch.zeros(L + n_lmk, dtype=torch.bool, device=ids.device)
