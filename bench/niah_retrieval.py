@@ -34,7 +34,7 @@ from drt_core.evals.lengths import parse_length as parse_len  # noqa: E402  (one
 def semantic_hit(prompt: list[int], row: int, target: int, cfg) -> bool:
     """Is chunk `target` in the top-k of the frozen MiniLM retriever for retrieval row `row`?
 
-    Row r is chunk r's text; its candidates are chunks 0..r-1 (as `DRTForCausalLM._fixed_scores`),
+    Row r is chunk r's text; its candidates are chunks 0..r-1 (as `fixed_retriever.batch_scores`),
     ranked by `bench.lemma_retrieval.semantic_selection`, the semantic retriever of the case study."""
     from bench.lemma_retrieval import semantic_selection
 

@@ -6,10 +6,10 @@ DRT's learned landmark scores. We use all-MiniLM-L6-v2 (sentence-transformers), 
 then L2 normalisation (the model's own modules.json: Transformer -> Pooling(mean) -> Normalize).
 
 `embed_chunks(input_ids, cfg)` cuts the ids into the model's chunks of `cfg.chunk_tokens` (63) real
-tokens exactly as `DRTForCausalLM.augment` does (the last chunk padded), decodes each chunk's text
+tokens exactly as `pretrained.augment` does (the last chunk padded), decodes each chunk's text
 with the repository tokenizer and embeds it. The landmark slot has no text. The retrieval scores are
 then cosine similarities (dot products of these unit vectors): `fixed_scores`, which the batch forward
-and the engine both call.
+(`batch_scores`, modeling.FixedRetrieverForCausalLM's scores) and the engine both call.
 
 Loaded with transformers directly (no sentence_transformers import: same weights and pooling, much
 faster to import), once per device, and never trained: the encoder runs under `torch.inference_mode`.
