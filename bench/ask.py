@@ -61,7 +61,8 @@ def main(argv=None) -> int:
     rest = sorted(times[1:])
     p = lambda x: rest[min(len(rest) - 1, int(round(x * (len(rest) - 1))))] if rest else None  # noqa: E731
     out = {"doc": str(a.doc), "tokens": res.tokens, "chunks": res.chunks, "first_s": round(times[0], 3),
-           "p50_s": round(statistics.median(rest), 3) if rest else None, "p95_s": p(0.95), "max_s": max(rest) if rest else None,
+           "p50_s": round(statistics.median(rest), 3) if rest else None, "p95_s": p(0.95),
+           "max_s": max(rest) if rest else None,
            "questions": len(qs), "answers": answers}
     if a.json:
         print(json.dumps(out, indent=2))
@@ -70,7 +71,8 @@ def main(argv=None) -> int:
               f"first {out['first_s']} s (one question: no p50 / p95)")
     else:
         print(f"{out['doc']}: {out['tokens']:,} tokens, {out['chunks']:,} chunks; ask without causal effects: "
-              f"first {out['first_s']} s, then p50 {out['p50_s']} s, p95 {out['p95_s']:.3f} s, max {out['max_s']:.3f} s "
+              f"first {out['first_s']} s, then p50 {out['p50_s']} s, p95 {out['p95_s']:.3f} s, "
+              f"max {out['max_s']:.3f} s "
               f"over {len(rest)} questions")
     return 0
 

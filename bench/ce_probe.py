@@ -56,7 +56,8 @@ def read(model: str, questions: str, home: str, out: str) -> None:
         for W in ("ce", *WEIGHTS):
             key = (lambda cw: -cw[1].p) if W == "ce" else (lambda cw, W=W: -(float(s0[cw[0]]) + W * cw[1].p))
             order = [c for c, _ in sorted(wins.items(), key=key)][:8]
-            by_idx = {r["idx"]: r for r in lib.chunks(did, sorted({c + d for c in order for d in (-1, 0, 1) if c + d >= 0}))}
+            near = sorted({c + d for c in order for d in (-1, 0, 1) if c + d >= 0})
+            by_idx = {r["idx"]: r for r in lib.chunks(did, near)}
             ps = [x for x in (passage_around(by_idx.get, c, r, 1.0 / (1 + r)) for r, c in enumerate(order)) if x]
             rd = reader.read(q["question"], ps, A._doc_stats(lib, did)) if reader is not None and ps else None
             if rd is not None:

@@ -34,7 +34,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MIN_GAP = 4
-TEST_CHAPTERS = ("stacks/algebraic.tex", "stacks/categories.tex", "stacks/crystalline.tex", "stacks/pic.tex")  # data/splits.json's test
+# data/splits.json's test chapters
+TEST_CHAPTERS = ("stacks/algebraic.tex", "stacks/categories.tex", "stacks/crystalline.tex", "stacks/pic.tex")
 KINDS = ("definition", "lemma", "proposition", "theorem", "corollary")
 _LABEL = re.compile(r"\\label\{([^}]+)\}")
 _REF = re.compile(r"\\(?:ref|cref|Cref|autoref|Autoref|thmref)\*?\{([^}]+)\}")  # \cref{a,b}: each
@@ -105,8 +106,6 @@ def ranked_before(scores, limit: int, k: int) -> list[int]:
 
 def run(home: str, chapters: list[Path], model: str, with_minilm: bool = True,
         labels: dict[Path, set[str]] | None = None) -> dict:
-    import numpy as np
-
     from ingest import pipeline
     from qa.baselines import BM25Index
     from qa.outline import build
@@ -177,7 +176,8 @@ def run(home: str, chapters: list[Path], model: str, with_minilm: bool = True,
 
 def text_table(res: dict) -> str:
     lines = [f"citations to statements >= {res['min_gap']} chunks back; k = {res['k']} per row, rows c and c+1",
-             f"{'chapter':22} {'pairs':>5} {'DRT':>7} {'DRT all':>8} {'BM25':>7} {'MiniLM':>7} {'chance':>7} {'outline':>9}"]
+             f"{'chapter':22} {'pairs':>5} {'DRT':>7} {'DRT all':>8} {'BM25':>7} {'MiniLM':>7} {'chance':>7} "
+             f"{'outline':>9}"]
     for r in res["chapters"] + [{"chapter": "all", **res["total"]}]:
         n = max(1, r["pairs"])
         lines.append(f"{r['chapter']:22} {r['pairs']:5} {100 * r['drt'] / n:6.1f}% {100 * r['drt_all'] / n:7.1f}% "
@@ -191,7 +191,8 @@ def main(argv=None) -> int:
     ap.add_argument("--home", default=str(ROOT / "tmp" / "citations"), help="library to ingest the chapters into")
     ap.add_argument("--model", default=str(ROOT / "checkpoints" / "drt-tiny"))
     ap.add_argument("--corpora", default=str(ROOT.parent / "shared" / "corpora"))
-    ap.add_argument("--chapters", default=None, help="comma-separated paths under --corpora (default: the test split's)")
+    ap.add_argument("--chapters", default=None,
+                    help="comma-separated paths under --corpora (default: the test split's)")
     ap.add_argument("--papers", default=None, help="a folder of papers (TeX and PDF, as bench.paper_statements "
                     "reads them): measure their TeX sources instead of Stacks chapters")
     ap.add_argument("--no-minilm", action="store_true")

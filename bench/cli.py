@@ -10,7 +10,8 @@ Maintenance tools a round of
 training runs again (docs/cli.md): niah_miss (why one needle sample is missed), mine_hubs (hard
 negatives for `train --hard-negatives`), task_losses (loss per task from a run's log.jsonl),
 interpolate (mix or splice two checkpoints' tensors), lexical_idf (lexical weightings on an
-`eval qa --json` run, offline). One-off diagnostics are not kept in the tree (docs/history/2026-12-06-research-removed.md)."""
+`eval qa --json` run, offline). One-off diagnostics are not kept in the tree
+(docs/history/2026-12-06-research-removed.md)."""
 
 from __future__ import annotations
 

@@ -20,8 +20,9 @@ The kill moments (seeded, real timing, no hook in the product):
 Each kill is reported with the phase it landed in, read from the killed run's own progress lines,
 and with the system call its main thread was in (`/proc/PID/syscall`): a kill inside fsync,
 fdatasync, msync or rename during prefill is reported as "commit (during prefill)", with the file
-being synced (a chunk-store file, the carry, meta.json.tmp, or library.db-wal for the prefill row). Right after each kill, before resuming, the library is
-checked read-only: integrity_check, and no document without all its pages, chunks and token ids.
+being synced (a chunk-store file, the carry, meta.json.tmp, or library.db-wal for the prefill row).
+Right after each kill, before resuming, the library is checked read-only: integrity_check, and no
+document without all its pages, chunks and token ids.
 
 Small prefill blocks with frequent commits (DRT_PREFILL_BLOCK_CHUNKS / _CHECKPOINT_EVERY, the same
 in every run) give many commit points. `--pages N` ingests the first N pages only (a PDF cut with

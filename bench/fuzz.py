@@ -56,7 +56,8 @@ def seeds() -> list[tuple[str, bytes]]:
                    '<spine><itemref idref="a"/></spine></package>')  # fmt: skip
         z.writestr("a.xhtml", '<html xmlns="http://www.w3.org/1999/xhtml"><body><p>Chapter text.</p></body></html>')
     out.append(("book.epub", buf.getvalue()))
-    out.append(("paper.tex", b"\\documentclass{article}\\title{T}\\begin{document}\\section{A}Text $x^2$.\\end{document}\n"))
+    out.append(("paper.tex", b"\\documentclass{article}\\title{T}\\begin{document}"
+                             b"\\section{A}Text $x^2$.\\end{document}\n"))
     out.append(("notes.txt", "Plain text, caf\u00e9, \u65e5\u672c.\n\nSecond paragraph.\n".encode()))
     return out
 

@@ -16,6 +16,7 @@ output says so.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -99,7 +100,7 @@ def bench_one(impl, Z, H, K, M, N, d, dtype, device, reps, softmax_one, decode_m
     rows.append({"impl": impl, "pass": "fwd", "ms": ms, "tflops": flops_fwd / ms / 1e9})
     o = fn(*args)
     do = torch.randn_like(o)
-    ms = _time_ms(lambda: torch.autograd.grad(o, leaves, do, retain_graph=True), device, reps)
+    ms = _time_ms(functools.partial(torch.autograd.grad, o, leaves, do, retain_graph=True), device, reps)
     rows.append({"impl": impl, "pass": "bwd", "ms": ms, "tflops": 2.5 * flops_fwd / ms / 1e9})
     del o, do, q, k, v, w, args, leaves
 

@@ -29,7 +29,8 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 def cut_data(data: Path, out: Path, mb: float) -> dict:
     meta = json.loads((data / "meta.json").read_text())
     eot = int(meta.get("eot_id", 1))
-    sizes = {c: (data / c / "train.bin").stat().st_size for c in ("books", "stacks") if (data / c / "train.bin").exists()}
+    sizes = {c: (data / c / "train.bin").stat().st_size
+             for c in ("books", "stacks") if (data / c / "train.bin").exists()}
     budget = int(mb * 2**20)
     kept = {}
     for c, size in sizes.items():

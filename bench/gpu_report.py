@@ -52,7 +52,8 @@ def gca_section(gca: dict) -> list[str]:
             return next((v for k, v in p.items() if k.startswith("decode")), None)
 
         lines += [f"- {dt}: fwd+bwd speed-up over the reference: {_ok(_ratio(fb(ref), fb(tri)), 5)}",
-                  f"- {dt}: fwd+bwd throughput as a fraction of SDPA's at equal FLOPs: {_ok(_ratio(fb(sdpa), fb(tri)), 0.5)}",
+                  f"- {dt}: fwd+bwd throughput as a fraction of SDPA's at equal FLOPs: "
+                  f"{_ok(_ratio(fb(sdpa), fb(tri)), 0.5)}",
                   f"- {dt}: decode speed-up over the reference: {_ok(_ratio(dec(ref), dec(tri)), 3)}"]
     return lines
 

@@ -243,7 +243,8 @@ def format_table(res: dict) -> str:
                       f"scratch prefill {_f(sc['n_tokens'] / sc['prefill_s'], 0)} tok/s "
                       f"({_f(sc['n_tokens'] / sc['prefill_cpu_s'], 0)} tok/CPU-s); "
                       f"same first token: {res['same_first_token']}"]
-    lines.append(f"state on disk: {res['state_bytes'] / 2**20:,.1f} MiB ({res['state_bytes'] / max(n_tok, 1):,.0f} B/token)")
+    lines.append(f"state on disk: {res['state_bytes'] / 2**20:,.1f} MiB "
+                 f"({res['state_bytes'] / max(n_tok, 1):,.0f} B/token)")
     return "\n".join(lines)
 
 

@@ -1,8 +1,9 @@
 """`drt-reader bench interpolate A B OUT [--alpha 0.5]`: a checkpoint whose weights are
 (1 - alpha) * A + alpha * B, tensor by tensor, with A's config and tokenizer. A and B must be the
 same architecture (same tensor names and shapes), e.g. two stages of the scorer trained from one
-another (docs/history/2026-11-29-to-12-01-model-rounds.md, round 16: p3 and m4 trade lemma retrieval against the 256K needle ranking;
-their average sits between them). Tensors equal in A and B stay bit-identical.
+another (docs/history/2026-11-29-to-12-01-model-rounds.md, round 16: p3 and m4 trade lemma
+retrieval against the 256K needle ranking; their average sits between them). Tensors equal in A
+and B stay bit-identical.
 
 `--partial`: B may hold only some of A's tensors (the others are A's), e.g. a scorer kept apart
 (written by `--diff-only`): `bench interpolate A SCORER OUT --alpha 1 --partial` rebuilds the model.

@@ -120,7 +120,8 @@ def default_chapters(split: str = "test", corpora: str = "../shared/corpora",
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench.lemma_retrieval", description=__doc__.splitlines()[0])
     p.add_argument("--models", default="checkpoints/drt-tiny", help="DRT checkpoints, comma-separated")
-    p.add_argument("--chapters", nargs="*", default=None, help="LaTeX files (default: the test split's Stacks chapters)")
+    p.add_argument("--chapters", nargs="*", default=None,
+                   help="LaTeX files (default: the test split's Stacks chapters)")
     p.add_argument("--split", default="test", choices=["val", "test"])
     p.add_argument("--corpora", default="../shared/corpora")
     p.add_argument("--json", action="store_true", help="print the whole result (pairs included) as JSON")

@@ -30,7 +30,8 @@ def main(argv=None) -> int:
     w[:3] = 0.0  # pad, end of text, landmark
     run = json.load(open(a.eval))
     kinds = {"global w": lambda idf, t: w[t], "doc idf": lambda idf, t: idf[t],
-             "doc idf + 0.1 w": lambda idf, t: idf[t] + 0.1 * w[t], "doc idf + 0.3 w": lambda idf, t: idf[t] + 0.3 * w[t],
+             "doc idf + 0.1 w": lambda idf, t: idf[t] + 0.1 * w[t],
+             "doc idf + 0.3 w": lambda idf, t: idf[t] + 0.3 * w[t],
              "doc idf * (w > 0)": lambda idf, t: idf[t] * (w[t] > 0)}
     res = {k: [] for k in kinds}
     with Library(a.home) as lib:

@@ -28,7 +28,6 @@ import os
 import signal
 import socket
 import sqlite3
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -248,7 +247,8 @@ def run(clients: int, minutes: float, max_actions: int = 40, model: str | None =
     return {"clients": clients, "minutes": minutes, "document": str(doc), "wall_s": round(wall, 1), "actions": actions,
             "queue_full": len(full), "other_errors": other, "n_other_errors": len(errors) - len(full),
             "rss_idle_mb": round(rss_idle), "rss_peak_mb": round(sampler.peak),
-            "rss_anon_peak_mb": round(sampler.peak_anon), "rss_file_peak_mb": round(sampler.peak_file), "library": library_state(home),
+            "rss_anon_peak_mb": round(sampler.peak_anon), "rss_file_peak_mb": round(sampler.peak_file),
+            "library": library_state(home),
             "stuck_clients": sum(t.is_alive() for t in ths)}
 
 
@@ -288,7 +288,9 @@ def main(argv: list[str] | None = None) -> int:
         print("| N | wall s | ingest p50/p95 s | ask p50/p95 s | summarize p50/p95 s | queue full | other errors "
               "| peak RSS MB (x first) | library |")
         print("|---|---|---|---|---|---|---|---|---|")
-        f = (lambda v: "-" if v is None else f"{v:.2f}")
+        def f(v):
+            return "-" if v is None else f"{v:.2f}"
+
         for r, x in zip(runs, res["rss_peak_over_first"]):
             ac, lib = r["actions"], r["library"]
             print(f"| {r['clients']} | {r['wall_s']} | " + " | ".join(

@@ -39,13 +39,13 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"sample {i} at {L} tokens (haystack {len(hay)} tokens): value in chunk {t} (slot {v0 - t * S1}), "
           f"rank {score_rank(s, t)} of {row}; needle begins in chunk {start}, rank {score_rank(s, start)}")
-    print(f"  value's chunk: score {float(s[t]):.1f} (dense {float(dense[t]):.1f}, lexical {float(s[t] - dense[t]):.1f}):"
-          f" {text(t)[:120]}")
+    print(f"  value's chunk: score {float(s[t]):.1f} (dense {float(dense[t]):.1f}, "
+          f"lexical {float(s[t] - dense[t]):.1f}): {text(t)[:120]}")
     if start != t:
         print(f"  needle's first chunk: ...{text(start)[-120:]}")
     for c in s.topk(10).indices.tolist():
-        print(f"  top chunk {c} score {float(s[c]):.1f} (dense {float(dense[c]):.1f}, lexical {float(s[c] - dense[c]):.1f}):"
-              f" {text(c)[:100]}")
+        print(f"  top chunk {c} score {float(s[c]):.1f} (dense {float(dense[c]):.1f}, "
+              f"lexical {float(s[c] - dense[c]):.1f}): {text(c)[:100]}")
     return 0
 
 

@@ -53,7 +53,8 @@ def landmark_scores(eng, prompt: list[int], row: int, parts: bool = False):
     with torch.no_grad():  # the lexical weights are parameters: no graph for a measurement
         ids = torch.tensor(prompt[: (row + 1) * eng.cfg.chunk_tokens], device=eng.device)
         keys, queries = eng.model.landmarks(ids)
-        keys = torch.from_numpy(keys[:row].float().cpu().numpy().astype(eng.memory_dtype)).float()  # as the store holds them
+        # as the store holds them
+        keys = torch.from_numpy(keys[:row].float().cpu().numpy().astype(eng.memory_dtype)).float()
         s = dense = keys @ queries[row].float().cpu() / keys.shape[-1] ** 0.5  # retrieval_scores' scale
         if eng.model.lexical is not None:  # config lexical: the scores add the tokens shared with each chunk
             toks = eng.model.chunk_token_ids(ids)[0].cpu()
@@ -233,15 +234,16 @@ def _report(results: dict, a, eng) -> None:
     else:
         print(f"model {a.model}  task {a.task}  phrasings {a.phrasings}  top-k {eng.cfg.chunk_topk}"
               + ("  needles split at the value" if a.split else ""))
-        print(f"{'length':>8} {'n':>4} {'hit@k':>7} {'read@k':>7} {'sem hit':>8} {'chance':>7} {'1st tok':>8} {'answer':>7} {'prefix':>7}"
-              f" {'across':>7} {'s':>7}")
+        print(f"{'length':>8} {'n':>4} {'hit@k':>7} {'read@k':>7} {'sem hit':>8} {'chance':>7} {'1st tok':>8}"
+              f" {'answer':>7} {'prefix':>7} {'across':>7} {'s':>7}")
 
         def f(x):
             return "-" if x is None else f"{x:.2f}"
 
         for L, r in results.items():
             across = "-" if r["straddle_answered"] is None else f"{r['straddle_answered']}/{r['straddle']}"
-            print(f"{L:>8} {r['samples']:>4} {r['hit@k']:>7.2f} {r['readable@k']:>7.2f} {f(r['semantic_hit@k']):>8} {r['chance@k']:>7.2f}"
+            print(f"{L:>8} {r['samples']:>4} {r['hit@k']:>7.2f} {r['readable@k']:>7.2f}"
+                  f" {f(r['semantic_hit@k']):>8} {r['chance@k']:>7.2f}"
                   f" {f(r['first_token_acc']):>8} {f(r['answer_acc']):>7} {f(r['prefix_share']):>7}"
                   f" {across:>7} {r['seconds']:>7}  peak {r['peak_rss_gb']} GB")
             if r["median_rank"] is not None:

@@ -140,7 +140,8 @@ def theorem_envs(src: str) -> tuple[dict[str, tuple[str, str | None]], dict[str,
         envs[env] = (printed, counter)
         if counter and not shared:
             within[counter] = sect
-    for m in re.finditer(r"\\spnewtheorem(\*)?\s*\{([^}]+)\}\s*(?:\[([^\]]+)\])?\s*\{([^}]*)\}\s*(?:\[([^\]]+)\])?", src):
+    for m in re.finditer(r"\\spnewtheorem(\*)?\s*\{([^}]+)\}\s*(?:\[([^\]]+)\])?\s*\{([^}]*)\}"
+                         r"\s*(?:\[([^\]]+)\])?", src):
         star, env, shared, printed, sect = m.groups()
         counter = None if star else (shared or env)
         envs[env] = (printed, counter)
@@ -289,12 +290,13 @@ def text_table(rows: list[dict], show_missing: bool = False) -> str:
     lines = [f"{'paper':42} {'found':>5} / {'expected':<8} {'share':>6}  {'extra':>5}  by kind"]
     for r in rows:
         kinds = ", ".join(f"{k} {a}/{b}" for k, (a, b) in r["by_kind"].items())
-        lines.append(f"{r['paper']:42} {r['found']:5} / {r['expected']:<8} {100 * r['found'] / max(1, r['expected']):5.1f}%"
-                     f"  {len(r['extra']):5}  {kinds}")
+        lines.append(f"{r['paper']:42} {r['found']:5} / {r['expected']:<8} "
+                     f"{100 * r['found'] / max(1, r['expected']):5.1f}%  {len(r['extra']):5}  {kinds}")
         if "ask" in r:
             a = r["ask"]
             n = max(1, a["asked"])
-            lines.append(f"    ask \"What is X?\" of {a['asked']}: quoted from the outline {100 * a['quoted'] / n:.1f}%, "
+            lines.append(f"    ask \"What is X?\" of {a['asked']}: "
+                         f"quoted from the outline {100 * a['quoted'] / n:.1f}%, "
                          f"the model's evidence holds it {100 * a['evidence_holds'] / n:.1f}% "
                          f"(first {100 * a['evidence_first'] / n:.1f}%)")
         if show_missing:

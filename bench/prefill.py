@@ -297,8 +297,9 @@ def ratios(rows: list[dict]) -> dict:
     out["drt_over_sliding_window_cpu"] = {
         fmt_length(n): ratio(get("drt", n, "tokens_per_cpu_s"), get("sliding_window", n, "tokens_per_cpu_s"))
         for n in lengths}
-    out["drt_over_drt_eager"] = {fmt_length(n): ratio(get("drt", n, "tokens_per_s"), get("drt_eager", n, "tokens_per_s"))
-                                 for n in lengths if get("drt_eager", n, "tokens_per_s")}
+    out["drt_over_drt_eager"] = {
+        fmt_length(n): ratio(get("drt", n, "tokens_per_s"), get("drt_eager", n, "tokens_per_s"))
+        for n in lengths if get("drt_eager", n, "tokens_per_s")}
     for fa in ("full_attention", "full_attention_kv"):
         out[f"drt_over_{fa}_64k"] = ratio(get("drt", 64 * K, "tokens_per_s"), get(fa, 64 * K, "tokens_per_s"))
         out[f"drt_over_{fa}_64k_cpu"] = ratio(get("drt", 64 * K, "tokens_per_cpu_s"),
@@ -405,7 +406,8 @@ def main(argv: list[str] | None = None) -> int:
     if not Path(args.tokens).exists():
         print(f"bench.prefill: error: token file not found: {args.tokens}", file=sys.stderr)
         return 2
-    res = {"machine": machine_name(), "preset": args.preset, "model": args.model, "tokens": args.tokens, "lengths": lengths,
+    res = {"machine": machine_name(), "preset": args.preset, "model": args.model, "tokens": args.tokens,
+           "lengths": lengths,
            "command": "drt-reader bench prefill " + " ".join(argv if argv is not None else sys.argv[1:]),
            "rows": []}
     for a in archs:
@@ -416,7 +418,8 @@ def main(argv: list[str] | None = None) -> int:
             elif a == "full_attention_kv" and n > fa_max:
                 row = {"arch": a, "length": n, "status": f"not run: quadratic (above --fa-max {fmt_length(fa_max)})"}
             elif a == "landmark" and n > lm_max:
-                row = {"arch": a, "length": n, "status": f"not run: memory grows (above --landmark-max {fmt_length(lm_max)})"}
+                row = {"arch": a, "length": n,
+                       "status": f"not run: memory grows (above --landmark-max {fmt_length(lm_max)})"}
             else:
                 cmd = [sys.executable, "-m", "bench.prefill", "--worker", a, str(n), "--preset", args.preset,
                        "--tokens", args.tokens, "--block-chunks", str(args.block_chunks)]

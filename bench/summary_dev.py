@@ -5,8 +5,8 @@
 Each book is ingested and prefilled as `drt-reader eval summary` does (resumable); per chapter the
 candidate sentences, their MiniLM embeddings and the model's centrality are computed once, then a
 small grid of weights (qa.narrate.Weights) and sentence counts is scored in ROUGE-L F1 and
-key-sentence recall (ranked by ROUGE-L + recall / 4) against the written summaries, beside lead and centroid. Prints one line per
-setting, best first.
+key-sentence recall (ranked by ROUGE-L + recall / 4) against the written summaries, beside lead and
+centroid. Prints one line per setting, best first.
 """
 
 from __future__ import annotations
@@ -81,7 +81,8 @@ def main(argv=None) -> None:
         w = narrate.Weights(about, people, dialogue, opening, time, drt)
 
         def fn(r, w=w, k=k):
-            idx = narrate.narrative(r["texts"], r["starts"], r["span"], k, embed=lambda ts, r=r: [r["emb"][t] for t in ts],
+            idx = narrate.narrative(r["texts"], r["starts"], r["span"], k,
+                                    embed=lambda ts, r=r: [r["emb"][t] for t in ts],
                                     centrality=r["centrality"], w=w)
             return [r["texts"][i] for i in idx]
 

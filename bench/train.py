@@ -27,6 +27,7 @@ bf16 autocast follows drt_core.train.plan.use_bf16 (auto: only where the CPU or 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -76,7 +77,8 @@ def train_flops_per_token(cfg, seq_len: int) -> float:
         m = DRTForCausalLM(cfg)
     D, V, S = cfg.hidden_size, cfg.vocab_size, cfg.chunk_size
     matrix = sum(p.numel() for n, p in m.named_parameters() if p.dim() == 2 and not n.startswith("embed"))
-    if getattr(m.config, "tie_word_embeddings", True) and not any(n.startswith("lm_head") for n, _ in m.named_parameters()):
+    if (getattr(m.config, "tie_word_embeddings", True)
+            and not any(n.startswith("lm_head") for n, _ in m.named_parameters())):
         matrix += D * V  # the tied head is a matmul too
     w = min(cfg.window, seq_len)
     window_keys = w * (1 - w / (2 * seq_len)) + 0.5  # mean keys per query of a causal window over seq_len
@@ -86,7 +88,8 @@ def train_flops_per_token(cfg, seq_len: int) -> float:
     return 3 * (2 * matrix + attn)
 
 
-def bench_train(preset, seq_len, batch, steps, device, bf16, seconds: float = 0.0, overrides: dict | None = None) -> dict:
+def bench_train(preset, seq_len, batch, steps, device, bf16, seconds: float = 0.0,
+                overrides: dict | None = None) -> dict:
     """Seconds per training step (after one warm-up step) of the DRT preset; with `seconds`, steps
     run until that much time has passed (at least `steps`). MFU where the device's peak is known."""
     model = _model(preset, "drt", device, **(overrides or {})).train()
@@ -189,8 +192,9 @@ class LeanSlidingWindow(nn.Module):
         self.embed = nn.Embedding(vocab, dim)
         self.layers = nn.ModuleList(nn.ModuleDict({
             "norm1": nn.RMSNorm(dim), "qkv": nn.Linear(dim, 3 * dim, bias=False), "o": nn.Linear(dim, dim, bias=False),
-            "norm2": nn.RMSNorm(dim), "gate": nn.Linear(dim, hidden, bias=False), "up": nn.Linear(dim, hidden, bias=False),
-            "down": nn.Linear(hidden, dim, bias=False)}) for _ in range(layers))
+            "norm2": nn.RMSNorm(dim), "gate": nn.Linear(dim, hidden, bias=False),
+            "up": nn.Linear(dim, hidden, bias=False), "down": nn.Linear(hidden, dim, bias=False)})
+            for _ in range(layers))
         self.norm = nn.RMSNorm(dim)
         slopes = torch.tensor([2.0 ** (-8.0 * (i + 1) / heads) for i in range(heads)])
         self.register_buffer("slopes", slopes, persistent=False)
@@ -267,9 +271,9 @@ def bench_memory(preset, seq_len, batch, device, bf16, overrides: dict | None = 
         ids = torch.randint(3, V, (batch, seq_len), generator=g).to(device)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
             if isinstance(model, LeanSlidingWindow):
-                n = saved_bytes(lambda: model(ids, ids))
+                n = saved_bytes(functools.partial(model, ids, ids))
             else:
-                n = saved_bytes(lambda: model(ids, labels=ids))
+                n = saved_bytes(functools.partial(model, ids, labels=ids))
         res["kib_per_token"][name] = n / ntok / 1024
         res["params"][name] = sum(p.numel() for p in model.parameters())
         del model
@@ -308,7 +312,8 @@ def format_report(res: dict) -> str:
             f"         DRT {k['drt']:.1f} ({mem['params']['drt'] / 1e6:.2f}M params), sliding_window "
             f"{k['sliding_window']:.1f} ({mem['params']['sliding_window'] / 1e6:.2f}M), lean reference {k['lean']:.1f} "
             f"({mem['params']['lean'] / 1e6:.2f}M; with a chunked cross-entropy {k['lean_chunked_ce']:.1f})",
-            f"         ratios: DRT / lean {r['drt_over_lean']:.2f}, sliding_window / lean {r['sliding_window_over_lean']:.2f}, "
+            f"         ratios: DRT / lean {r['drt_over_lean']:.2f}, "
+            f"sliding_window / lean {r['sliding_window_over_lean']:.2f}, "
             f"DRT / sliding_window {r['drt_over_sliding_window']:.2f}, DRT / lean with chunked CE "
             f"{r['drt_over_lean_chunked_ce']:.2f}",
             "",
