@@ -8,7 +8,8 @@ is what the model retrieved, and the learned scores add to BM25's rather than co
 
 BM25 here is the textbook one (Robertson and Zaragoza 2009):
 
-    score(q, c) = sum over distinct query terms t of  idf(t) * tf(t, c) * (k1 + 1) / (tf(t, c) + k1 * (1 - b + b * |c| / avg|c|))
+    score(q, c) = sum over distinct query terms t of
+                  idf(t) * tf(t, c) * (k1 + 1) / (tf(t, c) + k1 * (1 - b + b * |c| / avg|c|))
     idf(t)      = log(1 + (n - df(t) + 0.5) / (df(t) + 0.5))
 
 over terms = lower-cased words, question stop-words dropped (`STOP`: function words and the words
@@ -93,7 +94,8 @@ class BM25:
     def _posting(self, t: str) -> tuple[np.ndarray, np.ndarray]:
         if t not in self._arrays:
             p = self.postings.get(t, [])
-            self._arrays[t] = (np.array([i for i, _ in p], dtype=np.int64), np.array([f for _, f in p], dtype=np.float64))
+            self._arrays[t] = (np.array([i for i, _ in p], dtype=np.int64),
+                               np.array([f for _, f in p], dtype=np.float64))
         return self._arrays[t]
 
     def scores(self, question: str) -> np.ndarray:

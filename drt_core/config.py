@@ -275,7 +275,8 @@ def _validate(v: dict) -> None:
     need(S >= 2, "chunk_size must be >= 2 (real tokens + the landmark)")
     need(v["chunk_topk"] >= 1 and v["window"] >= 1,
          f"chunk_topk and window must be >= 1, got {v['chunk_topk']} and {v['window']}")
-    need(v["lower_layers"] >= 0 and v["encoder_layers"] >= 0 and (v["baseline_layers"] is None or v["baseline_layers"] >= 1),
+    need(v["lower_layers"] >= 0 and v["encoder_layers"] >= 0
+         and (v["baseline_layers"] is None or v["baseline_layers"] >= 1),
          "layer counts must be >= 0 (baseline_layers >= 1)")
     need(v["vocab_size"] > max(v["pad_token_id"], v["eos_token_id"], v["lmk_token_id"]),
          f"vocab_size {v['vocab_size']} must exceed the special token ids")
@@ -287,7 +288,8 @@ def _validate(v: dict) -> None:
     copy = v["copy_head"]
     need(not copy or arch in ("drt", "fixed_retriever"),
          f"copy_head needs chunk selections (arch 'drt' or 'fixed_retriever'), got {arch!r}")
-    need(copy or not any(v[k] for k in ("copy_bigram", "copy_global", "copy_match", "copy_recall", "copy_span", "copy_lead")),
+    need(copy or not any(v[k] for k in ("copy_bigram", "copy_global", "copy_match", "copy_recall", "copy_span",
+                                         "copy_lead")),
          "copy_bigram, copy_global, copy_match, copy_recall, copy_span and copy_lead extend the copy head: "
          "set copy_head=true too")
     need(0 <= int(v["copy_match"]) < S - 1,

@@ -46,10 +46,10 @@ class CopyHead(OwnInit):
 
     copy_match = n > 0 adds what the learned matches only approximate: the exact length L <= n of
     the common suffix of the text ending at the query (its own token first) and the text ending
-    just before the slot (within the slot's chunk, or its span with copy_span; pad ids never match), as a learned score bias
-    per length, and, for the gate, the longest L among the retrieved slots (a learned gate bias
-    per length). Once the first digits of a passkey are written, the slot that continues them is
-    the only one with a long match, however many chunks share the fusion weight.
+    just before the slot (within the slot's chunk, or its span with copy_span; pad ids never match),
+    as a learned score bias per length, and, for the gate, the longest L among the retrieved slots
+    (a learned gate bias per length). Once the first digits of a passkey are written, the slot that
+    continues them is the only one with a long match, however many chunks share the fusion weight.
 
     copy_recall = J > 0 lets the pointer look a value up by its key: for each slot, the longest
     n-gram (<= RECALL_CAP tokens) ending o + 1 slots before it (o < J) that also occurs in the
@@ -151,8 +151,8 @@ class CopyHead(OwnInit):
         position [Z, M, D], of the token two slots before each slot [Z, k, N, D], of each slot's own
         token [Z, k, N, D]). With copy_match, `match` [Z, M, k, N] the suffix-match lengths
         (suffix_match); with copy_recall, `recall` [Z, M, k, N] the recalled n-gram lengths ending
-        at each slot (recall_lengths; with copy_recall_age, its codes length + (cap + 1) * age). Returns gate logits [Z, M] and pointer weights [Z, M, k, N]
-        (float32)."""
+        at each slot (recall_lengths; with copy_recall_age, its codes length + (cap + 1) * age). Returns
+        gate logits [Z, M] and pointer weights [Z, M, k, N] (float32)."""
         hn = self.norm(h)
         q = self.q(hn) + self.q_tok(self.tok_norm(emb))
         prev = F.pad(mem_k, (0, 0, 1, 0))[..., :-1, :]  # slot s-1's memory key (zero for slot 0)

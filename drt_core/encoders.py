@@ -75,7 +75,8 @@ class ChunkEncoder(nn.Module):
         D = cfg.hidden_size
         self.prenorm = RMSNorm(D, cfg.rms_eps)
         self.context = ContextAttention(cfg) if context else None  # config key_context
-        self.layers = nn.ModuleList([EncoderBlock(cfg) for _ in range(cfg.encoder_layers if layers is None else layers)])
+        self.layers = nn.ModuleList([EncoderBlock(cfg)
+                                     for _ in range(cfg.encoder_layers if layers is None else layers)])
         self.norm = RMSNorm(D, 1e-6)
         self.memory = memory  # False: a query or key encoder, landmark states only
         self.k_proj = nn.Linear(D, D, bias=False) if memory else None
@@ -104,7 +105,8 @@ def key_encoder(cfg: DRTConfig) -> ChunkEncoder | None:
     """config key_encoder = n > 0: the landmark keys come from an encoder of n layers of their own
     (reading key_context slots of the chunk before), so that retrieval can be trained without
     moving the memory K/V that the upper layers and the copy head read. None: the chunk encoder's."""
-    return ChunkEncoder(cfg, layers=cfg.key_encoder, memory=False, context=cfg.key_context > 0) if cfg.key_encoder else None
+    return (ChunkEncoder(cfg, layers=cfg.key_encoder, memory=False, context=cfg.key_context > 0)
+            if cfg.key_encoder else None)
 
 
 def query_encoder(cfg: DRTConfig) -> ChunkEncoder | None:

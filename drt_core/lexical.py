@@ -107,8 +107,9 @@ class LexicalScorer(OwnInit):
         present = torch.zeros(*q_toks.shape[:-1], V, device=q_toks.device).scatter_(-1, q_toks.long(), 1.0)
         return present * self.token_weights()
 
-    def scores(self, g: int, q_toks: torch.Tensor | None, k_toks: torch.Tensor | None, q_chunk: torch.Tensor | None = None,
-               k_chunk: torch.Tensor | None = None, block: int = 4096, stats=None) -> torch.Tensor:
+    def scores(self, g: int, q_toks: torch.Tensor | None, k_toks: torch.Tensor | None,
+               q_chunk: torch.Tensor | None = None, k_chunk: torch.Tensor | None = None, block: int = 4096,
+               stats=None) -> torch.Tensor:
         """[B, Cq, Ck] lexical scores of group g; q_toks [B, Cq, N], k_toks [B, Ck, N] token ids
         (keys deduplicated here: each distinct token counts once). Key chunks in blocks of `block`.
         With config lexical_doc_df (and lexical_words), q_chunk [Cq] and k_chunk [Ck] (chunk indices)

@@ -98,12 +98,14 @@ def make_splits(
     docs = list_documents(root)
     rng = random.Random(seed)
 
-    book_cands = [d for d in docs["books"] if d.startswith("books/") and (root / d).stat().st_size <= MAX_HELDOUT_BOOK_BYTES]
+    book_cands = [d for d in docs["books"]
+                  if d.startswith("books/") and (root / d).stat().st_size <= MAX_HELDOUT_BOOK_BYTES]
     fam: dict[str, list[str]] = {}
     for d in docs["stacks"]:
         fam.setdefault(_stacks_family(d), []).append(d)
     stacks_cands = [
-        d for d in docs["stacks"] if len(fam[_stacks_family(d)]) == 1 and (root / d).stat().st_size >= MIN_HELDOUT_STACKS_BYTES
+        d for d in docs["stacks"]
+        if len(fam[_stacks_family(d)]) == 1 and (root / d).stat().st_size >= MIN_HELDOUT_STACKS_BYTES
     ]
     if len(book_cands) < 2 * n_books or len(stacks_cands) < 2 * n_stacks:
         # small corpora (tests): fall back to any document, keeping at least one for training
@@ -238,7 +240,8 @@ def train_and_measure(
 # --------------------------------------------------------------------------------------------
 
 
-def encode_documents(paths: Sequence[str | os.PathLike], tokenizer_path=None, batch_chars: int = 8_000_000) -> Iterable[np.ndarray]:
+def encode_documents(paths: Sequence[str | os.PathLike], tokenizer_path=None,
+                     batch_chars: int = 8_000_000) -> Iterable[np.ndarray]:
     """Yield, per document, its uint16 ids followed by EOT. Pieces of several documents are encoded
     together in one parallel batch (`encode_batch_fast`), ~8 M characters at a time."""
     from ..tokenizer import EOT_ID, backend, iter_pieces
@@ -312,7 +315,8 @@ def build_token_files(
         for s in SPLITS:
             names = split[s][corpus]
             nbytes += sum((root / n).stat().st_size for n in names)
-            n = _write_atomic_bin(outp / corpus / f"{s}.bin", encode_documents([root / n for n in names], tokenizer_path))
+            n = _write_atomic_bin(outp / corpus / f"{s}.bin",
+                                  encode_documents([root / n for n in names], tokenizer_path))
             counts[corpus][s] = n
             docs_n[corpus][s] = len(names)
             log.info("%s/%s: %d docs, %d tokens", corpus, s, len(names), n)
@@ -439,7 +443,8 @@ def run(args) -> int:
     meta = build_token_files(corpora, out, tok_path, split)
     result.update(meta)
     ready.write_text(json.dumps({"finished": time.strftime("%Y-%m-%dT%H:%M:%S")}) + "\n")
-    lines = [f"{c}/{s}: {meta['tokens'][c][s]:,} tokens ({meta['documents'][c][s]} docs)" for c in CORPORA for s in SPLITS]
+    lines = [f"{c}/{s}: {meta['tokens'][c][s]:,} tokens ({meta['documents'][c][s]} docs)"
+             for c in CORPORA for s in SPLITS]
     lines.append(f"{meta['mb_per_second']} MB/s; wrote {out}")
     emit(args, result, "\n".join(lines))
     return 0
