@@ -271,7 +271,8 @@ def select(parts: list[Part], *, chapter: int | None = None, pages: tuple[int, i
         got = [p for p in parts if p.number == chapter]
         if not got:
             numbers = [p.number for p in parts]
-            raise IngestError(f"no chapter {chapter}: this document has parts {numbers[0]}-{numbers[-1]} (drt-reader outline DOC lists them)")
+            raise IngestError(f"no chapter {chapter}: this document has parts {numbers[0]}-{numbers[-1]} "
+                              "(drt-reader outline DOC lists them)")
         return got
     if pages is not None:
         a, b = pages

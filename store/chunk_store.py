@@ -148,7 +148,8 @@ class MemmapChunkMemory(ChunkMemory):
         if meta is not None:
             shape = (meta["D"], meta["N"], meta["G"], meta["k"], meta["dtype"])
             if shape != (D, N, G, k, self.dtype.name):
-                raise ValueError(f"chunk memory at {self.dir} has shape {shape}, expected {(D, N, G, k, self.dtype.name)}")
+                raise ValueError(f"chunk memory at {self.dir} has shape {shape}, "
+                                 f"expected {(D, N, G, k, self.dtype.name)}")
             if not self._has_token_ids(int(meta["n"])):
                 from .errors import StateTooOld
 

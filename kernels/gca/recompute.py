@@ -3,9 +3,10 @@ Triton kernels' memory.
 
 `GCARecompute` runs gca_reference's function without an autograd graph (the same numbers up to float
 rounding: the scores against every chunk, and the fused output, are single matmuls) and saves q, k,
-v, w and the per-chunk log-sum-exp lse[z,h,m,j] (fp32), as the Triton training kernel does (triton_gca.GCAFunction), instead of the graph's scores, probabilities and per-chunk
-outputs ([Z, H, K, M, N] and [Z, H, K, M, d] tensors: about 70 KiB a token per upper layer at
-D = 384). The backward recomputes the probabilities from lse (the math of README.md, Backward):
+v, w and the per-chunk log-sum-exp lse[z,h,m,j] (fp32), as the Triton training kernel does
+(triton_gca.GCAFunction), instead of the graph's scores, probabilities and per-chunk outputs
+([Z, H, K, M, N] and [Z, H, K, M, d] tensors: about 70 KiB a token per upper layer at D = 384).
+The backward recomputes the probabilities from lse (the math of README.md, Backward):
 
     P_jn = exp(s_jn - lse_j)            dP'_jn = <dO, v_jn>           (dP = w_j dP')
     dw_j = sum_{h,m,n} P_jn dP'_jn      dS_jn = w_j P_jn (dP'_jn - sum_n' P_jn' dP'_jn')
