@@ -21,7 +21,8 @@ import numpy as np
 FEATURES = ("reader_prob", "reader_margin", "reader_score", "sent_cov", "sent_cov_win", "names_in_sentence",
             "bm25_cov", "span_score", "span_prob", "asks_name_x_new_caps", "asks_number_x_has_number", "new_caps",
             "has_number", "type_ok")
-_ASKS_NUMBER = re.compile(r"\b(how (many|much|old|long|far)|what (year|age|sum|price|number|date)|which year|when)\b", re.I)
+_ASKS_NUMBER = re.compile(r"\b(how (many|much|old|long|far)|what (year|age|sum|price|number|date)|which year|when)\b",
+                          re.I)
 _ASKS_NAME = re.compile(r"\b(name|named|called|title|who)\b", re.I)
 
 

@@ -40,7 +40,8 @@ from .views import BeforePage, Redacted, prefix_state
 NO_REPEAT_NGRAM = 4
 
 NOT_FOUND = "Not found in this document."
-QUOTE_MAX_CHARS = 400  # a quote: the best sentence of the quoted chunk (quote_chunk) and its neighbours, at most this long
+# a quote: the best sentence of the quoted chunk (quote_chunk) and its neighbours, at most this long
+QUOTE_MAX_CHARS = 400
 # the sentences that join the best one, in turn, while the quote stays within QUOTE_MAX_CHARS: the two
 # after it first (what a question's words lead up to, "she said:", "my name is", follows them),
 # then the one before; validation's choice (docs/history/2026-12-04-quote-probes.md)
@@ -243,7 +244,8 @@ def introduction(library: Library, doc_id: str, question: str) -> list[int]:
             _TEXTS.pop(next(iter(_TEXTS)))
         chunks = library.chunks(doc_id)
         boiler = chunk_matter(library, doc_id, chunks)
-        _TEXTS[key] = (document_text(library, doc_id), [(chunks[i]["char_start"], chunks[i]["char_end"]) for i in boiler],
+        _TEXTS[key] = (document_text(library, doc_id),
+                       [(chunks[i]["char_start"], chunks[i]["char_end"]) for i in boiler],
                        [c["char_start"] for c in chunks])
     text, skip, starts = _TEXTS[key]
     pos = first_mention(text, name, skip)
@@ -327,7 +329,8 @@ def quote_of_reading(reading, by_idx: dict[int, dict], cut_words: bool = False) 
     if cut_words:
         b = cut_at_word(p.text, a, b)
     qa, qb = p.base + a, p.base + b
-    pages = sorted({pg for x in by_idx.values() if x["char_end"] > qa and x["char_start"] < qb and abs(x["idx"] - p.chunk) <= 1
+    pages = sorted({pg for x in by_idx.values()
+                    if x["char_end"] > qa and x["char_start"] < qb and abs(x["idx"] - p.chunk) <= 1
                     for pg in range(x["page_first"], x["page_last"] + 1)})
     inside = reading.span is not None and a <= reading.span[0] and reading.span[1] <= b
     return {"text": " ".join(p.text[a:b].split()), "sentence": " ".join(p.text[cand.a:cand.b].split()),
@@ -342,8 +345,9 @@ def quote_from_evidence(library: Library, doc_id: str, chunk: int, question: str
     in-document idf of the question's words (the model's word term, config lexical_words, at the
     scale of a sentence; ties: the first), quoted with the sentences `grow` names, in turn (offsets
     from it; QUOTE_GROW: the two after it, then the one before) while the quote stays within `limit`
-    characters; with its chunk, pages and character span. Chosen on validation questions against the sentence the copy head points
-    into (docs/history/2026-12-03-word-lexical.md) and against other cuts (2026-12-04-quote-probes.md)."""
+    characters; with its chunk, pages and character span. Chosen on validation questions against the
+    sentence the copy head points into (docs/history/2026-12-03-word-lexical.md) and against other cuts
+    (2026-12-04-quote-probes.md)."""
     by_idx = {r["idx"]: r for r in library.chunks(doc_id, [chunk - 1, chunk, chunk + 1])}
     if chunk not in by_idx:
         return None

@@ -102,8 +102,8 @@ def _evidence_text(evidence: list[dict]) -> str:
     lines = []
     for e in evidence:
         snippet = text_snippet(e["text"], 160)
-        lines.append(f"  [chunk {e['chunk']}, {pages_ref(e['pages'])}{_matter(e)}, weight {e['weight']:.3f}{_effect(e)}] "
-                     f"{snippet}")
+        lines.append(f"  [chunk {e['chunk']}, {pages_ref(e['pages'])}{_matter(e)}, "
+                     f"weight {e['weight']:.3f}{_effect(e)}] {snippet}")
     return "\n".join(lines)
 
 
@@ -132,8 +132,8 @@ def answer_text(out: dict) -> str:
         from .ask import abstain_reason
 
         if passages:  # the cross-encoder's closest passages, shown as what they are
-            return "\n".join([f"{out['answer']} {abstain_reason(out)}", "The closest passages (closest, not an answer):",
-                               *_passage_lines(passages)])
+            return "\n".join([f"{out['answer']} {abstain_reason(out)}",
+                              "The closest passages (closest, not an answer):", *_passage_lines(passages)])
         return f"{out['answer']} {abstain_reason(out)} The passages the model scored highest are below."
     if q and passages:  # evidence first: the best passage's quote, then the next two passages
         from .ask import quote_origin
@@ -207,7 +207,8 @@ def _ask_all(args: argparse.Namespace) -> int:
                       before_page=args.before_page)
     if args.json:
         emit(args, {"question": out["question"], "documents": [
-            {"doc_id": d["doc_id"], "title": d["title"], **{k: d[k] for k in CONTRACT_KEYS}} for d in out["documents"]]})
+            {"doc_id": d["doc_id"], "title": d["title"], **{k: d[k] for k in CONTRACT_KEYS}}
+            for d in out["documents"]]})
         return 0
     blocks = []
     for d in out["documents"]:
@@ -248,7 +249,8 @@ def cmd_outline(args: argparse.Namespace) -> int:
                 raise QAError(f"chunk {args.chunk} is not in this document (0 to {n - 1})")
             rows = relied_on(document_statements(lib, doc_id), dep, args.chunk)
             by_idx = {r["idx"]: r for r in lib.chunks(doc_id, [args.chunk, *(r["chunk"] for r in rows)])}
-            lines = [f"chunk {args.chunk} ({pages_ref(list(range(by_idx[args.chunk]['page_first'], by_idx[args.chunk]['page_last'] + 1)))}) "
+            here = by_idx[args.chunk]
+            lines = [f"chunk {args.chunk} ({pages_ref(list(range(here['page_first'], here['page_last'] + 1)))}) "
                      f"relied on {len(rows)} chunk(s):"]
             for r in rows:
                 c = by_idx[r["chunk"]]

@@ -64,7 +64,8 @@ class CrossEncoder(nn.Module):
         self.span = nn.Linear(cfg.hidden_size, 2)
 
     def forward(self, input_ids, attention_mask, token_type_ids):
-        h = self.bert(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).last_hidden_state
+        h = self.bert(input_ids=input_ids, attention_mask=attention_mask,
+                      token_type_ids=token_type_ids).last_hidden_state
         rel = self.relevance(h[:, 0]).squeeze(-1).float()
         se = self.span(h).float()
         return rel, se[..., 0], se[..., 1]

@@ -165,12 +165,14 @@ def loss_of(model, tok, ex: dict, bf16: bool):
         rel, st, en = model(ids, mask, types)
     target = torch.zeros_like(rel)
     target[0] = 1.0
-    loss = F.cross_entropy(rel[None], torch.zeros(1, dtype=torch.long)) + F.binary_cross_entropy_with_logits(rel, target)
+    loss = (F.cross_entropy(rel[None], torch.zeros(1, dtype=torch.long))
+            + F.binary_cross_entropy_with_logits(rel, target))
     if start is not None:
         m = mask[0].bool()
         s0 = st[0].masked_fill(~m, -1e4)
         e0 = en[0].masked_fill(~m, -1e4)
-        loss = loss + 0.5 * (F.cross_entropy(s0[None], torch.tensor([start])) + F.cross_entropy(e0[None], torch.tensor([end])))
+        loss = loss + 0.5 * (F.cross_entropy(s0[None], torch.tensor([start]))
+                             + F.cross_entropy(e0[None], torch.tensor([end])))
     return loss, rel, st, en, start, end
 
 
@@ -237,7 +239,8 @@ def main(argv=None) -> int:
     rng = random.Random(a.seed)
     rng.shuffle(tr)
     ho = random.Random(1).sample(ho, min(300, len(ho)))
-    print(f"examples: {len(tr)} train, {len(ho)} held out ({len(names)} documents, {time.time() - t0:.0f} s)", flush=True)
+    print(f"examples: {len(tr)} train, {len(ho)} held out ({len(names)} documents, {time.time() - t0:.0f} s)",
+          flush=True)
 
     tok = load_tokenizer(MAX_LEN)
     model = CrossEncoder.pretrained_base()

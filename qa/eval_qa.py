@@ -244,7 +244,8 @@ def _baseline_index(name: str, texts: list[str], device: str, cache: str | Path 
 
     from drt_core.bm25 import BM25
 
-    return {"bm25": BM25Index, "bm25s": BM25, "minilm": lambda t: MiniLMIndex(t, device=device, cache=cache)}[name](texts)
+    return {"bm25": BM25Index, "bm25s": BM25,
+            "minilm": lambda t: MiniLMIndex(t, device=device, cache=cache)}[name](texts)
 
 
 def reader_quote(library, doc_id: str, chunks: list[dict], ranking: list[int], question: str, reader, stats,
@@ -751,7 +752,8 @@ def cmd_qa(args) -> int:
         res["calibration"] = cal = calibrate_cross_encoder(res["rows"], drt0, max_false=args.max_false)
         text += (f"\n\ncross-encoder: abstain below P = {cal['abstain_below']} (abstains on "
                  f"{100 * (cal['abstain_answerable'] or 0):.1f}% of {cal['calibrated_on']} answerable and "
-                 f"{100 * (cal['abstain_unanswerable'] or 0):.1f}% of {cal['unanswerable']} unanswerable); short answer "
+                 f"{100 * (cal['abstain_unanswerable'] or 0):.1f}% of {cal['unanswerable']} unanswerable); "
+                 "short answer "
                  + (f"above span score {cal['short_above']} ({cal['short_shown']} shown, "
                     f"{100 * cal['short_precision']:.1f}% right)" if cal["short_above"] is not None else "never shown"))
         if args.write_threshold:
@@ -769,7 +771,8 @@ def cmd_qa(args) -> int:
     elif args.calibrate and drt0 and any(r[drt0].get("confidence") for r in res["rows"]):
         # the reader's abstention test: its threshold, written into the checkpoint's reader.json
         res["calibration"] = cal = calibrate_confidence(res["rows"], drt0, max_false=args.max_false)
-        text += (f"\n\ncalibrated reader abstention threshold = {cal['threshold']} on {cal['calibrated_on']} answerable "
+        text += (f"\n\ncalibrated reader abstention threshold = {cal['threshold']} "
+                 f"on {cal['calibrated_on']} answerable "
                  f"questions: abstains on {100 * (cal['abstain_answerable'] or 0):.1f}% of answerable and "
                  f"{100 * (cal['abstain_unanswerable'] or 0):.1f}% of {cal['unanswerable']} unanswerable (those not "
                  "already abstained on by the rare-word test)")

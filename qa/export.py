@@ -75,8 +75,9 @@ def evidence_lines(library: Library, doc_id: str, evidence: list[dict], labels: 
 
 def passage_lines(passages: list[dict], labels: dict[int, str]) -> list[str]:
     """Shown passages (ask's cross-encoder path): pages, chunk, the reader's probability, the text."""
-    return [f"- {page_ref(labels, list(p.get('pages') or []))}, chunk {p['chunk']}, {100 * float(p.get('p') or 0):.0f}%: "
-            f"{md_escape(snippet(p.get('text', ''), SNIPPET_CHARS))}" for p in passages]
+    return [f"- {page_ref(labels, list(p.get('pages') or []))}, chunk {p['chunk']}, "
+            f"{100 * float(p.get('p') or 0):.0f}%: {md_escape(snippet(p.get('text', ''), SNIPPET_CHARS))}"
+            for p in passages]
 
 
 def quote_block(text: str, short: str | None) -> list[str]:
@@ -125,7 +126,8 @@ def answer_lines(row: dict, made: dict, labels: dict[int, str]) -> list[str]:
     if made.get("abstained"):
         lines.append(f"**{md_escape(NOT_FOUND)}** {md_escape(abstain_reason(made))}")
         if made.get("passages"):
-            lines += ["", "The closest passages (closest, not an answer):", ""] + passage_lines(made["passages"], labels)
+            lines += (["", "The closest passages (closest, not an answer):", ""]
+                      + passage_lines(made["passages"], labels))
     elif q:
         where = f"{page_ref(labels, list(q.get('pages') or []))}{_matter(q)}, chunk {q['chunk']}"
         if q.get("introduces"):  # as `ask` says it

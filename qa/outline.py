@@ -32,7 +32,8 @@ from .cast import cast, introducing_sentence
 STATEMENT_KINDS = ("definition", "lemma", "proposition", "theorem", "corollary", "remark", "example")
 _KINDS_RX = "|".join(STATEMENT_KINDS)
 # a TeX statement: \begin{lemma}[title], or thmtools's \begin{restatable}[title]{lemma}{name} (restated by \name*)
-TEX_ENV = re.compile(rf"\\begin\{{restatable\}}(?:\[(?P<rtitle>[^\]\n]{{0,120}})\])?\{{(?P<rkind>{_KINDS_RX})\}}\{{[^}}]*\}}|"
+TEX_ENV = re.compile(rf"\\begin\{{restatable\}}(?:\[(?P<rtitle>[^\]\n]{{0,120}})\])?"
+                     rf"\{{(?P<rkind>{_KINDS_RX})\}}\{{[^}}]*\}}|"
                      rf"\\begin\{{(?P<kind>{_KINDS_RX})\}}(?:\[(?P<title>[^\]\n]{{0,120}})\])?")
 TEX_LABEL = re.compile(r"\s*\\label\{([^}]+)\}")
 # a printed statement heading: at a line's start (after at most a margin note such as the knowledge
@@ -51,7 +52,8 @@ PRINTED = re.compile(r"(?m)(?:^[ \t]*(?:[▷▶►][^\n]{0,24}?[ \t]*)?|[▶►]
 # a heading alone on its line at a block's start (after a blank line): "Definition 8" over its text
 PRINTED_ALONE = re.compile(rf"(?m)(?:(?<=\n\n)|(?<=\A))[ \t]*(?P<kind>{_PRINTED_KIND})[ \t]+"
                            r"(?P<number>(?:[A-Z]\.)?\d+(?:\.\d+)*)(?P<head>[ \t]*)(?P<rest>)$")
-PRINTED_KINDS = {"satz": "theorem", "korollar": "corollary", "bemerkung": "remark", "beispiel": "example"}  # German papers
+# German papers
+PRINTED_KINDS = {"satz": "theorem", "korollar": "corollary", "bemerkung": "remark", "beispiel": "example"}
 # where a printed statement's text ends: its proof, an end marker (LIPIcs's "◀"), or a sentence closing a paragraph
 _STATEMENT_END = re.compile(r"\n[ \t]*(?:Proof\b|Beweis\b)|◀|[.!?]\s*\n[ \t]*\n")
 STATEMENT_MAX = 1200  # characters of a printed statement's text at most
@@ -132,7 +134,8 @@ def statement_text(text: str, s: dict) -> str:
 
 _NUM = r"(?:[A-Z]\.)?\d+(?:\.\d+)*"
 # "Lemma 13", "Lemmas 31 and 32", "Theorem 2.1, 2.3": a statement referred to in the text
-STATEMENT_REF = re.compile(rf"\b(?P<kind>{_PRINTED_KIND})s?[ \t\n]+(?P<nums>{_NUM}(?:[ \t\n]*(?:,|and|&)[ \t\n]*{_NUM})*)")
+STATEMENT_REF = re.compile(rf"\b(?P<kind>{_PRINTED_KIND})s?[ \t\n]+"
+                           rf"(?P<nums>{_NUM}(?:[ \t\n]*(?:,|and|&)[ \t\n]*{_NUM})*)")
 _CITED = re.compile(r"\[[^\[\]\n]{0,40}$")  # "[25, Lemma 5.1]": another paper's statement, not this one's
 PROOF_HEAD = re.compile(r"\s*(?:\\end\{\w+\}\s*)?(?:\\begin\{proof\}|Proof\b|Beweis\b)")
 TEX_REF = re.compile(r"\\(?:ref|cref|Cref|autoref|Autoref)\*?\{([^}]+)\}")  # a TeX source's citations
@@ -157,9 +160,11 @@ def statement_refs(text: str, a: int, b: int, stmts: list[dict]) -> list[int]:
     by_label = {t["label"]: j for j, t in enumerate(stmts) if t.get("label")}
     refs = [(m.start(), [by_label.get(x.strip()) for x in m.group(1).split(",")]) for m in TEX_REF.finditer(text, a, b)]
     for m in STATEMENT_REF.finditer(text, a, b):
-        if _CITED.search(text, max(a, m.start() - 40), m.start()) or text[max(0, m.start() - 2):m.start()].strip() in ("▶", "►"):
+        if (_CITED.search(text, max(a, m.start() - 40), m.start())
+                or text[max(0, m.start() - 2):m.start()].strip() in ("▶", "►")):
             continue  # another paper's statement; a heading the text layer printed inside this one
-        refs.append((m.start(), [find_statement(stmts, m.group("kind"), num) for num in re.findall(_NUM, m.group("nums"))]))
+        refs.append((m.start(), [find_statement(stmts, m.group("kind"), num)
+                                 for num in re.findall(_NUM, m.group("nums"))]))
     for _, found in sorted(refs, key=lambda r: r[0]):
         out += [i for i in found if i is not None and i not in out]
     return out
@@ -228,11 +233,13 @@ def statement_uses(text: str, stmts: list[dict], chunks: list[dict], dependency_
 
 _ASKS_USES = re.compile(r"\b(?:uses?|used|using|rel(?:y|ies|ied)\s+on|depends?\s+on|needs?|requires?|based\s+on|"
                         r"cites?|invokes?|builds?\s+on|prerequisites?)\b", re.I)
-_STATEMENT_Q = re.compile(rf"^\s*(?:(?:what|which|whats|what's)\b[^?]{{0,48}}?|(?:state|quote|recall|give|show)\b[^?]{{0,12}}?)?"
+_STATEMENT_Q = re.compile(rf"^\s*(?:(?:what|which|whats|what's)\b[^?]{{0,48}}?|"
+                          rf"(?:state|quote|recall|give|show)\b[^?]{{0,12}}?)?"
                           rf"\b(?P<kind>{_PRINTED_KIND})s?[ \t]+(?P<number>{_NUM})\b(?P<rest>[^\n]*)$", re.I)
 
 
-_WHAT_IS = re.compile(r"\s*(?:(?:what|what's|whats)(?:\s+(?:is|was|does|do|did))?|state|quote|recall|give|show(?:\s+me)?)?"
+_WHAT_IS = re.compile(r"\s*(?:(?:what|what's|whats)(?:\s+(?:is|was|does|do|did))?|"
+                      r"state|quote|recall|give|show(?:\s+me)?)?"
                       r"\s*(?:the\s+)?(?:(?:statement|text|content)\s+of\s+)?(?:the\s+)?", re.I)
 _SAYS = re.compile(r"(?:say|says|state|states|assert|asserts|claim|claims|define|defines|mean|means|about|)", re.I)
 
@@ -429,8 +436,9 @@ def outline_text(o: dict, title: str = "") -> str:
             cites = [u["statement"] for u in s.get("uses") or [] if u["cited"]]
             seen = [u["statement"] for u in s.get("uses") or [] if not u["cited"]]
             if cites or seen:
-                lines.append("      uses " + "; ".join(x for x in (", ".join(cites[:6]) + " (cited)" * bool(cites),
-                                                                   ", ".join(seen[:4]) + " (retrieved)" * bool(seen)) if x))
+                lines.append("      uses " + "; ".join(
+                    x for x in (", ".join(cites[:6]) + " (cited)" * bool(cites),
+                                ", ".join(seen[:4]) + " (retrieved)" * bool(seen)) if x))
     for kinds, head in ((("person",), "People"), (("place",), "Places"), (("name",), "Other names")):
         got = [n for n in o["names"] if n["kind"] in kinds]
         if not got:

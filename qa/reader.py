@@ -154,7 +154,8 @@ SENTENCE_FEATURES = (
     "appositive", "dialogue", "boiler", "in_chunk", "best_in_passage", "best_overall", "best_win_overall",
     "cov_words", "naming", "next_to_best",
     *[f"k_{k}" for k in QKINDS],
-    *[f"k_{k}_x_{f}" for k in ("who", "where", "when", "number", "what") for f in ("new_caps", "has_number", "place_prep", "appositive", "first_named")],
+    *[f"k_{k}_x_{f}" for k in ("who", "where", "when", "number", "what")
+      for f in ("new_caps", "has_number", "place_prep", "appositive", "first_named")],
 )
 
 
@@ -233,7 +234,8 @@ def sentence_features(q: QuestionInfo, cands: Sequence[Candidate]) -> np.ndarray
         first_named = float(bool(prior) and all(v == 0 for v in prior) and any(t in st for t in q.names))
         appositive = 0.0
         for t in q.names:
-            m = re.search(r"([^\W_]+)(?:[’']s)?\s*(,\s*(a|an|the|who|whose|my|his|her|our)\b|\s+(was|is|had been)\s+(a|an|the|my|his|her|our|one)\b)", sent)
+            m = re.search(r"([^\W_]+)(?:[’']s)?\s*(,\s*(a|an|the|who|whose|my|his|her|our)\b|"
+                          r"\s+(was|is|had been)\s+(a|an|the|my|his|her|our|one)\b)", sent)
             if m and stem(m.group(1).lower()) == t:
                 appositive = 1.0
         k = q.kind
@@ -279,7 +281,8 @@ def sentence_features(q: QuestionInfo, cands: Sequence[Candidate]) -> np.ndarray
 SPAN_FEATURES = (
     "len", "len2", "cap_frac", "starts_cap", "has_digit", "has_numword", "after_copula", "after_naming", "after_prep",
     "after_comma", "before_punct", "at_end", "near_q_left", "near_q_right", "inner_stop", "idf_mean", "pos",
-    *[f"k_{k}_x_{f}" for k in ("who", "where", "when", "number", "what", "find") for f in ("cap_frac", "has_digit", "has_numword", "after_copula", "after_prep", "len")],
+    *[f"k_{k}_x_{f}" for k in ("who", "where", "when", "number", "what", "find")
+      for f in ("cap_frac", "has_digit", "has_numword", "after_copula", "after_prep", "len")],
 )
 
 
@@ -317,8 +320,9 @@ def span_features(sent: str, q: QuestionInfo, cands, stats: DocStats) -> np.ndar
             "cap_frac": sum(t[:1].isupper() for t in toks) / n, "starts_cap": float(toks[0][:1].isupper()),
             "has_digit": float(any(any(ch.isdigit() for ch in t) for t in toks)),
             "has_numword": float(any(t.lower() in NUMBER_WORDS for t in toks)),
-            "after_copula": float(prev in COPULA), "after_naming": float(prev in NAMING), "after_prep": float(prev in PREP),
-            "after_comma": float("," in left), "before_punct": float(bool(re.match(r"\s*[,.;:!?)\"”’]", right)) or j + 1 == len(ws)),
+            "after_copula": float(prev in COPULA), "after_naming": float(prev in NAMING),
+            "after_prep": float(prev in PREP), "after_comma": float("," in left),
+            "before_punct": float(bool(re.match(r"\s*[,.;:!?)\"”’]", right)) or j + 1 == len(ws)),
             "at_end": float(j + 1 == len(ws)), "near_q_left": 1.0 / (1 + dl), "near_q_right": 1.0 / (1 + dr),
             "inner_stop": sum(t.lower() in STOP for t in toks) / n,
             "idf_mean": float(np.mean([stats.idf(stem(t.lower())) for t in toks])) / 10.0,

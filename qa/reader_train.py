@@ -87,7 +87,8 @@ def examples_for_doc(text: str, items: list[dict], rng: random.Random, encode) -
             s = bm.scores(question)
             order = [int(i) for i in np.lexsort((np.arange(len(s)), -s))[:TOP]]
             a0 = it["ans_char"][0]
-            gold_chunk = next(c.index for c in chunks if c.char_start <= a0 < c.char_end) if a0 < chunks[-1].char_end else None
+            gold_chunk = (next(c.index for c in chunks if c.char_start <= a0 < c.char_end)
+                          if a0 < chunks[-1].char_end else None)
             if gold_chunk is None:
                 continue
             if not any(abs(c - gold_chunk) <= 1 for c in order):
@@ -95,7 +96,8 @@ def examples_for_doc(text: str, items: list[dict], rng: random.Random, encode) -
             ps = passages_for(text, chunks, [(c, float(s[c])) for c in order])
             cands = candidates(ps)
             if rng.random() < ABSTAIN_SHARE:  # the abstention test's examples: with the answer, and without it
-                rest = [int(i) for i in np.lexsort((np.arange(len(s)), -s))[: TOP + 6] if abs(int(i) - gold_chunk) > 1][:TOP]
+                rest = [int(i) for i in np.lexsort((np.arange(len(s)), -s))[: TOP + 6]
+                        if abs(int(i) - gold_chunk) > 1][:TOP]
                 out.append({"abstain": (question, ps, passages_for(text, chunks, [(c, float(s[c])) for c in rest]),
                                         s), "doc_stats": stats})
             lab = next((i for i, c in enumerate(cands) if c.passage.base + c.a <= a0 < c.passage.base + c.b), None)

@@ -174,7 +174,8 @@ def quote_of(win: Window) -> dict | None:
     if r.span is not None and a <= r.span[0] and r.span[1] <= b:
         span_text = " ".join(text[r.span[0]:r.span[1]].split()) or None
     return {"text": " ".join(text[a:b].split()), "sentence": " ".join(text[sa:sb].split()),
-            "short": None, "span_text": span_text, "chunk": win.chunk, "char_start": win.base + a, "char_end": win.base + b,
+            "short": None, "span_text": span_text, "chunk": win.chunk,
+            "char_start": win.base + a, "char_end": win.base + b,
             "sentence_start": win.base + sa, "sentence_end": win.base + sb,
             "span": None if r.span is None else [win.base + r.span[0], win.base + r.span[1]],
             "pages": win.pages(win.base + a, win.base + b),

@@ -60,7 +60,8 @@ def statement_answer(library: Library, engine: DocumentEngine, doc_id: str, aske
     hit = [c for c in s["chunks"] if c in weights]
     retrieved = [int(e["chunk"]) for e in out["evidence"]]
     labels = {p["number"]: p["label"] for p in library.pages(doc_id)}
-    pages = sorted({p for c in s["chunks"] if c < len(chunks) for p in range(chunks[c]["page_first"], chunks[c]["page_last"] + 1)})
+    pages = sorted({p for c in s["chunks"] if c < len(chunks)
+                    for p in range(chunks[c]["page_first"], chunks[c]["page_last"] + 1)})
     quote = {"text": body, "sentence": body, "short": None, "chunk": s["chunks"][0], "pages": pages,
              "char_start": s["char_start"], "char_end": s["char_end"], "statement": name,
              "weight": round(max((weights[c] for c in hit), default=0.0), 6), "matter": None,

@@ -52,7 +52,8 @@ _ENDS = re.compile(r"[.!?][\"'’”)\]]*$")
 _STARTS = re.compile(r"^[\"'‘“(\[_]*[A-Z0-9]")
 
 
-def in_degree(dependency_map: Sequence[dict], n_chunks: int, skip: frozenset[int] | set[int] = frozenset()) -> list[float]:
+def in_degree(dependency_map: Sequence[dict], n_chunks: int,
+              skip: frozenset[int] | set[int] = frozenset()) -> list[float]:
     """Per document chunk, the sum of the fusion weights with which other chunks retrieved it;
     chunks in `skip` (boilerplate) neither give nor receive."""
     score = [0.0] * n_chunks
@@ -213,8 +214,9 @@ def extractive(
     picked: list[Sentence] = []
     for part in chosen:
         cands = part_sentences(text, part, chunks, cent, boiler)
-        idx = narrate.narrative([c.text for c in cands], [c.char_start for c in cands], (part.char_start, part.char_end),
-                                k, embed=embed, centrality=[c.score for c in cands], per_stretch=per_stretch)
+        idx = narrate.narrative([c.text for c in cands], [c.char_start for c in cands],
+                                (part.char_start, part.char_end), k, embed=embed,
+                                centrality=[c.score for c in cands], per_stretch=per_stretch)
         picked += [cands[i] for i in idx]
     labels = {p["number"]: p["label"] for p in page_rows}
     lines, rows = [], []
