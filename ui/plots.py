@@ -360,7 +360,8 @@ def dependency_map_svg(
         r = max(0.9, min(sc * 0.9, 1.2 + 4.0 * f))
         out.append(
             f'<circle cx="{px(c):.2f}" cy="{py(j):.2f}" r="{r:.2f}" fill="{viridis(f)}" fill-opacity="0.85" '
-            f'data-src="{c}" data-dst="{j}" data-w="{w:.4f}"><title>chunk {c} (p. {_e(page_label(int(chunk_pages[c]), page_labels))}) '
+            f'data-src="{c}" data-dst="{j}" data-w="{w:.4f}">'
+            f'<title>chunk {c} (p. {_e(page_label(int(chunk_pages[c]), page_labels))}) '
             f'retrieved chunk {j} (p. {_e(page_label(int(chunk_pages[j]), page_labels))}), weight {w:.3f}'
             "</title></circle>"
         )

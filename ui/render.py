@@ -67,7 +67,8 @@ def evidence_md(evidence: list[dict], labels: dict[int, str] | None = None, *, t
     if not evidence:
         return f"**{title}:** none (no document chunk was retrieved)."
     note = f" ({EFFECT_NOTE})" if any("causal_effect" in e for e in evidence) else ""
-    out = [f"**{title}** — the document chunks the model retrieved, by fusion weight (normalised over the answer){note}:"]
+    out = [f"**{title}** — the document chunks the model retrieved, by fusion weight "
+           f"(normalised over the answer){note}:"]
     for e in evidence:
         pages = e.get("pages") or [0]
         out.append(

@@ -237,7 +237,8 @@ def chat_bot(
                    gr.update(choices=_answer_choices(shown_now), value=len(shown_now) - 1),
                    answer_heatmap(ctx, early), evidence_md(early["evidence"], labels) + note, skip)
         else:  # the answer is a quote chosen at the end: show progress, not the raw generation
-            yield history + [{"role": "assistant", "content": "*reading the passages the model retrieved…* ▌"}], answers, skip, skip, skip, skip
+            yield (history + [{"role": "assistant", "content": "*reading the passages the model retrieved…* ▌"}],
+                   answers, skip, skip, skip, skip)
     assert final is not None
     _, labels = ctx.layout(final["doc_id"])
     text = final["answer"].strip()

@@ -81,7 +81,8 @@ def _state_text(d: dict) -> str:
         return "ready"
     if d["state"] == "prefilling":
         pct = 100 * d["tokens_done"] / d["tokens_total"] if d["tokens_total"] else 0
-        return f"prefilling now: {d['tokens_done']:,} / {d['tokens_total']:,} tokens ({pct:.0f}%) at the last checkpoint"
+        return (f"prefilling now: {d['tokens_done']:,} / {d['tokens_total']:,} tokens ({pct:.0f}%) "
+                "at the last checkpoint")
     if d["state"] in ("partial", "pending"):
         pct = 100 * d["tokens_done"] / d["tokens_total"] if d["tokens_total"] else 0
         return f"partial: {d['tokens_done']:,} / {d['tokens_total']:,} tokens ({pct:.0f}%), resumable"
