@@ -213,7 +213,8 @@ def citation_problems(source: Path, lines=None, docs_only: bool = False) -> list
                 if not docs_only or "shared/docs/" in token:
                     problems.append(f"{rel}:{no}: {token} (outside the repository)")
             elif token.startswith((".", "/", "tmp/", "data/")) or PLACEHOLDER.search(token):
-                continue  # a path a user passes (./x.json, /tmp/..., tmp/...), what `drt-reader data` builds, a template
+                # a path a user passes (./x.json, /tmp/..., tmp/...), what `drt-reader data` builds, a template
+                continue
             elif "/" not in token and token.endswith(".json"):
                 continue  # a bare .json name is a file a run writes or a checkpoint holds
             elif NOT_OURS.search(token) or resolves(token, source):

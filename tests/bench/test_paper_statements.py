@@ -45,7 +45,8 @@ def test_expected_numbers_follow_the_class_and_the_declarations(tmp_path):
 
 
 def test_llncs_envcountsame_and_own_counters(tmp_path):
-    body = "\\begin{document}\\begin{definition}a\\end{definition}\\begin{lemma}b\\end{lemma}\\begin{theorem}c\\end{theorem}\\end{document}"
+    body = ("\\begin{document}\\begin{definition}a\\end{definition}\\begin{lemma}b\\end{lemma}"
+            "\\begin{theorem}c\\end{theorem}\\end{document}")
     (tmp_path / "a.tex").write_text("\\documentclass[envcountsame]{llncs}\n" + body)
     assert [s["number"] for s in expected(tmp_path / "a.tex")] == ["1", "2", "3"]
     (tmp_path / "b.tex").write_text("\\documentclass{llncs}\n" + body)
@@ -53,7 +54,8 @@ def test_llncs_envcountsame_and_own_counters(tmp_path):
 
 
 def test_false_branches_and_compare():
-    assert drop_false_branches("a \\iffalse b \\fi c \\ifx\\x\\y d \\else e \\fi") == "a  c \\x\\y d  e "  # an unknown test keeps both branches
+    # an unknown test keeps both branches
+    assert drop_false_branches("a \\iffalse b \\fi c \\ifx\\x\\y d \\else e \\fi") == "a  c \\x\\y d  e "
     exp = [{"kind": "theorem", "number": "1.1"}, {"kind": "theorem", "number": "1.1"}, {"kind": "lemma", "number": "2"}]
     got = [{"kind": "theorem", "number": "1.1"}, {"kind": "lemma", "number": "3"}]
     r = compare(exp, got)

@@ -78,7 +78,8 @@ def test_cpu_gca_training_path_equals_the_reference_and_saves_less(softmax_one):
     do = torch.randn(Z, H, M, d)
     got = gca(q, k, v, w, softmax_one=softmax_one, backend="reference")
     ref = gca_reference(q, k, v, w, softmax_one=softmax_one)
-    torch.testing.assert_close(got, ref, atol=1e-6, rtol=1e-5)  # the same function (tests/kernels/test_recompute.py: fp64)
+    # the same function (tests/kernels/test_recompute.py: fp64)
+    torch.testing.assert_close(got, ref, atol=1e-6, rtol=1e-5)
     for a, b in zip(torch.autograd.grad(got, (q, k, v, w), do), torch.autograd.grad(ref, (q, k, v, w), do)):
         torch.testing.assert_close(a, b, atol=2e-5, rtol=1e-4)
     lean = saved_bytes(lambda: gca(q, k, v, w, softmax_one=softmax_one, backend="reference"))

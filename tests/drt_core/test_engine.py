@@ -121,7 +121,8 @@ def repeating_ids(L, period=130, seed=1):
                                                 ("drt", (1, 1), "preamble"),
                                                 ("sliding_window", (2,), "preamble"),
                                                 ("full_attention", (2,), "preamble"),
-                                                ("fixed_retriever", (2,), False), ("fixed_retriever", (1, 1), "preamble")])
+                                                ("fixed_retriever", (2,), False),
+                                                ("fixed_retriever", (1, 1), "preamble")])
 def test_streaming_logits_equal_batch(arch, groups, variant, one_thread):
     """Teacher-forced streaming in uneven pieces == one batch forward (within the training length);
     with each extension too (the copy head: a pointer over the stored chunks' tokens)."""
@@ -160,7 +161,8 @@ def test_streaming_attends_only_to_filled_cache_slots(monkeypatch):
 
 
 @pytest.mark.parametrize("arch,groups,variant", [("drt", (2,), False), ("drt", (1, 1), False),
-                                                ("sliding_window", (2,), False), ("drt", (2,), "copy"), ("drt", (2,), "bigram"),
+                                                ("sliding_window", (2,), False), ("drt", (2,), "copy"),
+                                                ("drt", (2,), "bigram"),
                                                 ("drt", (2,), "global"), ("drt", (2,), "match"),
                                                 ("drt", (2,), "lead"), ("drt", (1, 1), "allgroups"),
                                                 ("drt", (2,), "paper"), ("drt", (2,), "shipped"),
@@ -187,11 +189,14 @@ def test_selections_equal_batch_retrieval(query):
     pieces that cut chunks, so the carried tail is what the batch model reads)."""
     m = make_model("drt", (1, 1), query_encoder=2 if query == "encoder" else 0,
                    key_encoder=1 if query in ("key_encoder", "key_context") else 0,
-                   key_context=7 if query == "key_context" else 0, lexical=query in ("lexical", "lexdf", "lexwords", "lexcarry"),
+                   key_context=7 if query == "key_context" else 0,
+                   lexical=query in ("lexical", "lexdf", "lexwords", "lexcarry"),
                    lexical_doc_df=0.8 if query == "lexdf" else 0.0,
-                   lexical_words=1.1 if query in ("lexwords", "lexcarry") else 0.0, lexical_word_carry=query == "lexcarry")
+                   lexical_words=1.1 if query in ("lexwords", "lexcarry") else 0.0,
+                   lexical_word_carry=query == "lexcarry")
     ids = ids_of(63 * 12, seed=3)
-    if query == "lexcarry":  # toy words (every third id starts one): 6 7 8 cut as 6 | 7 8 by chunk 6's start, whole in chunk 10
+    # toy words (every third id starts one): 6 7 8 cut as 6 | 7 8 by chunk 6's start, whole in chunk 10
+    if query == "lexcarry":
         ids[0, 63 * 6 - 1: 63 * 6 + 3] = torch.tensor([6, 7, 8, 9])
         ids[0, 640:644] = torch.tensor([6, 7, 8, 9])
     with torch.no_grad():
@@ -328,8 +333,8 @@ def test_retired_keys_and_config_bytes_keep_the_fingerprint(tmp_path):
     cfg = json.loads((tmp_path / "m" / "config.json").read_text())
     (tmp_path / "m" / "config.json").write_text(json.dumps(cfg | {"bm25_weight": 4.5}, indent=1))
     assert Engine.from_pretrained(tmp_path / "m").fingerprint == before
-    old = {"abstain_z": None, "smear_keys": False, "smear_init": 0.0, "detach_fusion_weights": False, "query_key": False,
-           "lexical_window": 0.0}
+    old = {"abstain_z": None, "smear_keys": False, "smear_init": 0.0, "detach_fusion_weights": False,
+           "query_key": False, "lexical_window": 0.0}
     (tmp_path / "m" / "config.json").write_text(json.dumps(cfg | old))
     assert Engine.from_pretrained(tmp_path / "m").fingerprint == before
     (tmp_path / "m" / "config.json").write_text(json.dumps(cfg | {"window": 64}))
@@ -537,7 +542,8 @@ def test_gather_keys_is_gathers_k(tmp_path, kind):
                 rng.normal(size=(m, N, D)).astype(np.float32), np.zeros((m, G, k), np.int32),
                 np.zeros((m, G, k), np.float32), rng.integers(0, 9, (m, N)).astype(np.int32))
 
-    mem = MemmapChunkMemory(tmp_path, D, N, G, k, np.float32) if kind == "memmap" else RamChunkMemory(D, N, G, k, np.float32)
+    mem = (MemmapChunkMemory(tmp_path, D, N, G, k, np.float32) if kind == "memmap"
+           else RamChunkMemory(D, N, G, k, np.float32))
     mem.append(*rows(6))
     if kind == "overlay":
         mem = OverlayMemory(mem)

@@ -239,12 +239,14 @@ def test_training_the_retrieval_scorer_alone_leaves_the_rest_untouched(tmp_path)
     train(cfg)
     grown = DRTForCausalLM.from_pretrained(tmp_path / "run2" / "model").state_dict()
     moved = {k for k in grown if k not in after or not torch.equal(after[k], grown[k])}
-    assert "query_projs.0.weight" in moved and all(k.startswith(("query_projs.", "query_enc.", "key_enc.")) for k in moved)
+    assert "query_projs.0.weight" in moved
+    assert all(k.startswith(("query_projs.", "query_enc.", "key_enc.")) for k in moved)
     assert any(k.startswith("key_enc.") for k in moved)  # the keys' encoder learns from the first step
     assert grown["query_projs.0.weight"].abs().sum() > 0
     # after one step from a zero projection the encoder has had no gradient yet: still the copy
     # (up to the decoupled weight decay of that step, a factor 1 - lr * wd)
-    torch.testing.assert_close(grown["query_enc.layers.0.qkv.weight"], after["encoder.layers.0.qkv.weight"] * (1 - 1e-4))
+    torch.testing.assert_close(grown["query_enc.layers.0.qkv.weight"],
+                               after["encoder.layers.0.qkv.weight"] * (1 - 1e-4))
     # key_context added to a model that has a key encoder: that encoder keeps its (trained) weights
     # instead of being copied again from the chunk encoder, and the new attention starts at zero
     trained = DRTForCausalLM.from_pretrained(tmp_path / "run2" / "model")
@@ -321,7 +323,8 @@ def test_scorer_loss_is_the_forward_retrieval_loss_with_its_gradients(qenc):
         loss.backward()
         losses.append(loss.detach())
         grads.append({n: p.grad.clone() for n, p in m.named_parameters() if p.grad is not None
-                      and n.startswith(("encoder.", "lmk_norms.", "query_projs.", "query_enc.", "key_enc.", "lower.", "embed."))})
+                      and n.startswith(("encoder.", "lmk_norms.", "query_projs.", "query_enc.", "key_enc.", "lower.",
+                                        "embed."))})
     torch.testing.assert_close(losses[0], losses[1])
     assert grads[0].keys() == grads[1].keys()
     assert any(k.startswith("query_projs.") for k in grads[0]) == (qenc is not None)

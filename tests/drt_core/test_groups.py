@@ -103,7 +103,8 @@ def test_group_targets_give_group_g_column_g():
                               group_targets=True)
         both = training_forward(m, ids, retrieval_targets=targets, forced_chunks=targets).retrieval_loss
     s0, s1 = out.retrieval[0]["scores"], out.retrieval[1]["scores"]
-    want = (objective.forced_retrieval_loss(s0, targets[..., :1]) + objective.forced_retrieval_loss(s1, targets[..., 1:])) / 2
+    want = (objective.forced_retrieval_loss(s0, targets[..., :1])
+            + objective.forced_retrieval_loss(s1, targets[..., 1:])) / 2
     torch.testing.assert_close(out.retrieval_loss, want)
     assert not torch.allclose(both, want)
     assert 2 in out.retrieval[0]["idx"][0, 7].tolist() and 5 in out.retrieval[1]["idx"][0, 7].tolist()

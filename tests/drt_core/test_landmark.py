@@ -101,7 +101,8 @@ def _reference_query(att: LandmarkAttention, q, keys, vals, i):
         lscore = [score(j * S + S - 1, lay[j] * S + S - 1) for j in range(b)]
         chosen = sorted(sorted(range(b), key=lambda j: (-lscore[j], -j))[:kk])
         own = [t for t in range(b * S, i + 1) if t % S != S - 1]
-        top_s = [score(t, kk * S + t % S) for t in own] + [score(j * S + S - 1, r * S + S - 1) for r, j in enumerate(chosen)]
+        top_s = ([score(t, kk * S + t % S) for t in own]
+                 + [score(j * S + S - 1, r * S + S - 1) for r, j in enumerate(chosen)])
         top = torch.tensor(top_s).softmax(0)
         for w, t in zip(top[: len(own)], own):
             out[h] += w * vals[h, t]

@@ -1010,7 +1010,8 @@ def test_lexical_doc_df_adds_each_shared_tokens_idf_over_the_past_chunks():
                     assert t < 3 or df[b, c, j].item() == sum(t in k[b, e].tolist() for e in range(n))
                 for e in range(7):
                     shared = set(q[b, c].tolist()) & set(k[b, e].tolist())
-                    idf = {t: 0.0 if t < 3 else max(0.0, math.log((n + 1) / (1 + sum(t in k[b, x].tolist() for x in range(n)))))
+                    idf = {t: 0.0 if t < 3 else max(0.0, math.log((n + 1)
+                                                                  / (1 + sum(t in k[b, x].tolist() for x in range(n)))))
                            for t in shared}
                     want = sum(w[t].item() + a * idf[t] for t in shared)
                     assert abs(got[b, c, e].item() - want) < 1e-4

@@ -100,7 +100,8 @@ def test_a_migration_cut_short_is_finished_by_the_next(tmp_path, short_text):
     state_migration._move_directory(states / old_fp, states / fresh.fingerprint, fresh.fingerprint)
     assert lib.prefill_state(doc_id, old_fp) is not None
     assert state_migration.migrate_library(lib, fresh) == [doc_id]
-    assert lib.prefill_state(doc_id, old_fp) is None and lib.prefill_state(doc_id, fresh.fingerprint)["status"] == "done"
+    assert lib.prefill_state(doc_id, old_fp) is None
+    assert lib.prefill_state(doc_id, fresh.fingerprint)["status"] == "done"
     assert fresh.open_state(states / fresh.fingerprint).n_tokens == len(lib.token_ids(doc_id))
     lib.close()
 

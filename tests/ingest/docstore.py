@@ -14,7 +14,8 @@ def store_text(library, text: str, *, page_chars: int = 400, chunk_chars: int = 
     while pos < len(text) or not pages:
         body = text[pos:pos + page_chars]
         start = pos + 2 * n
-        pages.append({"number": n + 1, "label": str(n + 1), "char_start": start, "char_end": start + len(body), "text": body})
+        pages.append({"number": n + 1, "label": str(n + 1), "char_start": start, "char_end": start + len(body),
+                      "text": body})
         pos += page_chars
         n += 1
     full_len = pages[-1]["char_end"]

@@ -52,7 +52,8 @@ def test_before_page_retrieves_nothing_at_or_after_it_and_matches_the_truncated_
     assert out["trace"]["answer"]["before_page"] == 8
     short = ask(library, engine, truncated(library, engine, doc, view), q, max_new_tokens=8)
     assert short["answer"] == out["answer"]
-    assert [(e["chunk"], e["weight"]) for e in short["evidence"]] == [(e["chunk"], e["weight"]) for e in out["evidence"]]
+    assert ([(e["chunk"], e["weight"]) for e in short["evidence"]]
+            == [(e["chunk"], e["weight"]) for e in out["evidence"]])
 
 
 def truncated(library, engine, doc: str, view: BeforePage) -> str:
@@ -62,8 +63,8 @@ def truncated(library, engine, doc: str, view: BeforePage) -> str:
     chunks = library.chunks(doc)[: view.limit]
     ids = library.token_ids(doc)[: view.n_tokens]
     cut = pages[chunks[-1]["page_last"] - 1]
-    kept = [p for p in pages if p["number"] < cut["number"]] + [dict(cut, text=cut["text"][: chunks[-1]["char_end"] - cut["char_start"]],
-                                                                     char_end=chunks[-1]["char_end"])]
+    kept = [p for p in pages if p["number"] < cut["number"]] + [
+        dict(cut, text=cut["text"][: chunks[-1]["char_end"] - cut["char_start"]], char_end=chunks[-1]["char_end"])]
     d = dict(library.document(doc), id=hashlib.sha256(b"truncated").hexdigest(), n_pages=len(kept),
              n_chunks=len(chunks), n_tokens=len(ids), warnings=[])
     d.pop("created_at", None)
@@ -124,7 +125,8 @@ def _shown_texts(out: dict) -> list[str]:
     return texts
 
 
-@pytest.mark.parametrize("question", ["Who is Mr. Knightley?", "How long had Miss Taylor been in Mr. Woodhouse's family?"])
+@pytest.mark.parametrize("question", ["Who is Mr. Knightley?",
+                                      "How long had Miss Taylor been in Mr. Woodhouse's family?"])
 def test_a_masked_chunk_never_shows_in_the_answer(library, engine, assets, question):
     """Issue 58, item 3: with chunks masked, no quote, passage or evidence shows their text, even a
     sentence that crosses a chunk boundary into one (it showed in the quote before). Every other chunk

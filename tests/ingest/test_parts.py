@@ -103,14 +103,16 @@ def test_a_heading_worded_as_its_running_heads_stays():
         heads = "".join(f"\n\nLecture {r}. {name}. {p}\n\n{BODY}" for p in range(first, first + 8, 2))
         return f"\n\nLecture {r}. {name}.\n\n{BODY}{heads}"
 
-    text = lecture("I", "Religion And Neurology", 7) + lecture("II", "Circumscription", 29) + lecture("III", "Reality", 55)
+    text = (lecture("I", "Religion And Neurology", 7) + lecture("II", "Circumscription", 29)
+            + lecture("III", "Reality", 55))
     assert [t for t, _ in headings(text)] == ["Lecture I. Religion And Neurology.", "Lecture II. Circumscription.",
                                               "Lecture III. Reality."]
 
 
 def test_two_bookmarks_at_one_place_keep_the_first(library):
     text = book(contents=False)
-    outline = [{"level": 1, "title": "Chapter 1 (missing)", "page": 1}, {"level": 1, "title": "Chapter 2 (missing)", "page": 1},
+    outline = [{"level": 1, "title": "Chapter 1 (missing)", "page": 1},
+               {"level": 1, "title": "Chapter 2 (missing)", "page": 1},
                {"level": 1, "title": "Chapter III", "page": text.index("CHAPTER III\n") // 400 + 1}]
     doc = store_text(library, text, outline=outline)
     assert document_parts(library, doc)[0].title == "Chapter 1 (missing)"

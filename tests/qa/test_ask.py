@@ -53,7 +53,8 @@ def _chunked_library(text):
         rows.append({"idx": c, "tok_start": pos, "tok_end": e, "char_start": a, "char_end": b, "text": text[a:b],
                      "page_first": c + 1, "page_last": c + 1})
         pos, c = e, c + 1
-    return SimpleNamespace(chunks=lambda doc_id, idx=None: rows if idx is None else [r for r in rows if r["idx"] in idx]), rows
+    lib = SimpleNamespace(chunks=lambda doc_id, idx=None: rows if idx is None else [r for r in rows if r["idx"] in idx])
+    return lib, rows
 
 
 def test_quote_from_evidence_quotes_the_sentence_sharing_the_rarest_question_words():
@@ -74,7 +75,8 @@ def test_quote_from_evidence_quotes_the_sentence_sharing_the_rarest_question_wor
                             weight=0.75)
     assert q["sentence"] == "The house of Emma Woodhouse was handsome and her father was rich."
     # the two sentences after it join first (QUOTE_GROW), then the one before
-    assert q["text"].startswith("It was a dark night") and q["text"].endswith("the two daughters. The rain fell on the roofs of the house.")
+    assert q["text"].startswith("It was a dark night")
+    assert q["text"].endswith("the two daughters. The rain fell on the roofs of the house.")
     assert text[q["char_start"]:q["char_end"]] == " ".join(q["text"].split()) and q["weight"] == 0.75
     assert q["pages"] == sorted({r["idx"] + 1 for r in rows if r["char_end"] > q["char_start"]
                                  and r["char_start"] < q["char_end"]})
@@ -161,8 +163,9 @@ def test_read_answer_quotes_the_readers_sentence_with_its_short_answer():
         F = len(names)
         w = np.zeros(F, np.float32)
         w[names.index(feature)] = 1.0
-        return Scorer({"mean": np.zeros(F, np.float32), "std": np.ones(F, np.float32), "W1": np.zeros((1, F), np.float32),
-                       "b1": np.zeros(1, np.float32), "w2": np.zeros(1, np.float32), "w": w})
+        return Scorer({"mean": np.zeros(F, np.float32), "std": np.ones(F, np.float32),
+                       "W1": np.zeros((1, F), np.float32), "b1": np.zeros(1, np.float32),
+                       "w2": np.zeros(1, np.float32), "w": w})
 
     reader = Reader(linear("cov", SENTENCE_FEATURES), linear("cap_frac", SPAN_FEATURES), {})
     bm = BM25([r["text"] for r in rows])
@@ -188,7 +191,8 @@ def test_read_answer_quotes_the_readers_sentence_with_its_short_answer():
     unsure = Reader(reader.sentence, reader.span, {"abstain": dict(test, threshold=1.0)})
     assert ask.confidence(sure, lib, "doc", q, reading, b)["abstain"] is False
     assert ask.confidence(unsure, lib, "doc", q, reading, b)["abstain"] is True
-    assert "no passage answers it" in ask.abstain_reason({"confidence": ask.confidence(unsure, lib, "doc", q, reading, b)})
+    assert "no passage answers it" in ask.abstain_reason(
+        {"confidence": ask.confidence(unsure, lib, "doc", q, reading, b)})
     off = Reader(reader.sentence, reader.span, {"abstain": dict(test, threshold=None)})
     c = ask.confidence(off, lib, "doc", q, reading, b)  # shipped uncalibrated: scored, never abstains
     assert c["abstain"] is False and c["threshold"] is None and isinstance(c["score"], float)

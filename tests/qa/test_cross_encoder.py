@@ -37,7 +37,8 @@ def test_the_answer_passage_outranks_one_that_only_shares_the_questions_words(sc
     assert "Wexcombe" in ANSWER[a:b] and len(ANSWER[a:b]) < 60
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])  # both on every CPU (bf16 is only slower without units)
+# both on every CPU (bf16 is only slower without units)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_bf16_and_fp32_read_alike(dtype, scorer):
     other = Scorer(SHIPPED, dtype=dtype)
     assert next(other.model.parameters()).dtype == dtype

@@ -51,7 +51,8 @@ def test_run_on_a_written_chapter(tmp_path, assets, fake_engine, monkeypatch):
     end = book.index("Letter 3", start) - 1
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "f.txt").write_text("\n".join(book) + "\n")
-    (tmp_path / "docs" / "as-read.txt").write_text("AN EDITION\n\nWith a preface of its own.\n\n" + "\n".join(book) + "\n")
+    (tmp_path / "docs" / "as-read.txt").write_text("AN EDITION\n\nWith a preface of its own.\n\n"
+                                                   + "\n".join(book) + "\n")
     rec = {"doc": "f.txt", "read_as": "as-read.txt", "chapter": "Letter 2", "line_start": start, "line_end": end,
            "summary": "Walton writes to his sister from Archangel that he has hired a ship and longs for a friend.",
            "key_sentences": ["a", "b", "c"]}

@@ -16,7 +16,8 @@ def _library(texts: list[str]):
         rows.append({"idx": i, "char_start": pos, "char_end": pos + len(t), "text": t, "page_first": i + 1,
                      "page_last": i + 1})
         pos += len(t)
-    return SimpleNamespace(chunks=lambda doc_id, idx=None: rows if idx is None else [r for r in rows if r["idx"] in idx])
+    return SimpleNamespace(chunks=lambda doc_id, idx=None: rows if idx is None
+                           else [r for r in rows if r["idx"] in idx])
 
 
 def test_pool_takes_the_introduction_then_the_models_then_bm25s_best_and_never_a_barred_chunk():

@@ -144,7 +144,8 @@ def test_chapter_and_pages_and_boilerplate(library):
     doc = store_text(library, "".join(chapter(r, 10) for r in ("I", "II", "III")) + "\n\n" + licence)
     out = extractive(library, doc, [], chapter=2)
     assert {s["part"] for s in out["trace"]["sentences"]} == {2} and len(out["trace"]["sentences"]) == 5
-    assert all("chapterIItells" in s["text"].replace(" ", "") for s in out["trace"]["sentences"])  # (pages may split a word)
+    # (pages may split a word)
+    assert all("chapterIItells" in s["text"].replace(" ", "") for s in out["trace"]["sentences"])
     every = extractive(library, doc, [], per_part=50)
     assert every["trace"]["sentences"] and not any("Gutenberg" in s["text"] for s in every["trace"]["sentences"])
     ranged = extractive(library, doc, [], pages=(2, 2))

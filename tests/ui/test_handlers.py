@@ -187,7 +187,8 @@ def test_ingest_shows_stages_cancel_keeps_work_resume_finishes(lib):
     assert "Ready:" in second[-1].status
     (d,) = library_tab.list_documents(lib["ctx"])
     assert (d["title"], d["pages"], d["chunks"], d["state"]) == ("GeoTopo", 10, 118, "ready")
-    assert library_tab.doc_choices(lib["ctx"], ready_only=True) == [(library_tab.doc_choices(lib["ctx"])[0][0], lib["doc_id"])]
+    assert (library_tab.doc_choices(lib["ctx"], ready_only=True)
+            == [(library_tab.doc_choices(lib["ctx"])[0][0], lib["doc_id"])])
 
 
 def test_ingest_same_file_again_is_instant(lib):
@@ -578,7 +579,8 @@ def test_all_documents_and_spoiler_safe_reading_in_the_chat(lib):
     history, answers = last[0], last[1]
     assert answers[-1]["evidence"] and all(p < 4 for e in answers[-1]["evidence"] for p in e["pages"])
     # every document at once: one message, answers grouped by document, each added to the picker
-    other = next(u for u in library_tab.ingest_upload(ctx, fake_upload(ctx, ASSETS / "frankenstein_excerpt.txt"), session="tab-9")
+    other = next(u for u in library_tab.ingest_upload(ctx, fake_upload(ctx, ASSETS / "frankenstein_excerpt.txt"),
+                                                      session="tab-9")
                  if u.finished)
     try:
         assert ask_tab.chat_user(ctx, context.ALL_DOCS, "Who is Margaret?", [])[2] == "Who is Margaret?"
@@ -602,7 +604,8 @@ def test_the_answer_shows_before_its_causal_effects(lib):
     assert steps.index(early[0]) < len(steps) - 1
     # regression: a heatmap cell clicked before the effects arrive finds the answer ("Ask a question first." before)
     shown_now = early[0][1]
-    assert len(shown_now) == 1 and "Chunk" in ask_tab.heatmap_pick(ctx, shown_now, 0, shown_now[0]["evidence"][0]["chunk"])
+    assert len(shown_now) == 1
+    assert "Chunk" in ask_tab.heatmap_pick(ctx, shown_now, 0, shown_now[0]["evidence"][0]["chunk"])
 
 
 def test_a_document_being_prefilled_is_listed_as_such(lib, monkeypatch):
@@ -611,7 +614,8 @@ def test_a_document_being_prefilled_is_listed_as_such(lib, monkeypatch):
     ctx.prefilling.add(doc_id)
     try:
         (d,) = library_tab.list_documents(ctx)
-        assert d["state"] == "prefilling" and library_tab._state_text(d).startswith("prefilling now: 630 / 6,300 tokens (10%)")
+        assert d["state"] == "prefilling"
+        assert library_tab._state_text(d).startswith("prefilling now: 630 / 6,300 tokens (10%)")
         assert "prefilling now" in library_tab.library_note([d]) and library_tab.newest_ready([d]) is None
     finally:
         ctx.prefilling.discard(doc_id)

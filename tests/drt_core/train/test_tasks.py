@@ -132,7 +132,8 @@ def test_needle_depth(hay):
 def test_task_semantics(hay):
     m = needles.multikey(hay, 2000, 3)
     assert len(m.needles) == 6 and len(set(m.needles)) == 6
-    key = next(k for k in (f"{a}-{b}" for a in phrasings.KEY_ADJECTIVES for b in phrasings.KEY_NOUNS) if k in m.question)
+    key = next(k for k in (f"{a}-{b}" for a in phrasings.KEY_ADJECTIVES for b in phrasings.KEY_NOUNS)
+               if k in m.question)
     real = [n for n in m.needles if key in n]
     assert len(real) == 1 and m.answer in real[0]
     h = needles.two_hop(hay, 2000, 3)

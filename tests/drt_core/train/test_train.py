@@ -205,7 +205,8 @@ def test_fit_batch_size_is_the_largest_batch_the_estimate_fits():
 
 @pytest.mark.slow
 def test_paper_preset_trains_a_few_steps_on_cpu(tmp_path, monkeypatch):
-    """The paper's 113.7M model, 3 steps of 1 x 512 tokens (fp32, one thread: ~9 s a step on this 2-core EPYC; 41 s in all)."""
+    """The paper's 113.7M model, 3 steps of 1 x 512 tokens (fp32, one thread: ~9 s a step on this
+    2-core EPYC; 41 s in all)."""
     for k in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
         monkeypatch.delenv(k, raising=False)
     data = build_token_dir(tmp_path / "data")
