@@ -27,7 +27,8 @@ from .layers import OwnInit, RMSNorm, ZeroLinear
 # the stream's layout: real tokens and landmarks
 
 
-def insert_landmarks(ids: torch.Tensor, lmk_id: int, chunk_size: int, start: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def insert_landmarks(ids: torch.Tensor, lmk_id: int, chunk_size: int,
+                     start: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """Real token ids [..., L] that continue a stream of `start` real tokens -> (the ids with a
     landmark after every chunk_size - 1 real tokens of the stream [..., L'], and which of those L'
     positions are real tokens [L'] bool). A chunk's landmark follows its last real token at once,
