@@ -707,6 +707,9 @@ def ask_all(library: Library, engine: DocumentEngine, question: str, *, max_new_
     does its own retrieval and the same reader reads it (`ask`, without causal effects); the
     answers are grouped by document, the one whose reader was surest first (abstentions last).
     {"question", "documents": [{"doc_id", "title", "answer", "evidence", "trace", ...}]}."""
+    from ingest.pipeline import adopt_older_states
+
+    adopt_older_states(library, engine)  # states of an older engine version count as this one's
     fp = str(engine.fingerprint)
     ready = [d for d in library.documents()
              if any(s["model_fp"] == fp and s["status"] == "done" for s in d.get("prefill") or [])]

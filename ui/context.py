@@ -163,6 +163,7 @@ class UIContext:
         self.upload_root = Path(root).expanduser()
         self._lock = threading.RLock()
         self._engine_lock = threading.Lock()
+        self._adopted = False
         self._library: Library | None = None
         self._jobs: dict[tuple[str, str], Job] = {}
         self._layouts: dict[str, tuple[list[int], dict[int, str]]] = {}
@@ -180,9 +181,15 @@ class UIContext:
             return self._library
 
     def engine(self) -> Any:
-        """The engine for `model` (loaded once; pipeline.load_engine caches it per process)."""
+        """The engine for `model` (loaded once; pipeline.load_engine caches it per process). The
+        first time, the library's states under an older engine version's fingerprint are moved onto
+        this one (pipeline.adopt_older_states), so the library lists them as prefilled."""
         with self._engine_lock:
-            return pipeline.load_engine(self.model)
+            eng = pipeline.load_engine(self.model)
+            if not self._adopted:
+                pipeline.adopt_older_states(self.library, eng)
+                self._adopted = True
+            return eng
 
     def fingerprint(self) -> str | None:
         """The model fingerprint, or None when the model cannot be loaded."""

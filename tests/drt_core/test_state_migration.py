@@ -24,12 +24,12 @@ TEXT = ROOT / "tests" / "assets" / "frankenstein_excerpt.txt"
 V1_DRT_TINY = ("9ff2c5afdda8884e4858b8d727a6adcf6aca543c607a01775c96158850c17be6", "191f8d0db71e5755")
 
 
-def _old_library(home: Path, text: Path):
+def _old_library(home: Path, text: Path, memory_dtype=np.float32):
     """A library as engine version 1 left it: the document ingested and prefilled by the model under
     version 1's fingerprint, with a question answered. Returns (library, doc_id, old fingerprint)."""
     from ingest.pipeline import ingest
 
-    old = Engine.from_pretrained(MODEL, memory_dtype=np.float32)
+    old = Engine.from_pretrained(MODEL, memory_dtype=memory_dtype)
     old.fingerprint = state_migration.checkpoint_fingerprint_v1(MODEL, old.cfg, old.memory_dtype)
     lib = Library(home)
     res = ingest(text, library=lib, engine=old)
@@ -115,3 +115,27 @@ def test_states_already_under_the_new_fingerprint_are_kept(tmp_path, short_text)
     assert state_migration.migrate_library(lib, fresh) == []
     assert lib.prefill_state(doc_id, old_fp)["status"] == "done"
     lib.close()
+
+
+def test_ask_all_and_the_ui_library_see_an_old_librarys_documents(tmp_path, short_text):
+    """Before anything opens a document, the whole-library paths move the states too: `ask --all`
+    and the UI's engine (whose library list filters by fingerprint)."""
+    from qa.ask import ask_all
+
+    lib, doc_id, old_fp = _old_library(tmp_path / "home", short_text)
+    fresh = Engine.from_pretrained(MODEL, memory_dtype=np.float32)
+    out = ask_all(lib, fresh, "Who wrote the letters?", max_new_tokens=4)
+    assert [d["doc_id"] for d in out["documents"]] == [doc_id]
+    assert lib.prefill_state(doc_id, str(fresh.fingerprint))["status"] == "done"
+    lib.close()
+
+    lib2, doc2, _ = _old_library(tmp_path / "home2", short_text, memory_dtype=np.float16)  # the app's default
+    lib2.close()
+    from ui.context import UIContext
+
+    ctx = UIContext(tmp_path / "home2", str(MODEL))
+    try:
+        eng = ctx.engine()
+        assert ctx.library.prefill_state(doc2, str(eng.fingerprint))["status"] == "done"
+    finally:
+        ctx.close()
