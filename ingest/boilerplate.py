@@ -47,18 +47,43 @@ def matter_label(row: dict) -> str | None:
     return MATTER_LABELS.get(row.get("matter") or "")
 
 
+# the line a Project Gutenberg edition ends its text with; the licence follows it, on the same page
+_GUTENBERG_END = re.compile(r"\*\*\*\s*END OF (?:THE|THIS) PROJECT GUTENBERG EBOOK"
+                            r"|End of (?:the )?Project Gutenberg'?s? (?:EBook|E-text|Etext)?", re.I)
+_END_PAGES = 12  # the last pages searched for that line
+_ENDS: dict[tuple, int | None] = {}  # (home, doc_id) -> where the licence starts (RAM)
+
+
+def licence_start(library, doc_id: str) -> int | None:
+    """The character offset of a Project Gutenberg edition's end-of-text line (everything from it on
+    is its licence), searched on the document's last pages; None when there is none."""
+    if not hasattr(library, "document"):  # a bare page store (tests' stand-ins): no last pages to read
+        return None
+    key = (str(getattr(library, "home", "")), doc_id)
+    if key not in _ENDS:
+        n = library.document(doc_id)["n_pages"]
+        pages = library.pages(doc_id, with_text=True, numbers=set(range(max(1, n - _END_PAGES + 1), n + 1)))
+        hits = [p["char_start"] + m.start() for p in pages for m in [_GUTENBERG_END.search(p["text"])] if m]
+        _ENDS[key] = min(hits) if hits else None
+    return _ENDS[key]
+
+
 def chunk_matter(library, doc_id: str, chunks: list[dict]) -> dict[int, str]:
     """{chunk idx: kind} for the chunks (library rows with idx, page_first, page_last) that lie on
-    a licence, contents or index page; a chunk over two pages takes the first tagged one's kind.
-    Reads only those chunks' pages."""
+    a licence, contents or index page, or after a Gutenberg edition's end-of-text line (its licence
+    can start mid-page, under the story's last lines); a chunk over two pages takes the first tagged
+    one's kind. Reads only those chunks' pages, and the document's last pages once."""
     numbers = {n for c in chunks for n in range(c["page_first"], c["page_last"] + 1)}
     if not numbers:
         return {}
     kinds = {p["number"]: k for p in library.pages(doc_id, with_text=True, numbers=numbers)
              if (k := matter_of(p["text"]))}
+    end = licence_start(library, doc_id)
     out = {}
     for c in chunks:
         k = next((kinds[n] for n in range(c["page_first"], c["page_last"] + 1) if n in kinds), None)
+        if k is None and end is not None and c.get("char_start", -1) >= end:
+            k = "licence"
         if k is not None:
             out[c["idx"]] = k
     return out

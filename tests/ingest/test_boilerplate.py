@@ -1,0 +1,33 @@
+"""ingest.boilerplate: a Gutenberg edition's licence starting mid-page, under the story's last lines."""
+
+from __future__ import annotations
+
+from ingest.boilerplate import chunk_matter, licence_start
+from ingest.parts import document_text
+from qa.summary import extractive
+from tests.ingest.docstore import store_text
+
+STORY = "".join(f"Sentence {i} of the last chapter tells how the story went on that day in the wood. "
+                for i in range(12))
+TAIL = ("\n\n  THE END\n\nEnd of Project Gutenberg's A Tale, by Some One\n\n*** END OF THIS PROJECT GUTENBERG "
+        "EBOOK A TALE ***\n\nUpdated editions will replace the previous one and the old editions will be renamed. "
+        "Creating the works from public domain print editions means that no one owns a United States copyright in "
+        "these works, so the Foundation can copy and distribute it in the United States without permission.")
+
+
+def test_the_licence_after_the_end_line_is_licence_though_its_page_is_mostly_story(library):
+    doc = store_text(library, "\n\nCHAPTER XII\n\n" + STORY + TAIL, page_chars=5000)
+    chunks = library.chunks(doc)
+    text = document_text(library, doc)
+    end = licence_start(library, doc)
+    assert end == text.index("End of Project Gutenberg")
+    tags = chunk_matter(library, doc, chunks)
+    assert all(tags.get(c["idx"]) == "licence" for c in chunks if c["char_start"] >= end)
+    assert not any(c["idx"] in tags for c in chunks if c["char_end"] <= end)  # the story is not
+    got = extractive(library, doc, [], per_part=5, embed=None)["trace"]["sentences"]
+    assert got and not any("copyright" in s["text"] or "editions" in s["text"] for s in got)
+
+
+def test_no_end_line_no_licence(library):
+    doc = store_text(library, "\n\nCHAPTER I\n\n" + STORY, page_chars=5000)
+    assert licence_start(library, doc) is None and chunk_matter(library, doc, library.chunks(doc)) == {}
