@@ -243,6 +243,10 @@ def document_parts(library, doc_id: str) -> list[Part]:
         if pos < n_chars:  # (a view cut at a page: none past its end)
             at.setdefault(pos, t)
     starts = sorted(at.items())
+    # a heading printed twice in a row is a contents entry, then the chapter ("CHAPTER I. Down the
+    # Rabbit-Hole" on the contents page and on the next): the later one starts the part
+    starts = [st for i, st in enumerate(starts)
+              if i + 1 >= len(starts) or " ".join(st[1].split()).lower() != " ".join(starts[i + 1][1].split()).lower()]
     parts: list[Part] = []
     if starts and starts[0][0] > 0:
         if starts[0][0] >= 0.1 * n_chars:

@@ -80,7 +80,7 @@ PLACE_PREP = frozenset("in at to from near towards toward into through".split())
 _CAP = r"(?:[dD][’'])?[A-Z][a-zà-öø-ÿ]+(?:-[A-Z][a-zà-öø-ÿ]+)?"
 _MENTION = re.compile(
     rf"(?:\b(?P<title>{'|'.join(TITLES)})\.?\s+)?(?P<name>(?:(?:{'|'.join(PARTICLES)})\s+)?{_CAP}"
-    rf"(?:\s+(?:(?:{'|'.join(PARTICLES)})\s+)?{_CAP}){{0,3}})(?![\w’'])")
+    rf"(?:[ \t]+(?:(?:{'|'.join(PARTICLES)})[ \t]+)?{_CAP}){{0,3}})(?![\w’'])")  # words on one line (`_unwrap`)
 _WORD = re.compile(r"[A-Za-zà-öø-ÿ’']+")
 _ELIDED = re.compile(r"[dD][’'][A-Z]")  # d’Artagnan
 ARTICLES = frozenset("the a an his her your their my our its this that these those".split())
@@ -129,6 +129,7 @@ def mentions(text: str, skip_spans: Sequence[tuple[int, int]] = ()) -> dict[tupl
         i = bisect_right(starts, pos) - 1
         return i >= 0 and skips[i][0] <= pos < skips[i][1]
 
+    text = _unwrap(text)
     forms: dict[tuple, Form] = {}
     for m in _MENTION.finditer(text):
         if skipped(m.start()):
@@ -164,6 +165,22 @@ def mentions(text: str, skip_spans: Sequence[tuple[int, int]] = ()) -> dict[tupl
                                                                     and prev[-2] in PLACE_PREP)):
             f.place += 1
     return forms
+
+
+WRAPPED_LINE = 40  # characters: a line this long that breaks was wrapped; a shorter one ends (a heading)
+
+
+def _unwrap(text: str) -> str:
+    """`text` with the line breaks of wrapped lines made spaces, the same length: a name may run
+    over a wrapped line ("Miss Lucy / Steele") but not from a heading into the text under it
+    ("Down the Rabbit-Hole / Alice was beginning")."""
+    out, start = list(text), 0
+    for i, ch in enumerate(text):
+        if ch == "\n":
+            if i - start >= WRAPPED_LINE:
+                out[i] = " "
+            start = i + 1
+    return "".join(out)
 
 
 def _front(title: str | None, words: list[str], ordinary: set[str]) -> tuple[str | None, list[str], int]:

@@ -116,3 +116,25 @@ def test_two_bookmarks_at_one_place_keep_the_first(library):
                {"level": 1, "title": "Chapter III", "page": text.index("CHAPTER III\n") // 400 + 1}]
     doc = store_text(library, text, outline=outline)
     assert document_parts(library, doc)[0].title == "Chapter 1 (missing)"
+
+
+ALICE_TITLES = ["I. Down the Rabbit-Hole", "II. The Pool of Tears", "III. A Caucus-Race and a Long Tale",
+                "IV. The Rabbit Sends in a Little Bill", "V. Advice from a Caterpillar", "VI. Pig and Pepper",
+                "VII. A Mad Tea-Party", "VIII. The Queen's Croquet-Ground", "IX. The Mock Turtle's Story",
+                "X. The Lobster Quadrille", "XI. Who Stole the Tarts?", "XII. Alice's Evidence"]
+WRAPPED = ("  Alice was beginning to get very tired of sitting by her sister on the bank, and of having\n"
+           "nothing to do: once or twice she had peeped into the book her sister was reading, but it had\n"
+           "no pictures or conversations in it, and what is the use of a book, thought Alice.\n\n") * 8
+
+
+def test_a_heading_printed_twice_in_a_row_is_one_part(library):
+    """Alice's PDF, its contents list and first chapter as printed: the list's first line is taken
+    for a heading, then the chapter's own: one part, from the second (found as a new user: the
+    outline listed "CHAPTER I. Down the Rabbit-Hole" twice)."""
+    text = ("  ALICE'S ADVENTURES\n  IN WONDERLAND\n\n  By Lewis Carroll\n\n  Contents\n\n"
+            + "".join(f"  CHAPTER {t}\n" for t in ALICE_TITLES) + "".join(f"\n  CHAPTER {t}\n\n{WRAPPED}"
+                                                                        for t in ALICE_TITLES[:3]))
+    assert [t for t, _ in headings(text)][:2] == ["CHAPTER I. Down the Rabbit-Hole"] * 2  # (the reason)
+    doc = store_text(library, text, page_chars=1500)
+    got = [p.title for p in document_parts(library, doc)]
+    assert got == [f"CHAPTER {t}" for t in ALICE_TITLES[:3]]

@@ -62,3 +62,14 @@ def test_skipped_spans_do_not_count():
     skip = [(0, body.index("Anne"))]
     names = {o["name"] for o in cast(body, skip)}
     assert "Anne" in names and not any("Gutenberg" in n or "Project" in n for n in names)
+
+
+def test_a_name_never_runs_from_a_heading_into_the_text_under_it():
+    text = ("CHAPTER I. Down the Rabbit-Hole\nAlice was beginning to get very tired of sitting by her sister on "
+            "the bank, and of having nothing to do: once or twice she had peeped into the book.\n" + "Alice sat. " * 6
+            + "Then came Miss Lucy\nSteele, who had walked all the way from the town in the rain that morning.\n"
+            + "Lucy Steele smiled. " * 5)
+    names = {o["name"] for o in cast(text)}
+    assert "Alice" in names and not any("Rabbit" in n for n in names)
+    lucy = next(o for o in cast(text) if o["name"] == "Lucy Steele")
+    assert "Miss Lucy Steele" in lucy["aliases"]  # over a wrapped line it is one name
