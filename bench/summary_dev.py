@@ -17,38 +17,33 @@ import json
 from pathlib import Path
 
 from qa import narrate
-from qa.eval_qa import TextFinder
-from qa.eval_summary import centroid, chapter_span, key_recall, lead, load_set, rouge_l
+from qa.eval_summary import book_chapters, centroid, key_recall, lead, load_set, rouge_l
 
 
 def chapters(set_path: str, home: str, docs_root: str, model: str) -> list[dict]:
     from drt_core.fixed_retriever import embed_texts
     from ingest import pipeline
     from ingest.boilerplate import chunk_matter
-    from ingest.parts import Part, document_text
+    from ingest.parts import Part
     from qa.summary import dependency_map, in_degree, part_sentences
     from store.library import Library
 
-    recs = load_set(set_path)
     engine = pipeline.load_engine(model)
     out = []
     with Library(home) as lib:
-        for doc in dict.fromkeys(r["doc"] for r in recs):
-            path = Path(docs_root) / doc
-            res = pipeline.ingest(path, library=lib, engine=engine)
-            text = document_text(lib, res.doc_id)
-            finder = TextFinder(text)
-            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-            chunks = lib.chunks(res.doc_id)
-            boiler = set(chunk_matter(lib, res.doc_id, chunks))
-            cent = in_degree(dependency_map(lib, engine, res.doc_id), len(chunks), frozenset(boiler))
-            for rec in (r for r in recs if r["doc"] == doc):
-                a, b = chapter_span(finder, lines, rec)
-                sents = part_sentences(text, Part(1, rec["chapter"], a, b, 0, 0, "given"), chunks, cent, boiler)
-                texts = [s.text for s in sents]
-                out.append({"rec": rec, "span": (a, b), "texts": texts, "starts": [s.char_start for s in sents],
-                            "emb": dict(zip(texts, embed_texts(texts))), "centrality": [s.score for s in sents],
-                            "lead": lead(text, a, b, 5), "centroid": centroid(text, a, b, 5)})
+        book = None  # (doc_id, chunks, boilerplate, centrality): once per book
+        for doc_id, text, rec, (a, b) in book_chapters(lib, engine, load_set(set_path), docs_root):
+            if book is None or book[0] != doc_id:
+                chunks = lib.chunks(doc_id)
+                boiler = set(chunk_matter(lib, doc_id, chunks))
+                book = (doc_id, chunks, boiler,
+                        in_degree(dependency_map(lib, engine, doc_id), len(chunks), frozenset(boiler)))
+            _, chunks, boiler, cent = book
+            sents = part_sentences(text, Part(1, rec["chapter"], a, b, 0, 0, "given"), chunks, cent, boiler)
+            texts = [s.text for s in sents]
+            out.append({"rec": rec, "span": (a, b), "texts": texts, "starts": [s.char_start for s in sents],
+                        "emb": dict(zip(texts, embed_texts(texts))), "centrality": [s.score for s in sents],
+                        "lead": lead(text, a, b, 5), "centroid": centroid(text, a, b, 5)})
     return out
 
 

@@ -138,6 +138,29 @@ def chapter_span(finder: TextFinder, file_lines: list[str], rec: dict) -> tuple[
     return min(a for a, _ in near), max(b for _, b in near)
 
 
+def book_chapters(lib, engine, recs: list[dict], docs_root: str | Path, progress: Callable | None = None):
+    """Each record's book ingested and prefilled (as its `read_as` file when it has one; resumable),
+    and the record's chapter found in the stored text: yields (doc_id, text, rec, (start, end)),
+    book by book, in the set's order."""
+    from ingest import pipeline
+    from ingest.parts import document_text
+
+    for doc in dict.fromkeys(r["doc"] for r in recs):
+        path = Path(docs_root) / doc
+        read = Path(docs_root) / next((r.get("read_as") or doc) for r in recs if r["doc"] == doc)
+        for f in {path, read}:
+            if not f.is_file():
+                raise QAError(f"document not found: {f} (--docs-root {docs_root})")
+        res = pipeline.ingest(read, library=lib, engine=engine, progress=progress)
+        if res.status != "done":
+            raise QAError(f"prefill of {path} did not finish ({res.status}); run again to resume")
+        text = document_text(lib, res.doc_id)
+        finder = TextFinder(text)
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        for rec in (r for r in recs if r["doc"] == doc):
+            yield res.doc_id, text, rec, chapter_span(finder, lines, rec)
+
+
 def run_summary_eval(set_path: str | Path, *, home: str | Path, model: str, docs_root: str | Path = DEFAULT_DOCS_ROOT,
                      systems=SYSTEMS, k: int = SENTENCES, max_new_tokens: int = 160,
                      progress: Callable | None = None) -> dict:
@@ -145,49 +168,38 @@ def run_summary_eval(set_path: str | Path, *, home: str | Path, model: str, docs
     from store.library import Library
 
     from ingest import pipeline
-    from ingest.parts import document_text
     from .summary import abstractive, dependency_map, extractive
 
     recs = load_set(set_path)
     engine = pipeline.load_engine(model)
     rows = []
     with Library(home) as lib:
-        for doc in dict.fromkeys(r["doc"] for r in recs):
-            path = Path(docs_root) / doc
-            read = Path(docs_root) / next((r.get("read_as") or doc) for r in recs if r["doc"] == doc)
-            for f in {path, read}:
-                if not f.is_file():
-                    raise QAError(f"document not found: {f} (--docs-root {docs_root})")
-            res = pipeline.ingest(read, library=lib, engine=engine, progress=progress)
-            if res.status != "done":
-                raise QAError(f"prefill of {path} did not finish ({res.status}); run again to resume")
-            text = document_text(lib, res.doc_id)
-            finder = TextFinder(text)
-            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-            dep = dependency_map(lib, engine, res.doc_id)
-            state = pipeline.ready_state(lib, engine, res.doc_id) if "abstractive" in systems else None
-            for rec in (r for r in recs if r["doc"] == doc):
-                a, b = chapter_span(finder, lines, rec)
-                out: dict[str, list[str]] = {}
-                if "drt" in systems:
-                    ex = extractive(lib, res.doc_id, dep, span=(a, b, rec["chapter"]), per_part=k)
-                    out["drt"] = [s["text"] for s in ex["trace"]["sentences"]]
-                if "lead" in systems:
-                    out["lead"] = lead(text, a, b, k)
-                if "centroid" in systems:
-                    out["centroid"] = centroid(text, a, b, k)
-                if "abstractive" in systems:
-                    chunks = lib.chunks(res.doc_id)
-                    keep = [c["idx"] for c in chunks if c["char_end"] > a and c["char_start"] < b]
-                    gen = abstractive(lib, engine, state, res.doc_id, keep=set(keep), max_new_tokens=max_new_tokens)
-                    out["abstractive"] = [gen["summary"]]
-                row = {"doc": doc, "chapter": rec["chapter"], "systems": {}}
-                for name, sents in out.items():
-                    rl = rouge_l(" ".join(sents), rec["summary"])
-                    row["systems"][name] = {"rouge_l": round(rl["f"], 4), "rouge_l_recall": round(rl["r"], 4),
-                                            "key_recall": round(key_recall(sents, rec["key_sentences"]), 4),
-                                            "words": len(words(" ".join(sents))), "sentences": sents}
-                rows.append(row)
+        book = None  # (doc_id, its dependency map, its state): once per book
+        for doc_id, text, rec, (a, b) in book_chapters(lib, engine, recs, docs_root, progress):
+            if book is None or book[0] != doc_id:
+                book = (doc_id, dependency_map(lib, engine, doc_id),
+                        pipeline.ready_state(lib, engine, doc_id) if "abstractive" in systems else None)
+            _, dep, state = book
+            out: dict[str, list[str]] = {}
+            if "drt" in systems:
+                ex = extractive(lib, doc_id, dep, span=(a, b, rec["chapter"]), per_part=k)
+                out["drt"] = [s["text"] for s in ex["trace"]["sentences"]]
+            if "lead" in systems:
+                out["lead"] = lead(text, a, b, k)
+            if "centroid" in systems:
+                out["centroid"] = centroid(text, a, b, k)
+            if "abstractive" in systems:
+                chunks = lib.chunks(doc_id)
+                keep = [c["idx"] for c in chunks if c["char_end"] > a and c["char_start"] < b]
+                gen = abstractive(lib, engine, state, doc_id, keep=set(keep), max_new_tokens=max_new_tokens)
+                out["abstractive"] = [gen["summary"]]
+            row = {"doc": rec["doc"], "chapter": rec["chapter"], "systems": {}}
+            for name, sents in out.items():
+                rl = rouge_l(" ".join(sents), rec["summary"])
+                row["systems"][name] = {"rouge_l": round(rl["f"], 4), "rouge_l_recall": round(rl["r"], 4),
+                                        "key_recall": round(key_recall(sents, rec["key_sentences"]), 4),
+                                        "words": len(words(" ".join(sents))), "sentences": sents}
+            rows.append(row)
     means = {}
     for name in systems:
         got = [r["systems"][name] for r in rows if name in r["systems"]]
