@@ -35,17 +35,15 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from .cast import FUNCTION
+
 _NAME = re.compile(r"\b([A-Z][a-z]+(?:['’][a-z]+)?)\b")
 _QUOTED = re.compile(r"[\"“][^\"“”]*[\"”]|‘[^‘’]*’")
 _LEADING_OPEN = re.compile(r"^[\"“‘]")
-# capitalised words that are not names of people or places (sentence words after a quote, titles)
-_NOT_NAMES = frozenset("""
-I The A An And But Or Nor For So Yet He She It They We You His Her Its Their Our Your This That These
-Those There Here Then When Where What Which Who Whom Whose Why How If Though Although While As At By
-In On Of To With From Into Upon After Before Yes No Oh Ah Well Now Not All Some Every Each One Two
-Mr Mrs Miss Ms Sir Lady Lord Madame Monsieur Mademoiselle Dr Captain Colonel Chapter Book My Me Him
-Let Do Did Does Is Was Were Be Been Are Have Has Had Will Would Shall Should Can Could May Might Must
-""".split())
+# capitalised words that are not names of people or places: sentence words (qa.cast's), interjections,
+# the commonest titles, headings' words
+_NOT_NAMES = FUNCTION | frozenset("""Been Does Yes No Oh Ah Well Chapter Book Mr Mrs Miss Ms Sir Lady Lord
+Madame Monsieur Mademoiselle Dr Captain Colonel""".split())
 REDUNDANT = 0.85
 PER_STRETCH = 8  # sentences per stretch embedded (the best by the signals that need no encoder)
 EMBED_BUDGET = 400  # sentences embedded for one summary at most: a whole book's parts share it (2 a stretch at least)
