@@ -30,6 +30,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from drt_core.hardware import cpu_has_bf16
+
 FILE, META = "cross_encoder.safetensors", "cross_encoder.json"
 MAX_LEN = 192  # wordpieces of question + passage
 MAX_QUESTION_CHARS = 300  # a longer question is cut (the pair's truncation only cuts the passage)
@@ -121,15 +123,6 @@ class Read:
     relevance: float
     span: tuple[int, int] | None
     span_score: float
-
-
-def cpu_has_bf16() -> bool:
-    """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX); elsewhere bf16 is emulated, slower."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
 class Scorer:

@@ -36,9 +36,9 @@ import torch
 import torch.nn.functional as F
 
 from drt_core.bm25 import BM25
+from drt_core.hardware import cpu_has_bf16
 
-from .cross_encoder import (FILE, META, MAX_LEN, CrossEncoder, cpu_has_bf16, encode_pairs, load_tokenizer,
-                            passage_window)
+from .cross_encoder import FILE, META, MAX_LEN, CrossEncoder, encode_pairs, load_tokenizer, passage_window
 from .reader import sentence_spans
 from .reader_train import paraphrase
 

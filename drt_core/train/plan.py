@@ -12,6 +12,7 @@ import os
 import torch
 
 from .model import fsdp_units, model_config
+from ..hardware import cpu_has_bf16
 from .options import TrainConfig
 
 logger = logging.getLogger(__name__)
@@ -25,11 +26,7 @@ def use_bf16(bf16: str, device: torch.device) -> bool:
         return False
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported()
-    try:  # CPUs with AVX512-BF16 / AMX run bf16 matmuls natively
-        flags = open("/proc/cpuinfo").read()
-        return "avx512_bf16" in flags or "amx_bf16" in flags
-    except OSError:
-        return False
+    return cpu_has_bf16()  # CPUs with AVX512-BF16 / AMX run bf16 matmuls natively
 
 
 def count_parameters(mc) -> int:
