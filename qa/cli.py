@@ -262,11 +262,9 @@ def cmd_outline(args: argparse.Namespace) -> int:
         out = build(lib, doc_id, dep)
         text = outline_text(out, title)
         if args.plot:
-            from ingest.parts import document_text
-
             from .pictures import picture, png
 
-            svg = picture(out, document_text(lib, doc_id))
+            svg = picture(out)
             if not svg:
                 raise QAError("nothing to draw: this document has neither statements nor people")
             text += f"\n\nPicture: {png(svg, args.plot)}"

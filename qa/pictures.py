@@ -14,7 +14,6 @@ Both are SVG strings (the UI shows them as they are); `png(svg, path)` renders o
 
 from __future__ import annotations
 
-import re
 from html import escape
 from pathlib import Path
 
@@ -70,39 +69,22 @@ def _name(s: dict) -> str:
     return f"{s['kind']} {s['label'] or s['number']}"
 
 
-def relies(o: dict, text: str = "") -> list[tuple[int, int, str]]:
-    """(later, earlier, how) index pairs of statements: "cites" (the later's text or its proof names
-    the earlier's number or label) or "retrieved" (a chunk of the later retrieved a chunk of the
-    earlier): the outline's "uses" where the statements carry it, else worked out here from the
-    document `text` and "used_by"."""
-    st = o["statements"]
-    if all("uses" in s for s in st):  # the outline's own graph (qa.outline.statement_uses: proofs too)
-        return sorted({(j, u["index"], "cites" if u["cited"] else "retrieved")
-                       for j, s in enumerate(st) for u in s["uses"] if u["index"] < j})
-    owner = {c: i for i, s in enumerate(st) for c in s["chunks"]}
-    out = {}
-    for i, s in enumerate(st):
-        for u in s.get("used_by", []):
-            j = owner.get(int(u["chunk"]))
-            if j is not None and j > i:
-                out.setdefault((j, i), "retrieved")
-    for j, s in enumerate(st):
-        body = text[s["char_start"]:s["char_end"]] if text else ""
-        for i in range(j):
-            key = st[i]["label"] or st[i]["number"]
-            if key and re.search(rf"(?<![\w.]){re.escape(str(key))}(?![\w])", body):
-                out[(j, i)] = "cites"
-    return sorted((j, i, how) for (j, i), how in out.items())
+def relies(o: dict) -> list[tuple[int, int, str]]:
+    """(later, earlier, how) index pairs of statements, from the outline's "uses"
+    (qa.outline.statement_uses): "cites" (the later or its proof names the earlier) or "retrieved"
+    (a chunk of the later retrieved a chunk of the earlier while the model read it)."""
+    return sorted({(j, u["index"], "cites" if u["cited"] else "retrieved")
+                   for j, s in enumerate(o["statements"]) for u in s["uses"] if u["index"] < j})
 
 
-def statement_graph(o: dict, text: str = "") -> str:
+def statement_graph(o: dict) -> str:
     """The statements and what each relies on, as an arc diagram in SVG ("" without statements)."""
     st = o["statements"]
     if len(st) < 2:
         return ""
     step = max(6, min(24, 1000 // len(st)))
     w, base = 40 + step * len(st), 260
-    arcs = relies(o, text)
+    arcs = relies(o)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{base + 40}" font-family="sans-serif" '
            'font-size="11" role="img" aria-label="Statements and what each relies on">',
            '<text x="10" y="14" font-size="12">Statements in order; arcs back to what each relies on '
@@ -126,9 +108,9 @@ def statement_graph(o: dict, text: str = "") -> str:
     return "".join(out)
 
 
-def picture(o: dict, text: str = "") -> str:
+def picture(o: dict) -> str:
     """The outline's picture: the statement graph for a paper, the cast grid for a book."""
-    return statement_graph(o, text) if len(o["statements"]) >= 5 else cast_grid(o)
+    return statement_graph(o) if len(o["statements"]) >= 5 else cast_grid(o)
 
 
 def png(svg: str, path: str | Path, dpi: int = 144) -> Path:

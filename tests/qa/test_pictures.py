@@ -39,14 +39,14 @@ def test_statement_graph_cites_and_retrieved(tmp_path, library):
     dep = [{"chunk": later, "retrieved": [st[0]["chunks"][0]], "weights": [0.9]}]
     o = build(library, doc, dep)
     text = document_text(library, doc)
-    arcs = relies(o, text)
+    arcs = relies(o)
     assert (len(st) - 1, 0, "retrieved") in arcs or (len(st) - 1, 0, "cites") in arcs
     cited = [(j, i) for j, i, how in arcs if how == "cites"]
     for j, i in cited:  # a cite is the earlier statement's label in the later one's text or proof
         assert str(st[i]["label"]) in text[st[j]["char_start"]:]
     assert {(j, i) for j, i, _ in arcs} == {(j, u["index"]) for j, s in enumerate(o["statements"])
                                             for u in s["uses"] if u["index"] < j}  # the outline's own "uses"
-    svg = statement_graph(o, text)
+    svg = statement_graph(o)
     assert svg.count("<circle") == len(st) and svg.count("<path") == len(arcs)
     out = png(svg, tmp_path / "graph.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

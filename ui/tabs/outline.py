@@ -69,11 +69,10 @@ def outline_view(ctx: UIContext, doc_id: str | None, o: dict | None = None) -> s
 def outline_picture(ctx: UIContext, doc_id: str | None, o: dict | None = None) -> str:
     """The outline's picture (qa.pictures, as `drt-reader outline --plot`): who appears where in a
     book, the statements and what each relies on in a paper; "" when there is nothing to draw."""
-    from ingest.parts import document_text
     from qa.pictures import picture
 
     o = o if o is not None else outline_doc(ctx, doc_id)
-    svg = picture(o, document_text(ctx.library, o["doc_id"]))
+    svg = picture(o)
     return f'<div style="overflow-x:auto">{svg}</div>' if svg else ""
 
 
