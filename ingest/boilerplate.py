@@ -51,7 +51,7 @@ def matter_label(row: dict) -> str | None:
 _GUTENBERG_END = re.compile(r"\*\*\*\s*END OF (?:THE|THIS) PROJECT GUTENBERG EBOOK"
                             r"|End of (?:the )?Project Gutenberg'?s? (?:EBook|E-text|Etext)?", re.I)
 _END_PAGES = 12  # the last pages searched for that line
-_ENDS: dict[tuple, int | None] = {}  # (home, doc_id) -> where the licence starts (RAM)
+_ENDS: dict[tuple, int | None] = {}  # (home, doc_id, view's chunk limit) -> where the licence starts (RAM)
 
 
 def licence_start(library, doc_id: str) -> int | None:
@@ -59,7 +59,7 @@ def licence_start(library, doc_id: str) -> int | None:
     is its licence), searched on the document's last pages; None when there is none."""
     if not hasattr(library, "document"):  # a bare page store (tests' stand-ins): no last pages to read
         return None
-    key = (str(getattr(library, "home", "")), doc_id)
+    key = (str(getattr(library, "home", "")), doc_id, getattr(library, "limit", None))  # (a reader's view: its own)
     if key not in _ENDS:
         n = library.document(doc_id)["n_pages"]
         pages = library.pages(doc_id, with_text=True, numbers=set(range(max(1, n - _END_PAGES + 1), n + 1)))

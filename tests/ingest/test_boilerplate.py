@@ -31,3 +31,14 @@ def test_the_licence_after_the_end_line_is_licence_though_its_page_is_mostly_sto
 def test_no_end_line_no_licence(library):
     doc = store_text(library, "\n\nCHAPTER I\n\n" + STORY, page_chars=5000)
     assert licence_start(library, doc) is None and chunk_matter(library, doc, library.chunks(doc)) == {}
+
+
+def test_a_readers_view_does_not_hide_the_licence_from_the_whole_document(library):
+    """Asked first through a view that stops before the last pages (ask --before-page), the end
+    line is not there; the whole document still finds it afterwards."""
+    from qa.views import BeforePage
+
+    doc = store_text(library, "\n\nCHAPTER XII\n\n" + STORY * 3 + TAIL, page_chars=800)
+    view = BeforePage(library, doc, 2)
+    assert licence_start(view, doc) is None
+    assert licence_start(library, doc) == document_text(library, doc).index("End of Project Gutenberg")
