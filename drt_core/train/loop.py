@@ -20,6 +20,7 @@ the settings (`options`, `recipes`, `flags`) and what training adds to the forwa
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import math
@@ -140,13 +141,17 @@ def train(cfg: TrainConfig) -> dict:
                 logger.info("--max-minutes %g reached: stopped and saved at step %d of %d",
                             cfg.run.max_minutes, step + 1, cfg.optim.steps)
             break
+    if log:
+        log.close()
     if world > 1:
         import torch.distributed as dist
 
-        # wait for rank 0's final save, and free DDP's reducer while its process group exists:
-        # destroying the group first left ranks hanging at exit (intermittently, gloo on CPU)
+        # wait for rank 0's final save, then free everything that holds the group (DDP's reducer, FSDP's
+        # sharded parameters and their device mesh, the optimizer's sharded state) while it still exists:
+        # destroying the group first left ranks hanging, or aborting, at exit (intermittently, gloo on CPU)
         dist.barrier()
-        del dmodel, step_fn
+        del dmodel, step_fn, model, opt
+        gc.collect()
         dist.destroy_process_group()
     return {"steps": cfg.optim.steps, "history": history, "out": str(out)}
 
@@ -301,4 +306,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        # a torchrun child ends here, its group destroyed and its files closed: skip the interpreter's
+        # finalisation, where gloo's worker threads can still be torn down and abort the process
+        # ("terminate called without an active exception", pytorch/pytorch#179291) after a good run
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)

@@ -64,7 +64,7 @@ def test_two_processes_match_one_on_the_global_batch(tmp_path, data, arch):
         cmd += ["--set", f"{k}={json.dumps(v)}"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, proc.stdout[-1500:] + "\n" + proc.stderr[-3000:]  # how far the steps got
     ddp = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
 
     one = loop.train(_config(data, tmp_path / "one", batch_size=2, arch=arch))["history"]

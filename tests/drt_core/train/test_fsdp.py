@@ -61,7 +61,7 @@ def _torchrun(data, out, steps: int, *extra: str, nproc: int = 2) -> list[dict]:
         cmd += ["--set", f"{k}={json.dumps(v)}"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, proc.stdout[-1500:] + "\n" + proc.stderr[-3000:]  # how far the steps got
     assert "plan: preset tiny" in proc.stdout and "FSDP2 over 2 processes" in proc.stdout
     return [json.loads(line) for line in (Path(out) / "log.jsonl").read_text().splitlines()]
 
