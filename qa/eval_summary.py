@@ -1,8 +1,8 @@
 """`drt-reader eval summary`: chapter summaries against summaries written by reading.
 
 The sets (docs/eval/summaries/: `sealed_v2.jsonl`, 15 chapters of three books outside every
-split, read once per shipped round; `sealed.jsonl`, 12 test-split chapters, read in issue 51 and
-now for development; `val.jsonl`, 6 validation-split chapters, for choices) give per chapter the
+split, read once per shipped round; `sealed.jsonl`, 12 test-split chapters, read once as the first
+sealed set and now for development; `val.jsonl`, 6 validation-split chapters, for choices) give per chapter the
 book, its line span, a summary written in the reader's own words and three key sentences copied
 verbatim. Each book is ingested and prefilled (resumable), as the record's `read_as` file when it
 has one (a PDF of the same book; its line span still refers to `doc`); each chapter is found in
@@ -235,8 +235,8 @@ def register_eval(esub) -> None:
     s = esub.add_parser("summary", help="chapter summaries against summaries written by reading (ROUGE-L)")
     s.add_argument("--set", dest="summary_set", default="val",
                    help="val (validation chapters, for choices), sealed_v2 (unseen books' chapters: once per "
-                        "shipped round), sealed (issue 51's test chapters, now development), or a JSONL path "
-                        "(default val)")
+                        "shipped round), sealed (the first sealed set's test chapters, now development), "
+                        "or a JSONL path (default val)")
     s.add_argument("--docs-root", metavar="DIR", default=None,
                    help="where the records' `doc` paths are (default: the repository's ../shared/corpora; "
                         "../shared for sealed_v2)")

@@ -19,7 +19,7 @@ model's own:
             document retrieved them while prefilling)
 
 about, people and drt are z-scored within the chapter. The weights were chosen on 18 development
-chapters (docs/eval/summaries/val.jsonl and the first sealed set, read in issue 51) with
+chapters (docs/eval/summaries/val.jsonl and the first sealed set, now development) with
 `python -m bench.summary_dev`: ROUGE-L 0.160 and key-sentence recall 16.7% there, against the
 lead's 0.138 / 11.1% and the TF-IDF centroid's 0.142 / 11.1%. The centrality's weight is small
 (0.1 did as well as 0 there, 0.25 worse): it mostly breaks ties. Only the

@@ -1,4 +1,4 @@
-"""The cross-encoder inside the model's selection, and the answer it reads (issue 58).
+"""The cross-encoder inside the model's selection, and the answer it reads.
 
 `ask` (qa.ask) asks the model first: the landmark that closes the question's prompt scores every
 document chunk (Engine.question_scores: the learned scores plus the BM25 term). The pool is that

@@ -9,7 +9,7 @@ from .options import TrainConfig
 
 
 def tiny() -> TrainConfig:
-    """The shipped tiny model's pretraining (checkpoints/drt-tiny-pretrained: round 2 of
+    """The shipped tiny model's pretraining (checkpoints/drt-tiny-pretrained; its log is in
     docs/history/2026-11-29-to-12-01-model-rounds.md): the tiny preset (4M parameters), 620 steps of
     4 x 4032 tokens (10.0M tokens, books 0.7 / Stacks 0.3), lr 2e-3 -> 2e-4 after 20 warm-up
     steps, validation every 40 steps, a checkpoint every 10; ~4K tokens/s on two CPU cores."""

@@ -17,7 +17,7 @@ from ingest.pipeline import ingest, prefill_document
 @pytest.fixture(scope="module", params=["reader", "cross-encoder"])
 def engine(request):
     """A random tiny model with the shipped tokenizer and answer reader; the second with the shipped
-    cross-encoder too (ask's default path since issue 58)."""
+    cross-encoder too (ask's default path)."""
     from pathlib import Path
 
     import torch
