@@ -44,16 +44,26 @@ PREFIX = 5  # a question word is "used" if a document word shares its first max(
 
 class DocVocabulary:
     """The distinct words of a document's chunks, for exact and same-stem lookups, and in how many
-    chunks each occurs (`idf`: the in-document idf of the model's word term, config lexical_words)."""
+    chunks each occurs (`idf`: the in-document idf of the model's word term, config lexical_words);
+    and the whole document as one line of its words, for the names it mentions (`mentions`)."""
 
     def __init__(self, texts: Iterable[str]):
         self.df: Counter = Counter()
         self.n = 0
+        lines = []
         for t in texts:
-            self.df.update(set(words(t)))
+            ws = words(t)
+            self.df.update(set(ws))
+            lines.append(" ".join(ws))
             self.n += 1
         self.words = set(self.df)
         self.sorted = sorted(self.words)
+        self.line = " " + " ".join(lines) + " "
+
+    def mentions(self, phrase: list[str]) -> bool:
+        """Whether the document has these (lower-cased) words one after another ("colonel brandon"), across
+        punctuation and line breaks."""
+        return f" {' '.join(phrase)} " in self.line
 
     def idf(self, word: str) -> float:
         """relu(log((n + 1) / (1 + df))) over the document's n chunks, as drt_core.lexical.word_overlap."""
@@ -105,6 +115,42 @@ def decisive(question: str, missing: list[str]) -> bool:
     toks = re.findall(r"[^\W_]+", folded)
     names = {w.lower() for w in toks[1:] if w[:1].isupper()}
     return any(w in names for w in missing)
+
+
+TITLES = frozenset("mr mrs miss ms dr sir lady lord dame colonel col captain capt major general admiral lieutenant "
+                   "sergeant king queen prince princess duke duchess count countess earl baron baroness marquis "
+                   "viscount vicomte madame monsieur mme mlle mademoiselle reverend rev professor prof father mother "
+                   "sister brother uncle aunt cardinal saint abbe".split())
+
+
+def names(question: str) -> list[list[str]]:
+    """The titled names a question gives ("Colonel Brandon", "Mr. Knightley", "Captain Frederick
+    Wentworth"): a capitalised title, then one or more capitalised words, as the question writes them.
+    Untitled capitals are left to the word test (`missing_words`): "Russian Emperor" is the book's
+    "Emperor of Russia", "In Hume's example" names no one."""
+    folded = "".join(ch for ch in unicodedata.normalize("NFKD", question) if not unicodedata.combining(ch))
+    toks = list(re.finditer(r"[^\W_]+", folded))
+    if len(toks) > 2 and all(m.group()[:1].isupper() or m.group().isdigit() for m in toks):
+        return []  # A Question In Title Case names nothing by its capitals
+    out = []
+    for i, m in enumerate(toks):
+        if not (m.group()[:1].isupper() and m.group().lower() in TITLES):
+            continue
+        run = [m.group()]
+        for prev, nxt in zip(toks[i:], toks[i + 1:]):
+            if not (nxt.group()[:1].isupper() and re.fullmatch(r"\.?\s*", folded[prev.end():nxt.start()])):
+                break
+            run.append(nxt.group())
+        if len(run) >= 2 and not (out and out[-1][-len(run):] == run):
+            out.append(run)
+    return out
+
+
+def missing_names(question: str, vocab: DocVocabulary) -> list[str]:
+    """The question's names (`names`) that the document never mentions as such, as the question
+    wrote them: asked of a library, "Who is Colonel Brandon?" is not answered by a novel's "Lady
+    Brandon" although both of its words are there."""
+    return [" ".join(n) for n in names(question) if not vocab.mentions(words(" ".join(n)))]
 
 
 def build_common_words(corpora: str | Path, splits: dict, min_share: float = MIN_SHARE) -> tuple[list[str], int]:

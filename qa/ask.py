@@ -82,16 +82,16 @@ def _doc_vocabulary(library: Library, doc_id: str) -> abstain_mod.DocVocabulary:
 
 
 def missing_words(library: Library, engine: DocumentEngine, doc_id: str, question: str) -> list[str]:
-    """The question's rare words that the document never uses (qa.abstain), when they say it
-    does not answer (`abstain.decisive`: a name, or two words); [] otherwise and when the model
-    ships no common-word list."""
+    """What the question names that the document never has (qa.abstain): its rare words, when they
+    say it does not answer (`abstain.decisive`: a name, or two words; none when the model ships no
+    common-word list), then its titled names ("Colonel Brandon" where a book has only "Lady Brandon");
+    [] when everything is there."""
     model_dir = engine.model_dir
     common = _common_words(str(model_dir)) if model_dir is not None else None
-    if common is None:
-        return []
     vocab = _doc_vocabulary(library, doc_id)
-    missing = abstain_mod.missing_words(question, vocab, common)
-    return missing if abstain_mod.decisive(question, missing) else []
+    missing = abstain_mod.missing_words(question, vocab, common) if common is not None else []
+    missing = missing if abstain_mod.decisive(question, missing) else []
+    return missing + abstain_mod.missing_names(question, vocab)
 
 
 def abstain_reason(out: dict) -> str:

@@ -255,3 +255,26 @@ def test_a_missing_accented_name_is_decisive():
     from qa.abstain import decisive
 
     assert decisive("Who is Fère?", ["fere"])
+
+
+def test_a_titled_name_the_document_never_mentions_abstains_though_its_words_are_there():
+    """ask --all asked "Who is Colonel Brandon?" of a novel with a Lady Brandon and a colonel, and
+    quoted her: a titled name is looked up as a whole. Where the document has it, across a line
+    break, nothing is missing; an untitled phrase ("Russian Emperor") is left alone."""
+    from qa import ask
+    from qa.abstain import names
+
+    text = ("Lady Brandon had married a colonel of the guards, and the Russian ambassador dined with the "
+            "emperor. " * 6 + "Then Mr.\nKnightley came in from the garden. " + "It rained. " * 30)
+    lib, rows = _chunked_library(text)
+    lib.home = "names"
+    eng = SimpleNamespace(model_dir=None)
+    assert ask.missing_words(lib, eng, "doc", "Who is Colonel Brandon?") == ["Colonel Brandon"]
+    assert ask.missing_words(lib, eng, "doc", "Who is Lady Brandon, and whom did she marry?") == []
+    assert ask.missing_words(lib, eng, "doc", "Why did Mr. Knightley come in?") == []
+    assert ask.missing_words(lib, eng, "doc", "Whom did the Russian Emperor dine with?") == []
+    assert ask.abstain_reason({"missing_words": ["Colonel Brandon"]}) == (
+        "The document never mentions \u201cColonel Brandon\u201d.")
+    assert names("What did Sir Walter Elliot say to Lady Russell?") == [["Sir", "Walter", "Elliot"], ["Lady", "Russell"]]
+    assert names("Colonel Brandon is whose friend?") == [["Colonel", "Brandon"]]
+    assert names("Who Is Lady Russell") == [] and names("Why does Anne Elliot refuse him?") == []

@@ -109,6 +109,22 @@ def test_ask_all_groups_answers_by_document(library, engine, assets):
         assert all(e["chunk"] < library.document(d["doc_id"])["n_chunks"] for e in d["evidence"])
 
 
+def test_ask_all_abstains_in_a_document_without_the_titled_name(library, engine, assets, tmp_path):
+    """Asked of the whole library, "Who is Colonel Brandon?" is not answered by a story whose Lady
+    Brandon married a colonel: that document says "Not found" and names what it lacks."""
+    story = tmp_path / "brandon.txt"
+    story.write_text("THE BRANDONS\n\n" + ("Lady Brandon had married a colonel of the guards, and every "
+                                            "summer she walked along the river to the mill. ") * 60)
+    b = ingest(story, library=library, engine=engine).doc_id
+    ingest(assets / "frankenstein_excerpt.txt", library=library, engine=engine)
+    out = ask_all(library, engine, "Who is Colonel Brandon?", max_new_tokens=8)
+    doc = next(d for d in out["documents"] if d["doc_id"] == b)
+    assert doc["abstained"] and doc["missing_words"] == ["Colonel Brandon"]
+    assert doc["answer"].startswith("Not found in this document")
+    lady = ask(library, engine, b, "Who is Lady Brandon?", max_new_tokens=8, causal=False)
+    assert not lady["abstained"] and "Lady Brandon" in lady["answer"]
+
+
 def _ngrams(text: str, n: int = 6) -> set[tuple[str, ...]]:
     import re
 
