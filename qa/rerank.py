@@ -150,35 +150,49 @@ def cut_at_word(text: str, a: int, b: int) -> int:
     return a + k if k is not None and k > 0 else b
 
 
+def whole_text(win: Window) -> tuple[str, int]:
+    """The window's chunk with the whole of each neighbour it may read (adjacent and not barred:
+    `windows` fetched only those), and the document character of its first: a quote can then start
+    at its sentence's start and end at its end, across the chunk's edges, and never show a masked chunk."""
+    me = next((x for x in win.rows if x.get("idx") == win.chunk and "text" in x), None)
+    if me is None:  # rows without their text: the window alone
+        return win.text, win.base
+    before = next((x for x in win.rows if x.get("idx") == win.chunk - 1 and x["char_end"] == me["char_start"]), None)
+    after = next((x for x in win.rows if x.get("idx") == win.chunk + 1 and x["char_start"] == me["char_end"]), None)
+    parts = [x for x in (before, me, after) if x is not None]
+    return "".join(x["text"] for x in parts), parts[0]["char_start"]
+
+
 def quote_of(win: Window) -> dict | None:
-    """The quote in a window: the sentence holding the cross-encoder's span, grown to at most
-    QUOTE_MAX characters, never cut inside a word; the span as `span_text` (None when outside the
-    quote). `short`, the short answer shown, is the caller's: short_shown decides it."""
+    """The quote in a window: the whole sentence holding the cross-encoder's span (or, without one,
+    the window's first whole sentence), grown to at most QUOTE_MAX characters, never cut inside a
+    word; the span as `span_text` (None when outside the quote). The sentence may begin or end in
+    a neighbour the window read from (`whole_text`): the window's edge is no sentence's.
+    `short`, the short answer shown, is the caller's: short_shown decides it."""
     r = win.read
     if r is None:
         return None
-    text = win.text
+    text, base = whole_text(win)
+    off = win.base - base  # the window's text starts at text[off]
     spans = sentence_spans(text)
-    if r.span is not None:
-        s0 = r.span[0]
-        i = next((j for j, (x, y) in enumerate(spans) if x <= s0 < y), None)
-    else:
-        i = None
-    if i is None:
-        i = 0
+    at = off + (r.span[0] if r.span is not None else 0)
+    i = next((j for j, (x, y) in enumerate(spans) if x <= at < y), None)
+    if i is None:  # between two sentences: the next one
+        i = next((j for j, (x, _) in enumerate(spans) if x >= at), len(spans) - 1)
     a, b = spans[i] if spans else (0, len(text))
     sa, sb = a, b
     a, b = quote_bounds(text, a, b, limit=QUOTE_MAX)
     b = cut_at_word(text, a, b)
-    span_text = None
-    if r.span is not None and a <= r.span[0] and r.span[1] <= b:
-        span_text = " ".join(text[r.span[0]:r.span[1]].split()) or None
+    span_text, span = None, None
+    if r.span is not None:
+        span = [win.base + r.span[0], win.base + r.span[1]]
+        if base + a <= span[0] and span[1] <= base + b:
+            span_text = " ".join(win.text[r.span[0]:r.span[1]].split()) or None
     return {"text": " ".join(text[a:b].split()), "sentence": " ".join(text[sa:sb].split()),
             "short": None, "span_text": span_text, "chunk": win.chunk,
-            "char_start": win.base + a, "char_end": win.base + b,
-            "sentence_start": win.base + sa, "sentence_end": win.base + sb,
-            "span": None if r.span is None else [win.base + r.span[0], win.base + r.span[1]],
-            "pages": win.pages(win.base + a, win.base + b),
+            "char_start": base + a, "char_end": base + b,
+            "sentence_start": base + sa, "sentence_end": base + sb, "span": span,
+            "pages": win.pages(base + a, base + b),
             "cross_encoder": {"p": round(win.p, 4), "relevance": round(r.relevance, 4),
                               "span_score": None if r.span is None else round(r.span_score, 4)}}
 

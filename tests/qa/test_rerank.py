@@ -59,6 +59,30 @@ def test_quote_holds_the_spans_sentence_is_never_cut_inside_a_word_and_short_fol
     assert rerank.short_shown(q, rerank.Calibration(short_above=4.0)) is None
 
 
+def test_a_quote_starts_at_its_sentences_start_in_the_neighbour_but_never_in_a_barred_one():
+    """The window holds 150 characters of its neighbour, cut anywhere: a sentence begun before that
+    was quoted from the cut ("server, the Corresponding Source may be..."). The quote now starts at
+    the sentence's start, in the neighbour's text; a barred (masked) neighbour is never shown."""
+    opening = ("If the place to copy the object code is a network server, and the offer is made in writing to "
+               "every party who asks for it at the time of the transfer, ")
+    texts = ["Filler sentence one. " * 8 + opening, "the Corresponding Source may be on a different server. "
+             "Another sentence follows here. " + "More words. " * 10, "Tail sentence. " * 5]
+    lib = _library(texts)
+    win = rerank.windows(lib, "d", [1], frozenset())[1]
+    assert not win.text.startswith("If the place")  # the window's head was cut inside the sentence
+    at = win.text.index("different server")
+    win.read = Read(2.0, (at, at + len("different server")), 1.0)
+    q = rerank.quote_of(win)
+    assert q["sentence"].startswith("If the place to copy the object code") and q["span_text"] == "different server"
+    whole = "".join(texts)
+    assert " ".join(whole[q["char_start"]:q["char_end"]].split()) == q["text"] and q["pages"] == [1, 2]
+    barred = rerank.windows(lib, "d", [1], frozenset({0}))[1]
+    barred.read = Read(2.0, (0, 3), 1.0)
+    q = rerank.quote_of(barred)
+    assert q["text"].startswith("the Corresponding Source") and "If the place" not in q["text"]
+    assert q["char_start"] >= len(texts[0])
+
+
 def test_decide_abstains_below_the_calibrated_probability():
     w = {1: rerank.Window(1, "x", 0, Read(-3.0, None, 0.0)), 2: rerank.Window(2, "y", 0, Read(-2.0, None, 0.0))}
     unsure, best = rerank.decide(w, rerank.Calibration(abstain_below=0.5))
