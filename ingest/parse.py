@@ -31,6 +31,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -460,6 +461,8 @@ def _parse_mupdf(pymupdf, req: dict, kind: str) -> tuple:
     if empty and len(empty) < n:
         why = "lost to the damage, or images only" if doc.is_repaired else "images only? OCR them first"
         warnings.append(f"{len(empty)} page(s) have no text ({why}): {page_ranges(empty)}")
+    if kind == "pdf":
+        drop_page_numbers(pages)
     title = clean_text((doc.metadata or {}).get("title") or "").strip()
     if title.lower() in _JUNK_TITLES:  # producers' placeholders: fall back to the file name
         title = ""
@@ -469,6 +472,45 @@ def _parse_mupdf(pymupdf, req: dict, kind: str) -> tuple:
         toc = []
     doc.close()
     return title, kind, pages, warnings, toc
+
+
+_BARE_NUMBER = re.compile(r"\d{1,4}")
+
+
+def drop_page_numbers(pages: list[list[str]]) -> int:
+    """Take out, in place, the printed page number standing alone on a page's first or last line:
+    joined to the next page's text it split sentences ("dynamically linked subprograms 4 that the
+    work") and was quoted. A bare number counts as the page number where the document numbers its
+    pages so: the same line (first or last) of at least two pages holds page + a fixed offset, or
+    the page's own label; a one-page document's own number. `pages`: [label, text] per page.
+    Returns how many numbers were taken out."""
+    ends = []  # per page: {"first" | "last": (line index, its keys)}
+    votes: Counter = Counter()
+    for i, (label, text) in enumerate(pages):
+        lines = text.split("\n")
+        filled = [j for j, line in enumerate(lines) if line.strip()]
+        found = {}
+        for pos, j in (("first", filled[0]), ("last", filled[-1])) if filled else ():
+            word = lines[j].strip()
+            keys = []
+            if _BARE_NUMBER.fullmatch(word):
+                keys.append((pos, int(word) - (i + 1)))
+            if label and word == label:
+                keys.append((pos, "label"))
+            if keys:
+                found[pos] = (j, keys)
+                votes.update(keys)
+        ends.append(found)
+    numbering = {k for k, v in votes.items() if v >= 2 or (len(pages) == 1 and k[1] in (0, "label"))}
+    taken = 0
+    for page, found in zip(pages, ends):
+        drop = {j for j, keys in found.values() if numbering.intersection(keys)}
+        lines = page[1].split("\n")
+        if not drop or len([x for x in lines if x.strip()]) <= len(drop):
+            continue  # a page holding nothing but the number keeps it (a page is never emptied)
+        page[1] = _BLANKS.sub("\n\n", "\n".join(x for j, x in enumerate(lines) if j not in drop)).strip("\n")
+        taken += len(drop)
+    return taken
 
 
 def _page_text(pymupdf, page) -> str:

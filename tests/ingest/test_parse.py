@@ -273,3 +273,26 @@ def test_ingest_stores_the_bookmarks(assets, library, fake_engine):
     res = ingest(assets / "006-pdflatex-outline.pdf", library=library, engine=fake_engine)
     got = library.outline(res.doc_id)
     assert [o["title"] for o in got][:3] == ["Foo", "Bar", "Baz"] and all(o["page"] >= 1 for o in got)
+
+
+def test_printed_page_numbers_standing_alone_are_taken_out(tmp_path):
+    """A page number alone on a page's last (or first) line, following the page order, split the
+    sentence running over the page break and was quoted ("linked subprograms 4 that the work"); a
+    number that does not follow the pages (a total closing a page) stays."""
+    import pymupdf
+
+    path = tmp_path / "numbered.pdf"
+    doc = pymupdf.open()
+    bodies = ["The code for shared libraries and dynamically linked subprograms",
+              "that the work is specifically designed to require. Totals", "The end of it all."]
+    for i, body in enumerate(bodies):
+        page = doc.new_page()
+        page.insert_text((72, 72), body)
+        page.insert_text((290, 800), str(i + 3))  # printed numbers 3, 4, 5 (front matter unnumbered)
+    doc.new_page().insert_text((72, 72), "A table\n17")  # a number, but not this page's
+    doc.save(path)
+    parsed = parse_file(path)
+    texts = [p.text for p in parsed.pages]
+    assert texts[:3] == bodies and texts[3] == "A table\n17"
+    assert "linked subprograms\n\nthat the work" in parsed.text
+    _spans_consistent(parsed)
