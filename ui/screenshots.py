@@ -103,6 +103,16 @@ class WalkResult:
     page_caption: str = ""
     relied: str = ""
     seconds: dict[str, float] = field(default_factory=dict)
+    question_top: tuple | None = None  # the last question's top in the chat's view (pixels), and whether
+    # the chat is scrolled to its end
+
+
+_LAST_QUESTION_TOP = """() => {
+  const wrap = document.querySelector('#drt-chat .bubble-wrap');
+  const rows = wrap.querySelectorAll('.message-row.user-row');
+  const top = rows[rows.length - 1].getBoundingClientRect().top - wrap.getBoundingClientRect().top;
+  return [top, wrap.scrollTop + wrap.clientHeight >= wrap.scrollHeight - 2];
+}"""
 
 
 def walk_through(url: str, pdf: Path, out_dir: Path, question: str = "What is a topological space?") -> WalkResult:
@@ -145,6 +155,12 @@ def walk_through(url: str, pdf: Path, out_dir: Path, question: str = "What is a 
             # the heatmap can render before the chat's last update (the evidence note) lands
             expect(page.locator("#drt-chat")).to_contain_text("Evidence:")
             res.answer_texts = page.evaluate("() => window.__drtTexts || []")
+            # a second question: the chat then shows it at its top, the answer's start under it
+            page.locator("#drt-question textarea").fill(question)
+            page.locator("#drt-send").click()
+            expect(page.locator("#drt-chat .message-row.bot-row").nth(1)).to_contain_text("Evidence:")
+            page.wait_for_timeout(400)
+            res.question_top = page.evaluate(_LAST_QUESTION_TOP)
             res.heatmap_cells = heat.count()
             # click the cell under the first top-k outline (the outline itself lets clicks through)
             marks = page.locator("#drt-heatmap svg rect.drt-topk")

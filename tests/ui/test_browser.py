@@ -44,6 +44,10 @@ def test_upload_ask_heatmap_summary_map_in_chromium(drt_home, tiny_model, free_p
     partial = [t for t in res.answer_texts if "▌" in t]
     assert partial, res.answer_texts
     assert any("Evidence:" in t for t in res.answer_texts)
+    # after a second question, the chat shows that question at its top (not the answer's closing lines),
+    # or, where the answer is short, the whole of both
+    top, at_end = res.question_top
+    assert top >= 0 and (top <= 60 or at_end), res.question_top
     assert res.heatmap_cells >= 53  # one cell per document chunk and generated chunk
     assert res.picked_passage.startswith("Chunk ") and "p. " in res.picked_passage
     assert "Extractive" in res.summary

@@ -492,7 +492,7 @@ def layout(answers: gr.State, pending_q: gr.State) -> AskTab:
             before_in = gr.Number(label="Read only before page (spoiler-safe; 0 = all)", precision=0,
                                   minimum=0, value=None, scale=1, elem_id="drt-before-page")
         chat = gr.Chatbot(
-            label="Chat about the document", height=360, buttons=["copy", "copy_all"],
+            label="Chat about the document", height=480, buttons=["copy", "copy_all"], autoscroll=False,
             feedback_options=None, elem_id="drt-chat",
         )  # fmt: skip
         with gr.Row():
@@ -541,6 +541,19 @@ def layout(answers: gr.State, pending_q: gr.State) -> AskTab:
                   ask_json)
 
 
+# The chat does not follow a long answer to its end (autoscroll off): once the question is asked and
+# again once it is answered, the last question is put at the chat's top, so that the answer's start
+# (the quote) shows under it rather than its closing lines, and the chat's buttons cover no message.
+SHOW_LAST_QUESTION_JS = """() => { setTimeout(() => {
+  const wrap = document.querySelector('#drt-chat .bubble-wrap');
+  const rows = wrap ? wrap.querySelectorAll('.message-row.user-row') : [];
+  if (!rows.length) return;
+  const row = rows[rows.length - 1];
+  const top = row.getBoundingClientRect().top - wrap.getBoundingClientRect().top + wrap.scrollTop;
+  wrap.scrollTo({top: Math.max(0, top - 44)});
+}, 60); }"""
+
+
 def wire(ctx: UIContext, tab: AskTab) -> None:
     """The tab's events."""
     _wire_chat(ctx, tab)
@@ -571,8 +584,10 @@ def _wire_chat(ctx: UIContext, tab: AskTab) -> None:
     bot_inputs = [tab.doc, tab.pending_q, tab.chat, tab.answers, tab.max_tokens, tab.before_in]
     for trigger in (tab.send_btn.click, tab.question.submit):
         trigger(user_turn, user_inputs, user_outputs, queue=False, **PRIVATE).success(
+            None, None, None, js=SHOW_LAST_QUESTION_JS, queue=False,
+        ).success(
             bot_turn, bot_inputs, bot_outputs, show_progress="hidden", **MODEL, **PRIVATE,
-        )  # fmt: skip
+        ).then(None, None, None, js=SHOW_LAST_QUESTION_JS, queue=False)  # fmt: skip
 
     def stop(request: gr.Request) -> None:
         cancel_job(ctx, session_of(request), "ask")
