@@ -29,6 +29,23 @@ def pages_text(first: int, last: int, labels: dict[int, str] | None = None) -> s
     return f"p. {a}" if first == last else f"pp. {a}–{b}"
 
 
+def pages_runs(pages, labels: dict[int, str] | None = None, limit: int = 6) -> str:
+    """Pages as runs ("pp. 4–5, 8–9", "p. 23, pp. 141–142, 205"), not one span from the first to the
+    last (which read as 'pp. 23–205' for three passages far apart); past `limit` runs, "…"."""
+    ps = sorted({int(x) for x in pages})
+    if not ps:
+        return ""
+    runs, start = [], ps[0]
+    for a, b in zip(ps, ps[1:] + [None]):
+        if b != a + 1:
+            runs.append((start, a))
+            start = b
+    label = lambda n: plots.page_label(n, labels)  # noqa: E731
+    shown = [label(a) if a == b else f"{label(a)}–{label(b)}" for a, b in runs[:limit]]
+    more = ", …" if len(runs) > limit else ""
+    return ("p. " if len(ps) == 1 else "pp. ") + ", ".join(shown) + more
+
+
 def quote(text: str, limit: int | None = None) -> str:
     """A chunk's text as a quote block, cut at word boundaries (qa.evidence.snippet)."""
     return "> " + md_escape(snippet(text, limit))

@@ -621,3 +621,16 @@ def test_a_document_being_prefilled_is_listed_as_such(lib, monkeypatch):
         ctx.prefilling.discard(doc_id)
     (d,) = library_tab.list_documents(ctx)
     assert d["state"] == "partial" and "resumable" in library_tab._state_text(d)
+
+
+def test_the_evidence_note_lists_its_pages_as_runs_not_one_span():
+    """Four passages on pp. 23, 141-142 and 205 were labelled 'pp. 23-205', as if one passage ran over
+    180 pages; the note names the runs."""
+    from ui.render import pages_runs
+    from ui.tabs.ask import _evidence_note
+
+    ev = [{"chunk": c, "pages": ps, "weight": 0.5, "text": "some words"} for c, ps in
+          ((3, [23]), (90, [141, 142]), (91, [142]), (130, [205]))]
+    assert _evidence_note(ev, {})["metadata"]["title"] == "Evidence: 4 passages (pp. 23, 141–142, 205)"
+    assert pages_runs([7]) == "p. 7" and pages_runs(range(1, 40, 2), limit=3) == "pp. 1, 3, 5, …"
+    assert pages_runs([4, 5, 8, 9]) == "pp. 4–5, 8–9" and pages_runs([]) == ""

@@ -30,7 +30,7 @@ from ..context import (
     user_facing,
 )
 from ..jobs import cancel_job, run_threaded
-from ..render import answer_md, effect_text, evidence_md, matter_text, md_escape, pages_text
+from ..render import answer_md, effect_text, evidence_md, matter_text, md_escape, pages_runs, pages_text
 from .library import list_documents, passage_md
 
 
@@ -194,8 +194,7 @@ def _evidence_note(evidence: list[dict], labels: dict[int, str]) -> dict:
             for e in evidence
         ]
         body = "\n".join(lines)
-        ps = sorted({p for e in evidence for p in e["pages"]})
-        pages = f" ({pages_text(ps[0], ps[-1], labels)})"
+        pages = f" ({pages_runs([p for e in evidence for p in e['pages']], labels)})"
     return {"role": "assistant", "content": body,
             "metadata": {"title": f"Evidence: {len(evidence)} passages{pages}", "status": "done"}}  # fmt: skip
 
