@@ -63,13 +63,18 @@ def question_kind(question: str) -> str:
 ABBREVIATIONS = frozenset("""mr mrs ms mme mlle messrs dr st rev col capt gen lt sgt prof sir esq hon
 no vol ch chap fig eq cf e g i ie eg etc vs viz p pp ed""".split())
 _BEFORE = re.compile(r"([^\W\d_]+)$")
+_GOES_ON = re.compile(r"[a-z]")  # what follows a blank line inside a sentence
+_ENDED = re.compile(r"""[.!?:;\"'’”)\]]\s*$""")  # what closes a line a blank line may follow
 
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
     """[start, end) of each sentence of `text` (ends at . ! ? ; and blank lines, not at the period of
-    "Mr." or an initial), blank ones dropped."""
+    "Mr." or an initial, nor at a blank line between a line that ends no sentence and one that goes
+    on in lower case: a PDF's page break), blank ones dropped."""
     spans, start = [], 0
     for m in SENTENCE_END.finditer(text):
+        if text[m.start()] == "\n" and _GOES_ON.match(text, m.end()) and not _ENDED.search(text, start, m.start()):
+            continue  # a page break (or a blank line) inside a sentence: it goes on in lower case
         if text[m.start()] == "." and not text[m.start() + 1: m.end()].strip("\"'’”)] \n\t"):
             w = _BEFORE.search(text, max(0, m.start() - 12), m.start())
             if w and (w.group(1).lower() in ABBREVIATIONS or (len(w.group(1)) == 1 and w.group(1).isupper())):

@@ -29,6 +29,11 @@ def test_sentence_spans_cut_at_sentence_ends_and_blank_lines():
     text = "First one. Emma Woodhouse, handsome, clever, and rich, had lived.\n\nThird here!  "
     assert [text[a:b] for a, b in sentence_spans(text)] == [
         "First one.", "Emma Woodhouse, handsome, clever, and rich, had lived.", "Third here!"]
+    # a page break inside a sentence (the next page goes on in lower case) ends nothing; a heading does
+    text = "and dynamically linked subprograms\n\nthat the work requires. Done.\n\nChapter 4\n\nHe was. A title:\n\nlow."
+    assert [text[a:b] for a, b in sentence_spans(text)] == [
+        "and dynamically linked subprograms\n\nthat the work requires.", "Done.", "Chapter 4", "He was.",
+        "A title:", "low."]
 
 
 def test_retrieval_z():
