@@ -30,7 +30,8 @@ def test_sentence_spans_cut_at_sentence_ends_and_blank_lines():
     assert [text[a:b] for a, b in sentence_spans(text)] == [
         "First one.", "Emma Woodhouse, handsome, clever, and rich, had lived.", "Third here!"]
     # a page break inside a sentence (the next page goes on in lower case) ends nothing; a heading does
-    text = "and dynamically linked subprograms\n\nthat the work requires. Done.\n\nChapter 4\n\nHe was. A title:\n\nlow."
+    text = ("and dynamically linked subprograms\n\nthat the work requires. Done.\n\nChapter 4\n\nHe was. "
+            "A title:\n\nlow.")
     assert [text[a:b] for a, b in sentence_spans(text)] == [
         "and dynamically linked subprograms\n\nthat the work requires.", "Done.", "Chapter 4", "He was.",
         "A title:", "low."]
@@ -280,6 +281,7 @@ def test_a_titled_name_the_document_never_mentions_abstains_though_its_words_are
     assert ask.missing_words(lib, eng, "doc", "Whom did the Russian Emperor dine with?") == []
     assert ask.abstain_reason({"missing_words": ["Colonel Brandon"]}) == (
         "The document never mentions \u201cColonel Brandon\u201d.")
-    assert names("What did Sir Walter Elliot say to Lady Russell?") == [["Sir", "Walter", "Elliot"], ["Lady", "Russell"]]
+    assert names("What did Sir Walter Elliot say to Lady Russell?") == [["Sir", "Walter", "Elliot"],
+                                                                         ["Lady", "Russell"]]
     assert names("Colonel Brandon is whose friend?") == [["Colonel", "Brandon"]]
     assert names("Who Is Lady Russell") == [] and names("Why does Anne Elliot refuse him?") == []
