@@ -19,6 +19,7 @@ a chunk, or a chunk with `window` chunks each side (a passage wider than one 63-
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -45,9 +46,11 @@ mr mrs miss sir madam lady dr st
 """.split())
 
 
+@functools.lru_cache(maxsize=1 << 18)
 def stem(w: str) -> str:
     """A light suffix stripper (plural and verb endings; the word itself when short): "cottages" ->
-    "cottag", "cottage" -> "cottag", "married" -> "marri", "marries" -> "marri", "marrying" -> "marry"."""
+    "cottag", "cottage" -> "cottag", "married" -> "marri", "marries" -> "marri", "marrying" -> "marry".
+    Cached: a book's half a million words are some tens of thousands of distinct ones."""
     if len(w) <= 3 or w.isdigit():
         return w
     for suf, rep in (("ies", "i"), ("ied", "i"), ("sses", "ss"), ("ness", ""), ("ments", "ment"),

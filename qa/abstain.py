@@ -31,11 +31,24 @@ import unicodedata
 from .baselines import words as _plain_words  # lower-cased letters and digits, as drt_core.words cuts them
 
 
+class _Uncombined(dict):
+    """str.translate's table that drops combining marks (accents once NFKD has split them off),
+    filled as characters are met."""
+
+    def __missing__(self, cp: int):
+        self[cp] = None if unicodedata.combining(chr(cp)) else cp
+        return self[cp]
+
+
+_UNCOMBINED = _Uncombined()
+
+
 def words(text: str) -> list[str]:
     """Lower-cased words with their accents taken off, so a question's "étale" meets the LaTeX
     source's "\\'etale" and "Fère" meets "Fere"."""
-    folded = unicodedata.normalize("NFKD", text)
-    return _plain_words("".join(ch for ch in folded if not unicodedata.combining(ch)))
+    if text.isascii():
+        return _plain_words(text)
+    return _plain_words(unicodedata.normalize("NFKD", text).translate(_UNCOMBINED))
 
 COMMON_WORDS_FILE = "common_words.txt"
 MIN_SHARE = 0.10  # a word in at least this share of the training documents is common

@@ -285,3 +285,22 @@ def test_a_titled_name_the_document_never_mentions_abstains_though_its_words_are
                                                                          ["Lady", "Russell"]]
     assert names("Colonel Brandon is whose friend?") == [["Colonel", "Brandon"]]
     assert names("Who Is Lady Russell") == [] and names("Why does Anne Elliot refuse him?") == []
+
+
+def test_abstain_words_fold_accents_as_nfkd_without_combining_marks():
+    """qa.abstain.words (a translate table since) equals the plain fold: NFKD, combining marks dropped."""
+    import random
+    import unicodedata
+
+    from qa.abstain import words
+    from qa.baselines import words as plain
+
+    def fold(text):
+        return plain("".join(ch for ch in unicodedata.normalize("NFKD", text) if not unicodedata.combining(ch)))
+
+    rnd = random.Random(0)
+    chars = [chr(c) for c in range(0x20, 0x3000) if not 0xD800 <= c <= 0xDFFF]
+    texts = ["Fère étale \u2019s naïve Zoë", "حَبيبي habibi", "plain", "ﬁne Å ñ"]
+    texts += ["".join(rnd.choice(chars) for _ in range(40)) for _ in range(300)]
+    assert all(words(t) == fold(t) for t in texts)
+    assert words("Fère étale") == ["fere", "etale"]
