@@ -208,10 +208,16 @@ def document_text(library, doc_id: str) -> str:
 
 
 def _running(title: str) -> str:
-    """A heading's title without a trailing page number ("VOLUME I 12" -> "VOLUME I"; "Chapter 12"
-    stays: a number after the keyword alone is the chapter's)."""
+    """A heading's title without the page number a running head puts at its end or, on a left-hand
+    page, at its start ("VOLUME I 12" -> "VOLUME I", "4 CONTENTS" -> "CONTENTS"); "Chapter 12" stays:
+    a number after the keyword alone is the chapter's. A numbered heading ("12 THE JOURNEY") loses its
+    number here too, but only a title seen three times or more with a number counts as a running head."""
     words = title.split()
-    return " ".join(words[:-1]) if len(words) > 2 and words[-1].isdigit() else title
+    if len(words) > 2 and words[-1].isdigit():
+        return " ".join(words[:-1])
+    if len(words) >= 2 and words[0].isdigit():
+        return " ".join(words[1:])
+    return title
 
 
 def equal_spans(n_pages: int) -> int:

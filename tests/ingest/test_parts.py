@@ -40,6 +40,16 @@ def test_running_heads_are_no_headings():
     assert [t for t, _ in headings(text)] == ["Chapter 1", "Chapter 2"]
 
 
+def test_left_hand_running_heads_with_the_number_first_are_no_headings():
+    """A paper's left-hand pages open with "2 CONTENTS", "4 CONTENTS", ...: they made 27 parts titled
+    so; numbered chapter headings ("12 THE JOURNEY") still make the parts."""
+    body = "Some sentence of the body, long enough to read as text and nothing else. " * 40
+    paper = "".join(f"\n\n{n} CONTENTS\n\n{body}\n\n{body}" for n in range(2, 30, 2))
+    assert headings(paper) == []
+    book = "".join(f"\n\n{n} {t}\n\n{body}" for n, t in ((1, "THE START"), (2, "THE JOURNEY"), (3, "THE END")))
+    assert [t for t, _ in headings(book)] == ["1 THE START", "2 THE JOURNEY", "3 THE END"]
+
+
 def test_parts_tile_the_document_and_have_pages(library):
     doc = store_text(library, book())
     parts = document_parts(library, doc)
