@@ -1,10 +1,11 @@
 """A document's parts (chapters, sections): what a summary covers one by one, and `--chapter N`.
 
 Three sources, tried in order:
-  outline   a PDF's bookmarks (stored at ingest): the level with the most entries, boilerplate
-            entries ("Contents", "Index", the licence) left out; a part starts where its title is
-            printed on its page (the page's start when the title is not found there; of two titles
-            placed at one position, the first)
+  outline   a PDF's bookmarks (stored at ingest; a PDF with none, or one, gets its numbered section
+            headings set in bold larger than its text: ingest.parse.styled_headings): the level with
+            the most entries, boilerplate entries ("Contents", "Index", the licence) left out; a part
+            starts where its title is printed on its page (the page's start when the title is not
+            found there; of two titles placed at one position, the first)
   headings  lines that look like headings in the text, after a blank line: "CHAPTER IV", "Book V",
             "Lecture II. ...", "12 THE JOURNEY" (a number and a title in capitals), a lone Roman
             numeral, or TeX's \\chapter / \\section. Each form (indented or not) is a family; the

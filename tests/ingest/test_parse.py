@@ -296,3 +296,33 @@ def test_printed_page_numbers_standing_alone_are_taken_out(tmp_path):
     assert texts[:3] == bodies and texts[3] == "A table\n17"
     assert "linked subprograms\n\nthat the work" in parsed.text
     _spans_consistent(parsed)
+
+
+def test_a_pdf_without_bookmarks_gets_its_numbered_bold_sections_as_its_outline(tmp_path):
+    """Two of the three real papers under ../shared/fresh have no bookmarks (or one): their outline was
+    page spans. The numbered section headings they print in bold, larger than the text, become the
+    bookmarks ("1 Introduction", also with the number on a line of its own); a bold running head is none,
+    and neither is a bold number in the text's own size."""
+    import pymupdf
+
+    path = tmp_path / "paper.pdf"
+    doc = pymupdf.open()
+    body = "This is the body text of the paper, set in the ordinary size and weight. " * 3
+    heads = [("1", "Introduction"), ("2", "Preliminaries"), ("3", "Results and Proofs")]
+    for i, (num, title) in enumerate(heads):
+        page = doc.new_page()
+        page.insert_text((72, 40), f"{i + 1} Journal of Tests", fontname="hebo", fontsize=14)  # a running head
+        if i == 1:  # the number on its own line, the title under it
+            page.insert_text((72, 100), num, fontname="hebo", fontsize=14)
+            page.insert_text((72, 120), title, fontname="hebo", fontsize=14)
+        else:
+            page.insert_text((72, 110), f"{num} {title}", fontname="hebo", fontsize=14)
+        for k in range(12):
+            page.insert_text((72, 160 + 14 * k), body[:90], fontname="helv", fontsize=10)
+        page.insert_text((72, 360), "4 Lemma", fontname="hebo", fontsize=10)
+    doc.save(path)
+    parsed = parse_file(path)
+    assert parsed.outline == [(1, "1 Introduction", 1), (1, "2 Preliminaries", 2), (1, "3 Results and Proofs", 3)]
+    bare = tmp_path / "plain.pdf"
+    _pdf(bare, ["Chapter text without any heading.", "More text."])
+    assert parse_file(bare).outline == []
