@@ -304,6 +304,31 @@ def dependency_links(dep_map: Sequence[dict], n_chunks: int) -> list[tuple[int, 
     return out
 
 
+MIN_DOT_SPACING = 4.0  # pixels: below this many per chunk, the map draws one dot per square of this side
+
+
+def _binned(links: list[tuple[int, int, float]], n: int, S: float) -> list[tuple[int, int, float, int]]:
+    """A long document's links in squares of MIN_DOT_SPACING pixels: per square, its strongest link
+    and how many fell there: (querying chunk, retrieved chunk, weight, count)."""
+    per = n * MIN_DOT_SPACING / S  # chunks per square
+    best: dict[tuple[int, int], list] = {}
+    for c, j, w in links:
+        key = (int(c / per), int(j / per))
+        b = best.get(key)
+        if b is None:
+            best[key] = [c, j, w, 1]
+        else:
+            b[3] += 1
+            if w > b[2]:
+                b[0], b[1], b[2] = c, j, w
+    return [tuple(b) for b in best.values()]
+
+
+def _cell_centre(c: int, j: int, n: int, S: float, left: float, top: float) -> tuple[float, float]:
+    per = n * MIN_DOT_SPACING / S
+    return (left + (int(c / per) + 0.5) * MIN_DOT_SPACING, top + S - (int(j / per) + 0.5) * MIN_DOT_SPACING)
+
+
 def dependency_map_svg(
     dep_map: Sequence[dict],
     chunk_pages: Sequence[int],
@@ -318,13 +343,17 @@ def dependency_map_svg(
     if not links:
         return note("No dependency map: the document is too short for retrieval (two chunks or fewer).")
     total = len(links)
-    if total > max_points:
-        links = sorted(links, key=lambda t: -t[2])[:max_points]
-    _, wmax, _ = robust_range([w for _, _, w in links])
-    wmax = wmax or 1.0
     S, left, top, bottom, right = 640.0, 70.0, 30.0, 52.0, 20.0
     W, H = left + S + right, top + S + bottom
     sc = S / max(n, 1)
+    cells = _binned(links, n, S) if sc < MIN_DOT_SPACING else None  # a long document: one dot per cell
+    if cells is not None:
+        links = [(c, j, w) for c, j, w, _ in cells]
+    if len(links) > max_points:
+        links = sorted(links, key=lambda t: -t[2])[:max_points]
+    _, wmax, _ = robust_range([w for _, _, w in links])
+    wmax = wmax or 1.0
+    counts = {(c, j): k for c, j, _, k in cells} if cells is not None else {}
 
     def px(c: float) -> float:
         return left + (c + 0.5) * sc
@@ -357,15 +386,24 @@ def dependency_map_svg(
     )
     for c, j, w in sorted(links, key=lambda t: t[2]):  # heavy links on top
         f = min(1.0, w / wmax)
-        r = max(0.9, min(sc * 0.9, 1.2 + 4.0 * f))
+        k = counts.get((c, j), 1)
+        r = MIN_DOT_SPACING / 2 if cells is not None else max(0.9, min(sc * 0.9, 1.2 + 4.0 * f))
+        x, y = (px(c), py(j)) if cells is None else _cell_centre(c, j, n, S, left, top)
+        also = f" (the strongest of {k:,} links here)" if k > 1 else ""
         out.append(
-            f'<circle cx="{px(c):.2f}" cy="{py(j):.2f}" r="{r:.2f}" fill="{viridis(f)}" fill-opacity="0.85" '
+            f'<circle cx="{x:.2f}" cy="{y:.2f}" r="{r:.2f}" fill="{viridis(f)}" fill-opacity="0.85" '
             f'data-src="{c}" data-dst="{j}" data-w="{w:.4f}">'
             f'<title>chunk {c} (p. {_e(page_label(int(chunk_pages[c]), page_labels))}) '
-            f'retrieved chunk {j} (p. {_e(page_label(int(chunk_pages[j]), page_labels))}), weight {w:.3f}'
+            f'retrieved chunk {j} (p. {_e(page_label(int(chunk_pages[j]), page_labels))}), weight {w:.3f}{also}'
             "</title></circle>"
         )
-    if total > len(links):
+    if cells is not None:
+        shown = "" if len(links) == len(cells) else f" (the {len(links):,} strongest squares of {len(cells):,})"
+        out.append(
+            f'<text x="{left + S}" y="18" font-size="10" text-anchor="end" fill="#666">'
+            f"{total:,} links; a dot is the strongest of those in its square{shown}</text>"
+        )
+    elif total > len(links):
         out.append(
             f'<text x="{left + S}" y="18" font-size="10" text-anchor="end" fill="#666">'
             f"the {len(links):,} strongest of {total:,} links</text>"

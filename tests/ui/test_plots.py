@@ -51,3 +51,24 @@ def test_dependency_map_svg():
     small = plots.dependency_map_svg(dep, PAGES, max_points=5)
     assert small.count("data-src=") == 5 and "strongest of 16" in small
     assert "too short" in plots.dependency_map_svg([], PAGES)
+
+
+def test_a_long_documents_map_draws_the_strongest_link_of_each_square():
+    """On a book of 2,000 chunks a chunk is 0.3 px wide: the dots were sub-pixel and piled up along
+    the diagonal. Past 160 chunks each 4 px square shows one dot, its strongest link (clickable, with
+    how many fell there); a short document keeps a dot per link."""
+    import re
+
+    n = 2000
+    dep = [{"chunk": c, "retrieved": [c - 1, c - 2, 0], "weights": [0.5 + c / 1e5, 0.2 + c / 1e5, 0.1]}
+           for c in range(2, n)]
+    svg = plots.dependency_map_svg(dep, [c // 10 + 1 for c in range(n)])
+    dots = re.findall(r'<circle cx="([\d.]+)" cy="([\d.]+)" r="2.00"[^>]*data-src="(\d+)" data-dst="(\d+)"', svg)
+    per = n * plots.MIN_DOT_SPACING / 640
+    squares = {(int(c / per), int(j / per)) for c in range(2, n) for j in (c - 1, c - 2, 0)}
+    assert len(dots) == len(squares) and "5,994 links" in svg and "strongest of those in its square" in svg
+    assert all((float(x) - 70) % 4 == 2 for x, *_ in dots)  # on the squares' grid
+    # the last square on the diagonal shows its strongest link: chunk 1999 to 1998 (weight 0.51999)
+    assert ("1999", "1998") in {(s, d) for *_, s, d in dots} and ("1998", "1997") not in {(s, d) for *_, s, d in dots}
+    short = plots.dependency_map_svg(dep[:50], [c // 10 + 1 for c in range(60)])
+    assert short.count("<circle") == 150 and "in its square" not in short
