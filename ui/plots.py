@@ -397,11 +397,10 @@ def dependency_map_svg(
             f'retrieved chunk {j} (p. {_e(page_label(int(chunk_pages[j]), page_labels))}), weight {w:.3f}{also}'
             "</title></circle>"
         )
-    if cells is not None:
-        shown = "" if len(links) == len(cells) else f" (the {len(links):,} strongest squares of {len(cells):,})"
+    if cells is not None:  # (past max_points squares, the weakest squares are left out)
         out.append(
-            f'<text x="{left + S}" y="18" font-size="10" text-anchor="end" fill="#666">'
-            f"{total:,} links; a dot is the strongest of those in its square{shown}</text>"
+            f'<text x="{left + S}" y="18" font-size="10" text-anchor="end" fill="#666" '
+            f'data-squares="{len(cells)}">{total:,} links, the strongest per square</text>'
         )
     elif total > len(links):
         out.append(
