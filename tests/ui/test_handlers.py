@@ -634,3 +634,19 @@ def test_the_evidence_note_lists_its_pages_as_runs_not_one_span():
     assert _evidence_note(ev, {})["metadata"]["title"] == "Evidence: 4 passages (pp. 23, 141–142, 205)"
     assert pages_runs([7]) == "p. 7" and pages_runs(range(1, 40, 2), limit=3) == "pp. 1, 3, 5, …"
     assert pages_runs([4, 5, 8, 9]) == "pp. 4–5, 8–9" and pages_runs([]) == ""
+
+
+def test_picking_a_document_builds_its_first_questions_statistics(lib):
+    """Picking a document in the Ask tab builds what its first question would (qa.ask.warm): its
+    reader statistics and words are cached before the question; "All documents", nothing and an
+    unknown document are left alone."""
+    from qa import ask as ask_mod
+
+    ctx, doc_id = lib["ctx"], lib["doc_id"]
+    ask_mod._STATS.clear()
+    ask_mod._VOCABULARIES.clear()
+    assert ask_tab.warm_document(ctx, doc_id)
+    key = (str(ctx.library.home), doc_id, None)
+    assert key in ask_mod._STATS and key in ask_mod._VOCABULARIES
+    assert not ask_tab.warm_document(ctx, None) and not ask_tab.warm_document(ctx, context.ALL_DOCS)
+    assert not ask_tab.warm_document(ctx, "no-such-document")

@@ -6,6 +6,7 @@ its events (`wire`) and its API endpoint (`api`: /ask). Answers come from `qa.as
 as `drt-reader ask`.
 """
 
+import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -32,6 +33,8 @@ from ..context import (
 from ..jobs import cancel_job, run_threaded
 from ..render import answer_md, effect_text, evidence_md, matter_text, md_escape, pages_runs, pages_text
 from .library import list_documents, passage_md
+
+logger = logging.getLogger(__name__)
 
 
 def before_page_of(value: Any) -> int | None:
@@ -647,9 +650,26 @@ def _wire_answer(ctx: UIContext, tab: AskTab) -> None:
     tab.mask_btn.click(mask_and_regenerate, [*picked_answer, tab.mask_in, tab.max_tokens],
                        [tab.mask_before, tab.mask_after, tab.mask_evidence, tab.ask_json],
                        **MODEL, **PRIVATE)  # fmt: skip
-    # another document: a new chat
+    # another document: a new chat, and its first question's statistics built meanwhile
     tab.doc.change(lambda: ([], [], gr.update(choices=[], value=None)), None, [tab.chat, *picked_answer],
-                   **PRIVATE)  # fmt: skip
+                   **PRIVATE).then(lambda d: warm_document(ctx, d), [tab.doc], None, show_progress="hidden",
+                                   **MODEL, **PRIVATE)  # fmt: skip
+
+
+def warm_document(ctx: UIContext, doc_id: str | None) -> bool:
+    """The picked document's first question made as fast as the next (qa.ask.warm: its state, BM25
+    index, reader statistics and words, in the model's queue). A document that is not ready, or
+    "All documents", is left alone: the question says what is wrong. Whether it was warmed."""
+    if not doc_id or doc_id == ALL_DOCS:
+        return False
+    try:
+        from qa.ask import warm
+
+        warm(ctx.library, ctx.engine(), doc_id)
+        return True
+    except Exception as e:  # a convenience: the question reports any real problem
+        logger.info("could not warm %s: %s", doc_id, e)
+        return False
 
 
 def api(ctx: UIContext) -> None:
