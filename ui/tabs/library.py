@@ -79,10 +79,8 @@ def list_documents(ctx: UIContext) -> list[dict]:
 def _state_text(d: dict) -> str:
     if d["state"] == "ready":
         return "ready"
-    if d["state"] == "prefilling":
-        pct = 100 * d["tokens_done"] / d["tokens_total"] if d["tokens_total"] else 0
-        return (f"prefilling now: {d['tokens_done']:,} / {d['tokens_total']:,} tokens ({pct:.0f}%) "
-                "at the last checkpoint")
+    if d["state"] == "prefilling":  # its live count is the progress panel's; the table is not refreshed meanwhile
+        return f"prefilling now ({d['tokens_total']:,} tokens; its progress is shown above)"
     if d["state"] in ("partial", "pending"):
         pct = 100 * d["tokens_done"] / d["tokens_total"] if d["tokens_total"] else 0
         return f"partial: {d['tokens_done']:,} / {d['tokens_total']:,} tokens ({pct:.0f}%), resumable"
