@@ -162,8 +162,14 @@ def names(question: str) -> list[list[str]]:
 def missing_names(question: str, vocab: DocVocabulary) -> list[str]:
     """The question's names (`names`) that the document never mentions as such, as the question
     wrote them: asked of a library, "Who is Colonel Brandon?" is not answered by a novel's "Lady
-    Brandon" although both of its words are there."""
-    return [" ".join(n) for n in names(question) if not vocab.mentions(words(" ".join(n)))]
+    Brandon" although both of its words are there. A longer run counts as mentioned when its title
+    and the next word are ("the King James Bible" of a book that says "the King James version")."""
+    out = []
+    for n in names(question):
+        ws = words(" ".join(n))
+        if not (vocab.mentions(ws) or vocab.mentions(words(" ".join(n[:2])))):
+            out.append(" ".join(n))
+    return out
 
 
 def build_common_words(corpora: str | Path, splits: dict, min_share: float = MIN_SHARE) -> tuple[list[str], int]:
