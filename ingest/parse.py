@@ -559,8 +559,9 @@ def drop_page_numbers(pages: list[list[str]]) -> int:
     """Take out, in place, the printed page number standing alone on a page's first or last line:
     joined to the next page's text it split sentences ("dynamically linked subprograms 4 that the
     work") and was quoted. A bare number counts as the page number where the document numbers its
-    pages so: the same line (first or last) of at least two pages holds page + a fixed offset, or
-    the page's own label; a one-page document's own number. `pages`: [label, text] per page.
+    pages so: the same line (first or last) of three pages or more (of every page of a shorter
+    document) holds page + a fixed offset, or the page's own label; a one-page document's own
+    number. `pages`: [label, text] per page.
     Returns how many numbers were taken out."""
     ends = []  # per page: {"first" | "last": (line index, its keys)}
     votes: Counter = Counter()
@@ -579,7 +580,8 @@ def drop_page_numbers(pages: list[list[str]]) -> int:
                 found[pos] = (j, keys)
                 votes.update(keys)
         ends.append(found)
-    numbering = {k for k, v in votes.items() if v >= 2 or (len(pages) == 1 and k[1] in (0, "label"))}
+    need = min(3, len(pages))  # two numbers in step could be chance (a table's last cell); three pages are not
+    numbering = {k for k, v in votes.items() if v >= need and (need > 1 or k[1] in (0, "label"))}
     taken = 0
     for page, found in zip(pages, ends):
         drop = {j for j, keys in found.values() if numbering.intersection(keys)}
