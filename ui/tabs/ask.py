@@ -650,10 +650,12 @@ def _wire_answer(ctx: UIContext, tab: AskTab) -> None:
     tab.mask_btn.click(mask_and_regenerate, [*picked_answer, tab.mask_in, tab.max_tokens],
                        [tab.mask_before, tab.mask_after, tab.mask_evidence, tab.ask_json],
                        **MODEL, **PRIVATE)  # fmt: skip
+    def warm(doc_id: str | None) -> None:  # (no output: the event has none)
+        warm_document(ctx, doc_id)
+
     # another document: a new chat, and its first question's statistics built meanwhile
     tab.doc.change(lambda: ([], [], gr.update(choices=[], value=None)), None, [tab.chat, *picked_answer],
-                   **PRIVATE).then(lambda d: warm_document(ctx, d), [tab.doc], None, show_progress="hidden",
-                                   **MODEL, **PRIVATE)  # fmt: skip
+                   **PRIVATE).then(warm, [tab.doc], None, show_progress="hidden", **MODEL, **PRIVATE)  # fmt: skip
 
 
 def warm_document(ctx: UIContext, doc_id: str | None) -> bool:
