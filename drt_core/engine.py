@@ -33,6 +33,7 @@ import torch
 from . import counterfactual, decode, state_io
 from .config import DRTConfig
 from .decode import GenEvent, Sampling
+from .memory_index import OverlayMemory, PrefixMemory
 from .modeling import DRTForCausalLM
 from .stream import DocState, Stream
 
@@ -109,6 +110,23 @@ class Engine:
         if not state_io.load_carry(d, meta, carry, self.cfg, n_lower, self.device) and mem.n:
             mem.truncate(0)
         return DocState(self, mem, carry, d)
+
+    def prefix(self, state: DocState, n_tokens: int) -> DocState | None:
+        """The stored `state`'s document as it stood after its first `n_tokens` tokens, in RAM, to
+        be fed the tokens from its own n_tokens up to that cut (`prefill`): the stored chunks before
+        the last snapshot at or before the cut (state_io.SNAPSHOT_TOKENS), and the carry kept there.
+        The same numbers as a prefill from the start (as a resume from a checkpoint). None when the
+        state keeps no such snapshot (a state in RAM, or one prefilled before snapshots were kept)."""
+        if state.directory is None:
+            return None
+        snaps = [s for s in getattr(state.memory, "meta", {}).get("snapshots", []) if s["n_tokens"] <= n_tokens]
+        if not snaps or not (state.directory / snaps[-1]["file"]).exists():
+            return None
+        snap = snaps[-1]
+        carry = self.stream.new_carry()
+        n_lower = len(self.model.lower) if self.cfg.uses_chunks else len(carry.windows)
+        state_io.fill_carry(state.directory / snap["file"], snap, carry, self.cfg, n_lower, self.device)
+        return DocState(self, OverlayMemory(PrefixMemory(state.memory, snap["n"])), carry, None)
 
     def feed(self, state: DocState, ids: Sequence[int], want_logits: bool = False, record: list | None = None,
              block_chunks: int = 16, upper: bool = True, select: bool = True) -> torch.Tensor | None:

@@ -31,6 +31,36 @@ from .modeling import select_topk
 FAISS_MARGIN = 8  # extra hits fetched so near-ties at the k-th place resolve on the exact scores
 
 
+class PrefixMemory(ChunkMemory):
+    """The first `n` rows of a stored memory, read-only: the document's memory as it stood when its
+    prefill had read that far (`Engine.prefix`, under an OverlayMemory for what is fed after)."""
+
+    def __init__(self, base: ChunkMemory, n: int):
+        assert 0 <= n <= base.n, (n, base.n)
+        self.base, self._n = base, int(n)
+        self.D, self.N, self.G, self.k = base.D, base.N, base.G, base.k
+
+    @property
+    def n(self) -> int:
+        return self._n
+
+    def keys(self) -> np.ndarray:
+        return self.base.keys()[: self._n]
+
+    def gather(self, idx):
+        return self.base.gather(idx)
+
+    def gather_keys(self, idx):
+        return self.base.gather_keys(idx)
+
+    def tokens(self, idx):
+        return self.base.tokens(idx)
+
+    def selections(self):
+        si, sw = self.base.selections()
+        return si[: self._n], sw[: self._n]
+
+
 class OverlayMemory(ChunkMemory):
     """A read-only base memory plus chunks appended in RAM: generation never mutates a stored doc."""
 

@@ -93,16 +93,23 @@ def read_meta(directory: Path, fingerprint: str) -> dict | None:
 
 
 def load_carry(directory: Path, meta: dict | None, carry, cfg: DRTConfig, n_lower: int, device) -> bool:
-    """Fill a new carry from the committed carry file (False: none committed). A carry file no commit
-    names (a kill between writing it and committing meta.json) is deleted first."""
-    for f in directory.glob("carry-*.safetensors*"):
-        if meta is None or f.name != meta.get("carry"):
+    """Fill a new carry from the committed carry file (False: none committed). A carry or snapshot
+    file no commit names (a kill between writing it and committing meta.json) is deleted first."""
+    snaps = {s["file"] for s in (meta or {}).get("snapshots", [])}
+    for f in [*directory.glob("carry-*.safetensors*"), *directory.glob("snap-*.safetensors*")]:
+        if meta is None or (f.name != meta.get("carry") and f.name not in snaps):
             f.unlink(missing_ok=True)
     if meta is None or not meta.get("carry"):
         return False
+    fill_carry(directory / meta["carry"], meta, carry, cfg, n_lower, device)
+    return True
+
+
+def fill_carry(path: Path, meta: dict, carry, cfg: DRTConfig, n_lower: int, device) -> None:
+    """Fill `carry` from a carry file and what its commit (or snapshot) record says of it."""
     from safetensors.torch import load_file
 
-    t = load_file(str(directory / meta["carry"]), device=str(device))
+    t = load_file(str(path), device=str(device))
     carry.pos, carry.n_tokens = int(meta["pos"]), int(meta["n_tokens"])
     carry.sel_idx, carry.sel_w, carry.h_buf = t["sel_idx"], t["sel_w"], t["h_buf"]
     carry.tok_buf = t["tok_buf"].tolist()
@@ -115,20 +122,34 @@ def load_carry(directory: Path, meta: dict | None, carry, cfg: DRTConfig, n_lowe
     carry.mid = t.get("mid")
     for w in carry.windows[n_lower:]:  # the ring's positions as of upper_pos (stale ones are never read)
         w.next_pos = carry.upper_pos + cfg.preamble_len
-    return True
+
+
+# a commit at least this many tokens past the last snapshot keeps its carry as a snapshot too: the state
+# of the document cut at any chunk is then at most this many tokens of prefill away (`Engine.prefix`,
+# spoiler-safe reading); ~2.4 MB each for the shipped model
+SNAPSHOT_TOKENS = 32768
 
 
 def save_carry(directory: Path, memory: ChunkMemory, carry, fingerprint: str, arch: str) -> None:
     """Write the carry to a new file, then commit the memory with meta.json naming it; the carry file
-    of the commit before is deleted after."""
+    of the commit before is deleted after. Every SNAPSHOT_TOKENS, the carry is also kept as a
+    snapshot (`snap-<n>.safetensors`, listed in meta.json's "snapshots" with the memory's rows then)."""
     from safetensors.torch import save
 
     name = f"carry-{carry.n_tokens}.safetensors"
     tensors: dict[str, torch.Tensor] = carry.tensors()
-    atomic_write_bytes(directory / name, save({k: v.cpu() for k, v in tensors.items()}))
+    blob = save({k: v.cpu() for k, v in tensors.items()})
+    atomic_write_bytes(directory / name, blob)
     old = memory.meta.get("carry")
+    snaps = [s for s in memory.meta.get("snapshots", [])
+             if s["n_tokens"] <= carry.n_tokens and s["n"] <= memory.n and (directory / s["file"]).exists()]
+    if carry.n_tokens - (snaps[-1]["n_tokens"] if snaps else 0) >= SNAPSHOT_TOKENS:
+        snap = f"snap-{carry.n_tokens}.safetensors"
+        atomic_write_bytes(directory / snap, blob)
+        snaps.append({"file": snap, "n_tokens": carry.n_tokens, "pos": carry.pos, "upper_pos": carry.upper_pos,
+                      "n": memory.n})
     memory.commit({"carry": name, "pos": carry.pos, "n_tokens": carry.n_tokens, "model_fp": fingerprint,
-                   "arch": arch, "upper_pos": carry.upper_pos})
+                   "arch": arch, "upper_pos": carry.upper_pos, "snapshots": snaps})
     if old and old != name:
         try:
             (directory / old).unlink()

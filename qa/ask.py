@@ -659,7 +659,7 @@ def ask(
     record = library
     if before_page is not None:
         library = BeforePage(library, doc_id, before_page)
-        state = prefix_state(library, engine, doc_id, library.n_tokens)
+        state = prefix_state(library, engine, doc_id, library.n_tokens, full=state)
     barred = check_mask(mask, state.n_chunks)
     t0 = time.monotonic()
     missing = missing_words(library, engine, doc_id, question)

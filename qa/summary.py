@@ -331,7 +331,7 @@ def summarize(
         if mode == "extractive":
             dep = [r for r in dependency_map(library, engine, doc_id, state) if int(r.get("chunk", -1)) < read.limit]
         else:
-            state = prefix_state(read, engine, doc_id, read.n_tokens)
+            state = prefix_state(read, engine, doc_id, read.n_tokens, full=state)
     if mode == "extractive":
         out = extractive(read, doc_id, dep if dep is not None else dependency_map(library, engine, doc_id, state),
                          chapter=chapter, pages=pages, per_part=per_part)

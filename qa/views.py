@@ -86,14 +86,19 @@ def blank(text: str) -> str:
     return ("\n\n" + " " * (len(text) - 2)) if len(text) >= 2 else " " * len(text)
 
 
-def prefix_state(library: Library, engine: DocumentEngine, doc_id: str, n_tokens: int) -> Any:
+def prefix_state(library: Library, engine: DocumentEngine, doc_id: str, n_tokens: int, full: Any = None) -> Any:
     """The model's state after the document's first `n_tokens` tokens (a chunk boundary), prefilled
-    in memory from the stored token ids: exactly the state of the document truncated there."""
+    in memory from the stored token ids: exactly the state of the document truncated there. With
+    `full`, the document's stored state, it starts from the stored state's last snapshot before the
+    cut (`Engine.prefix`: at most state_io.SNAPSHOT_TOKENS to prefill), else from the start."""
     key = (str(library.home), doc_id, str(engine.fingerprint), int(n_tokens))
     if key not in _PREFIXES:
         while len(_PREFIXES) >= 2:
             _PREFIXES.pop(next(iter(_PREFIXES)))
-        state = engine.new_state(None)
+        prefix = getattr(engine, "prefix", None)
+        state = prefix(full, int(n_tokens)) if prefix is not None and full is not None else None
+        if state is None:
+            state = engine.new_state(None)
         for _ in engine.prefill(state, library.token_ids(doc_id)[: int(n_tokens)]):
             pass
         _PREFIXES[key] = state

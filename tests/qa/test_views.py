@@ -56,6 +56,43 @@ def test_before_page_retrieves_nothing_at_or_after_it_and_matches_the_truncated_
             == [(e["chunk"], e["weight"]) for e in out["evidence"]])
 
 
+def test_a_cut_starts_from_the_stored_snapshot_before_it_with_the_same_numbers(library, engine, assets, monkeypatch):
+    """Spoiler-safe reading prefilled the document from its start up to the cut (54 s on a 200K-token
+    book). The stored state now keeps a snapshot of its carry every state_io.SNAPSHOT_TOKENS, and the
+    cut starts from the last one before it, on the stored chunks: the same answer and evidence as
+    from the start, and as the document truncated there."""
+    from drt_core import state_io
+    from ingest.pipeline import ready_state
+    from qa import views
+
+    monkeypatch.setattr(state_io, "SNAPSHOT_TOKENS", 3000)  # a snapshot at each of the excerpt's checkpoints
+    doc = ingest(assets / "emma-pp2-21.pdf", library=library, engine=engine).doc_id
+    full = ready_state(library, engine, doc)
+    snaps = full.memory.meta["snapshots"]
+    assert len(snaps) >= 2 and all((full.directory / s["file"]).exists() for s in snaps)
+    view = BeforePage(library, doc, 15)
+    start = engine.prefix(full, view.n_tokens)
+    assert start.n_tokens == max(s["n_tokens"] for s in snaps if s["n_tokens"] <= view.n_tokens) > 0
+    assert engine.prefix(full, snaps[0]["n_tokens"] - 1) is None  # before the first snapshot: from the start
+    stray = full.directory / "snap-7.safetensors"  # written by a prefill killed before its commit
+    stray.write_bytes(b"torn")
+    engine.open_state(full.directory)
+    assert not stray.exists() and all((full.directory / s["file"]).exists() for s in snaps)
+    views._PREFIXES.clear()
+    a = views.prefix_state(view, engine, doc, view.n_tokens, full=full)
+    views._PREFIXES.clear()
+    b = views.prefix_state(view, engine, doc, view.n_tokens)
+    views._PREFIXES.clear()
+    assert (a.n_tokens, a.n_chunks) == (b.n_tokens, b.n_chunks) == (view.n_tokens, view.limit)
+    q = "Who is Mr. Knightley?"
+    assert engine.question_scores(a, q).tolist() == engine.question_scores(b, q).tolist()
+    out = ask(library, engine, doc, q, max_new_tokens=8, before_page=15)  # through the snapshot
+    short = ask(library, engine, truncated(library, engine, doc, view), q, max_new_tokens=8)
+    assert short["answer"] == out["answer"]
+    assert ([(e["chunk"], e["weight"]) for e in short["evidence"]]
+            == [(e["chunk"], e["weight"]) for e in out["evidence"]])
+
+
 def truncated(library, engine, doc: str, view: BeforePage) -> str:
     """The document truncated where the reading stops: the same pages, chunks and token ids,
     stored anew and prefilled; its id."""
