@@ -1,6 +1,6 @@
 """A document's parts (chapters, sections): what a summary covers one by one, and `--chapter N`.
 
-Three sources, tried in order:
+Four sources, tried in order:
   outline   a PDF's bookmarks (stored at ingest; a PDF with none, or one, gets its numbered section
             headings set in bold larger than its text: ingest.parse.styled_headings): the level with
             the most entries, boilerplate entries ("Contents", "Index", the licence) left out; a part
@@ -15,8 +15,11 @@ Three sources, tried in order:
             heading it repeats stays. When the family's first heading is numbered n > 1 ("Chapter 2"),
             the last line before it that reads as heading n - 1 opens the family even without a
             blank line before it (a PDF prints "Chapter 1" in the title's text block).
+  sections  lines numbered and titled as a licence's or a report's sections ("0. Definitions.",
+            "1. Source Code.", a blank line before them or not: `numbered_sections`), when no
+            heading family is found
   pages     equal page spans (about the square root of the page count, 2 to 20 parts), when
-            neither is found.
+            none of these is found.
 Text before the first part (title page, preface) is part 0 only when it is long enough to matter
 (a tenth of the document); otherwise it joins part 1.
 """
@@ -239,6 +242,8 @@ def document_parts(library, doc_id: str) -> list[Part]:
         for p in pages:  # each page at its offset; the separators become line breaks (a page opens after a blank line)
             text += "\n" * max(p["char_start"] - len(text), 0) + p["text"]
         starts, source = _heading_starts(text, pages), "headings"
+        if len(starts) < 2:
+            starts = numbered_sections(text)
     if len(starts) < 2:
         k = equal_spans(len(pages))
         per = len(pages) / k
@@ -267,6 +272,42 @@ def document_parts(library, doc_id: str) -> list[Part]:
         p.page_first = _page_of(pages, p.char_start)
         p.page_last = _page_of(pages, max(p.char_start, p.char_end - 1))
     return parts
+
+
+_NUMBERED_LINE = re.compile(r"^[ \t]{0,4}(\d{1,2})\.[ \t]+([A-Z][^\n.]{2,70}?)\.?[ \t]*$", re.M)
+_SMALL = frozenset("a an and as at but by for from in into its nor of on or over per the this that to upon via "
+                   "with".split())
+MIN_SECTION_GAP = 200  # characters: numbered titles closer than this to the next are a contents list
+
+
+def numbered_sections(text: str) -> list[tuple[str, int]]:
+    """(title, char start) of sections titled on a line of their own as "1. Source Code." (a licence,
+    a contract, a report), blank line before or not: the title's words of three letters or more
+    capitalised but the small ones ("of", "and", "with"); the sections numbered one after another
+    (from 0 or 1, one number missed at most between two found; the longest such run), four or
+    more, spread over a quarter of the text at least, none closer than MIN_SECTION_GAP characters
+    to the next (a contents list)."""
+    hits = []
+    for m in _NUMBERED_LINE.finditer(text):
+        title = m.group(2).strip()
+        words = re.findall(r"[^\W\d_][\w'’-]*", title)
+        if not words or any(len(w) >= 3 and w[0].islower() and w.lower() not in _SMALL for w in words):
+            continue
+        hits.append((int(m.group(1)), f"{m.group(1)}. {title}", m.start(1)))
+    hits = [h for i, h in enumerate(hits) if i + 1 == len(hits) or hits[i + 1][2] - h[2] >= MIN_SECTION_GAP]
+    best: list[tuple[int, str, int]] = []
+    for i, h in enumerate(hits):  # the longest run from each start numbered 0 or 1
+        if h[0] > 1:
+            continue
+        run = [h]
+        for nxt in hits[i + 1:]:
+            if run[-1][0] < nxt[0] <= run[-1][0] + 2:
+                run.append(nxt)
+        if len(run) > len(best):
+            best = run
+    if len(best) < 4 or best[-1][2] - best[0][2] < MIN_SPAN * len(text):
+        return []
+    return [(t, pos) for _, t, pos in best]
 
 
 def _heading_starts(text: str, pages: list[dict]) -> list[tuple[str, int]]:

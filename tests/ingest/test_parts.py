@@ -77,6 +77,27 @@ def test_equal_page_spans_without_headings(library):
     assert len(parts) >= 2 and all(p.source == "pages" for p in parts) and parts[0].title.startswith("pp. 1-")
 
 
+def test_a_licences_numbered_sections_make_its_parts(library):
+    """The GPL's "0. Definitions." ... "17. Interpretation of Sections 15 and 16." stand on lines of
+    their own without a blank line before them (as a PDF's text gives them): its parts were page
+    spans. A contents list of the same titles, and a numbered list inside a section ("1. Take the
+    cake"), are no sections."""
+    from ingest.parts import numbered_sections
+
+    titles = ["Definitions", "Source Code", "Basic Permissions", "Protecting Users' Legal Rights",
+              "Conveying Verbatim Copies", "Interpretation of Sections 15 and 16"]
+    contents = "TERMS\n" + "".join(f"{i}. {t}.\n" for i, t in enumerate(titles))
+    body = "".join(f"{i}. {t}.\n{BODY}\n1. Take the cake to the table.\n2. Then eat it.\n{BODY}\n"
+                   for i, t in enumerate(titles))
+    text = "PREAMBLE\n" + BODY + "\n" + contents + body
+    found = numbered_sections(text)
+    assert [t for t, _ in found] == [f"{i}. {t}" for i, t in enumerate(titles)]
+    assert all(pos >= len("PREAMBLE\n" + BODY + "\n" + contents) for _, pos in found)  # not the contents list
+    assert numbered_sections(BODY * 4 + "1. Take the cake to the table.\n2. Then eat it.\n") == []
+    parts = document_parts(library, store_text(library, text))
+    assert [p.title for p in parts if p.number] == [f"{i}. {t}" for i, t in enumerate(titles)]
+
+
 def test_select_by_chapter_and_pages(library):
     doc = store_text(library, book())
     parts = document_parts(library, doc)
