@@ -54,25 +54,37 @@ def _engine_tag(memory_dtype) -> str:
 
 def model_fingerprint(model, memory_dtype) -> str:
     """The fingerprint of a model in memory: its weights' values, its state_config, the engine."""
-    h = hashlib.sha256()
-    for k, v in sorted(model.state_dict().items()):
-        h.update(k.encode())
-        h.update(v.detach().float().cpu().numpy().tobytes())
-    h.update(json.dumps(state_config(model.config), sort_keys=True).encode())
-    h.update(_engine_tag(memory_dtype).encode())
-    return h.hexdigest()[:16]
+    return weights_digest(model, state_config(model.config), _engine_tag(memory_dtype))
 
 
 def checkpoint_fingerprint(path: Path, cfg: DRTConfig, memory_dtype) -> str:
     """The fingerprint of a checkpoint folder: the bytes of its weights and tokenizer, the config as
     the states depend on it (state_config, not config.json's bytes), the engine."""
+    return files_digest(Path(path), state_config(cfg), _engine_tag(memory_dtype))
+
+
+def weights_digest(model, config: dict, tag: str) -> str:
+    """sha256 over the weights' names and values, the state config and the engine's tag (16 hex
+    digits); every engine version's model fingerprint, with its own config and tag."""
+    h = hashlib.sha256()
+    for k, v in sorted(model.state_dict().items()):
+        h.update(k.encode())
+        h.update(v.detach().float().cpu().numpy().tobytes())
+    h.update(json.dumps(config, sort_keys=True).encode())
+    h.update(tag.encode())
+    return h.hexdigest()[:16]
+
+
+def files_digest(path: Path, config: dict, tag: str) -> str:
+    """sha256 over a checkpoint folder's weights and tokenizer files, the state config and the
+    engine's tag (16 hex digits); every engine version's checkpoint fingerprint."""
     h = hashlib.sha256()
     for p in (path / "model.safetensors", path / "tokenizer.json"):
         if p.exists():
             with open(p, "rb") as f:
                 for blk in iter(lambda: f.read(1 << 20), b""):
                     h.update(blk)
-    h.update((json.dumps(state_config(cfg), sort_keys=True) + _engine_tag(memory_dtype)).encode())
+    h.update((json.dumps(config, sort_keys=True) + tag).encode())
     return h.hexdigest()[:16]
 
 

@@ -15,7 +15,6 @@ Version 1's fingerprint functions are kept here, as they were, and nowhere else.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -56,25 +55,12 @@ def _tag_v1(memory_dtype) -> str:
 
 def checkpoint_fingerprint_v1(path: Path, cfg, memory_dtype) -> str:
     """Version 1's state_io.checkpoint_fingerprint."""
-    h = hashlib.sha256()
-    for p in (Path(path) / "model.safetensors", Path(path) / "tokenizer.json"):
-        if p.exists():
-            with open(p, "rb") as f:
-                for blk in iter(lambda: f.read(1 << 20), b""):
-                    h.update(blk)
-    h.update((json.dumps(state_config_v1(cfg), sort_keys=True) + _tag_v1(memory_dtype)).encode())
-    return h.hexdigest()[:16]
+    return state_io.files_digest(Path(path), state_config_v1(cfg), _tag_v1(memory_dtype))
 
 
 def model_fingerprint_v1(model, memory_dtype) -> str:
     """Version 1's state_io.model_fingerprint."""
-    h = hashlib.sha256()
-    for k, v in sorted(model.state_dict().items()):
-        h.update(k.encode())
-        h.update(v.detach().float().cpu().numpy().tobytes())
-    h.update(json.dumps(state_config_v1(model.config), sort_keys=True).encode())
-    h.update(_tag_v1(memory_dtype).encode())
-    return h.hexdigest()[:16]
+    return state_io.weights_digest(model, state_config_v1(model.config), _tag_v1(memory_dtype))
 
 
 # ----------------------------------------------------------------------------------------------
