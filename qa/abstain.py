@@ -43,12 +43,15 @@ class _Uncombined(dict):
 _UNCOMBINED = _Uncombined()
 
 
+def fold(text: str) -> str:
+    """`text` with its accents taken off (NFKD, combining marks dropped; ASCII text as it is)."""
+    return text if text.isascii() else unicodedata.normalize("NFKD", text).translate(_UNCOMBINED)
+
+
 def words(text: str) -> list[str]:
     """Lower-cased words with their accents taken off, so a question's "étale" meets the LaTeX
     source's "\\'etale" and "Fère" meets "Fere"."""
-    if text.isascii():
-        return _plain_words(text)
-    return _plain_words(unicodedata.normalize("NFKD", text).translate(_UNCOMBINED))
+    return _plain_words(fold(text))
 
 COMMON_WORDS_FILE = "common_words.txt"
 MIN_SHARE = 0.10  # a word in at least this share of the training documents is common
@@ -124,7 +127,7 @@ def decisive(question: str, missing: list[str]) -> bool:
     questions and on none of the 32 unanswerable ones (docs/history/2026-12-05-issue50-answers.md)."""
     if len(missing) >= 2:
         return True
-    folded = "".join(ch for ch in unicodedata.normalize("NFKD", question) if not unicodedata.combining(ch))
+    folded = fold(question)
     toks = re.findall(r"[^\W_]+", folded)
     names = {w.lower() for w in toks[1:] if w[:1].isupper()}
     return any(w in names for w in missing)
@@ -141,7 +144,7 @@ def names(question: str) -> list[list[str]]:
     Wentworth"): a capitalised title, then one or more capitalised words, as the question writes them.
     Untitled capitals are left to the word test (`missing_words`): "Russian Emperor" is the book's
     "Emperor of Russia", "In Hume's example" names no one."""
-    folded = "".join(ch for ch in unicodedata.normalize("NFKD", question) if not unicodedata.combining(ch))
+    folded = fold(question)
     toks = list(re.finditer(r"[^\W_]+", folded))
     if len(toks) > 2 and all(m.group()[:1].isupper() or m.group().isdigit() for m in toks):
         return []  # A Question In Title Case names nothing by its capitals
