@@ -106,8 +106,7 @@ class Engine:
         d.mkdir(parents=True, exist_ok=True)
         meta = state_io.read_meta(d, self.fingerprint)
         mem, carry = self.stream.new_memory(d, self.memory_dtype), self.stream.new_carry()
-        n_lower = len(self.model.lower) if self.cfg.uses_chunks else len(carry.windows)
-        if not state_io.load_carry(d, meta, carry, self.cfg, n_lower, self.device) and mem.n:
+        if not state_io.load_carry(d, meta, carry, self.cfg, self._n_lower(carry), self.device) and mem.n:
             mem.truncate(0)
         return DocState(self, mem, carry, d)
 
@@ -124,9 +123,12 @@ class Engine:
             return None
         snap = snaps[-1]
         carry = self.stream.new_carry()
-        n_lower = len(self.model.lower) if self.cfg.uses_chunks else len(carry.windows)
-        state_io.fill_carry(state.directory / snap["file"], snap, carry, self.cfg, n_lower, self.device)
+        state_io.fill_carry(state.directory / snap["file"], snap, carry, self.cfg, self._n_lower(carry), self.device)
         return DocState(self, OverlayMemory(PrefixMemory(state.memory, snap["n"])), carry, None)
+
+    def _n_lower(self, carry) -> int:
+        """How many of the carry's windows are the lower layers' (state_io.fill_carry)."""
+        return len(self.model.lower) if self.cfg.uses_chunks else len(carry.windows)
 
     def feed(self, state: DocState, ids: Sequence[int], want_logits: bool = False, record: list | None = None,
              block_chunks: int = 16, upper: bool = True, select: bool = True) -> torch.Tensor | None:
