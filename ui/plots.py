@@ -307,10 +307,9 @@ def dependency_links(dep_map: Sequence[dict], n_chunks: int) -> list[tuple[int, 
 MIN_DOT_SPACING = 4.0  # pixels: below this many per chunk, the map draws one dot per square of this side
 
 
-def _binned(links: list[tuple[int, int, float]], n: int, S: float) -> list[tuple[int, int, float, int]]:
-    """A long document's links in squares of MIN_DOT_SPACING pixels: per square, its strongest link
-    and how many fell there: (querying chunk, retrieved chunk, weight, count)."""
-    per = n * MIN_DOT_SPACING / S  # chunks per square
+def _binned(links: list[tuple[int, int, float]], per: float) -> list[tuple[int, int, float, int]]:
+    """A long document's links in squares of `per` chunks a side: per square, its strongest link and
+    how many fell there: (querying chunk, retrieved chunk, weight, count)."""
     best: dict[tuple[int, int], list] = {}
     for c, j, w in links:
         key = (int(c / per), int(j / per))
@@ -322,11 +321,6 @@ def _binned(links: list[tuple[int, int, float]], n: int, S: float) -> list[tuple
             if w > b[2]:
                 b[0], b[1], b[2] = c, j, w
     return [tuple(b) for b in best.values()]
-
-
-def _cell_centre(c: int, j: int, n: int, S: float, left: float, top: float) -> tuple[float, float]:
-    per = n * MIN_DOT_SPACING / S
-    return (left + (int(c / per) + 0.5) * MIN_DOT_SPACING, top + S - (int(j / per) + 0.5) * MIN_DOT_SPACING)
 
 
 def dependency_map_svg(
@@ -346,7 +340,9 @@ def dependency_map_svg(
     S, left, top, bottom, right = 640.0, 70.0, 30.0, 52.0, 20.0
     W, H = left + S + right, top + S + bottom
     sc = S / max(n, 1)
-    cells = _binned(links, n, S) if sc < MIN_DOT_SPACING else None  # a long document: one dot per cell
+    # a long document: one dot per square of MIN_DOT_SPACING pixels, `per` chunks a side
+    per = n * MIN_DOT_SPACING / S if sc < MIN_DOT_SPACING else None
+    cells = _binned(links, per) if per is not None else None
     if cells is not None:
         links = [(c, j, w) for c, j, w, _ in cells]
     if len(links) > max_points:
@@ -388,7 +384,8 @@ def dependency_map_svg(
         f = min(1.0, w / wmax)
         k = counts.get((c, j), 1)
         r = MIN_DOT_SPACING / 2 if cells is not None else max(0.9, min(sc * 0.9, 1.2 + 4.0 * f))
-        x, y = (px(c), py(j)) if cells is None else _cell_centre(c, j, n, S, left, top)
+        x, y = (px(c), py(j)) if per is None else (left + (int(c / per) + 0.5) * MIN_DOT_SPACING,
+                                                   top + S - (int(j / per) + 0.5) * MIN_DOT_SPACING)
         also = f" (the strongest of {k:,} links here)" if k > 1 else ""
         out.append(
             f'<circle cx="{x:.2f}" cy="{y:.2f}" r="{r:.2f}" fill="{viridis(f)}" fill-opacity="0.85" '
