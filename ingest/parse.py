@@ -563,7 +563,7 @@ def drop_page_numbers(pages: list[list[str]]) -> int:
     document) holds page + a fixed offset, or the page's own label; a one-page document's own
     number. `pages`: [label, text] per page.
     Returns how many numbers were taken out."""
-    ends = []  # per page: {"first" | "last": (line index, its keys)}
+    ends = []  # per page: its lines, and {"first" | "last": (line index, its keys)}
     votes: Counter = Counter()
     for i, (label, text) in enumerate(pages):
         lines = text.split("\n")
@@ -579,13 +579,12 @@ def drop_page_numbers(pages: list[list[str]]) -> int:
             if keys:
                 found[pos] = (j, keys)
                 votes.update(keys)
-        ends.append(found)
+        ends.append((lines, found))
     need = min(3, len(pages))  # two numbers in step could be chance (a table's last cell); three pages are not
     numbering = {k for k, v in votes.items() if v >= need and (need > 1 or k[1] in (0, "label"))}
     taken = 0
-    for page, found in zip(pages, ends):
+    for page, (lines, found) in zip(pages, ends):
         drop = {j for j, keys in found.values() if numbering.intersection(keys)}
-        lines = page[1].split("\n")
         if not drop or len([x for x in lines if x.strip()]) <= len(drop):
             continue  # a page holding nothing but the number keeps it (a page is never emptied)
         page[1] = _BLANKS.sub("\n\n", "\n".join(x for j, x in enumerate(lines) if j not in drop)).strip("\n")
