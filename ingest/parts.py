@@ -2,7 +2,7 @@
 
 Four sources, tried in order:
   outline   a PDF's bookmarks (stored at ingest; a PDF with none, or one, gets its numbered section
-            headings set in bold larger than its text: ingest.parse.styled_headings): the level with
+            headings set in bold larger than its text: ingest.pdf_structure.styled_headings): the level with
             the most entries, boilerplate entries ("Contents", "Index", the licence) left out; a part
             starts where its title is printed on its page (the page's start when the title is not
             found there; of two titles placed at one position, the first)

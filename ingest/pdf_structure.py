@@ -1,0 +1,122 @@
+"""What a PDF's layout says beyond its text, read in ingest.parse's child process: the printed page
+numbers standing alone on a page's first or last line (taken out of the text), and, for a PDF without
+bookmarks, its numbered section headings set in bold larger than its text (its outline)."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+
+_SECTION_NUMBER = re.compile(r"(\d{1,2}(?:\.\d{1,2})*)\.?")
+_SECTION = re.compile(r"(\d{1,2}(?:\.\d{1,2})*)\.?\s+(\S.{0,98})")
+
+
+def _bold(span: dict) -> bool:
+    font = span.get("font", "")
+    return bool(span.get("flags", 0) & 16) or "Bold" in font or "bold" in font or "CMBX" in font.upper()
+
+
+def _joined(spans: list[dict]) -> str:
+    """A line's spans as text, a space where the next span starts apart from the last (some PDFs
+    place each word as a span of its own, with no space character between)."""
+    out, x1 = "", None
+    for sp in spans:
+        gap = x1 is not None and sp["bbox"][0] - x1 > 0.15 * sp["size"]
+        out += (" " if gap else "") + sp["text"]
+        x1 = sp["bbox"][2]
+    return " ".join(out.split())
+
+
+def styled_headings(doc, flags: int) -> list[list]:
+    """A PDF without bookmarks: its numbered top-level section headings, as bookmarks [1, title,
+    page]. A heading is a line set in bold at least a point larger than the body text (the size most
+    of its characters have), reading "1 Introduction" or "2. Results", or a bold number alone whose
+    next line (same size, bold) is the title. A line printed alike on three pages or more (a running
+    head) is none. Kept: the chain numbered from 1 upwards (a number may be missed), of two or more."""
+    sizes: Counter = Counter()
+    lines = []  # (page, size, bold, text)
+    for pno in range(doc.page_count):
+        tp = doc.load_page(pno).get_textpage(flags=flags)
+        for block in tp.extractDICT().get("blocks", []):
+            for line in block.get("lines", []):
+                spans = [sp for sp in line.get("spans", []) if sp.get("text", "").strip()]
+                if not spans:
+                    continue
+                text = _joined(spans)
+                size = round(2 * max(sp["size"] for sp in spans)) / 2
+                sizes[size] += len(text)
+                if len(text) <= 100:
+                    lines.append((pno + 1, size, all(_bold(sp) for sp in spans), text))
+    if not sizes:
+        return []
+    body = sizes.most_common(1)[0][0]
+    seen = Counter(re.sub(r"\d+", "#", t) for _, _, _, t in lines)
+    out: list[list] = []
+    for i, (pg, size, bold, text) in enumerate(lines):
+        if not bold or size < body + 1:
+            continue
+        m = _SECTION.fullmatch(text)
+        if m:
+            (number, title), printed = m.groups(), text
+        elif _SECTION_NUMBER.fullmatch(text) and i + 1 < len(lines):
+            npg, nsize, nbold, ntext = lines[i + 1]
+            if npg != pg or nsize != size or not nbold or _SECTION_NUMBER.fullmatch(ntext):
+                continue
+            number, title, printed = _SECTION_NUMBER.fullmatch(text).group(1), ntext, ntext
+        else:
+            continue
+        if seen[re.sub(r"\d+", "#", printed)] >= 3:
+            continue  # a running head ("12 Journal of Tests" atop every page)
+        if "." not in number and not title[:1].isdigit():
+            out.append([1, f"{number} {title}", pg])
+    # the sections in order from 1, one missed at most between two found (its part joins the one before);
+    # a bold number elsewhere (a table's "3 4") numbers no chain
+    chain, last = [], 0
+    for entry in out:
+        n = int(entry[1].split()[0])
+        if last < n <= last + 2:
+            chain.append(entry)
+            last = n
+    return chain if len(chain) >= 2 else []
+
+
+_BARE_NUMBER = re.compile(r"\d{1,4}")
+
+
+def drop_page_numbers(pages: list[list[str]]) -> int:
+    """Take out, in place, the printed page number standing alone on a page's first or last line:
+    joined to the next page's text it split sentences ("dynamically linked subprograms 4 that the
+    work") and was quoted. A bare number counts as the page number where the document numbers its
+    pages so: the same line (first or last) of three pages or more (of every page of a shorter
+    document) holds page + a fixed offset, or the page's own label; a one-page document's own
+    number. `pages`: [label, text] per page.
+    Returns how many numbers were taken out."""
+    ends = []  # per page: its lines, and {"first" | "last": (line index, its keys)}
+    votes: Counter = Counter()
+    for i, (label, text) in enumerate(pages):
+        lines = text.split("\n")
+        filled = [j for j, line in enumerate(lines) if line.strip()]
+        found = {}
+        for pos, j in (("first", filled[0]), ("last", filled[-1])) if filled else ():
+            word = lines[j].strip()
+            keys = []
+            if _BARE_NUMBER.fullmatch(word):
+                keys.append((pos, int(word) - (i + 1)))
+            if label and word == label:
+                keys.append((pos, "label"))
+            if keys:
+                found[pos] = (j, keys)
+                votes.update(keys)
+        ends.append((lines, found))
+    need = min(3, len(pages))  # two numbers in step could be chance (a table's last cell); three pages are not
+    numbering = {k for k, v in votes.items() if v >= need and (need > 1 or k[1] in (0, "label"))}
+    taken = 0
+    for page, (lines, found) in zip(pages, ends):
+        drop = {j for j, keys in found.values() if numbering.intersection(keys)}
+        if not drop or len([x for x in lines if x.strip()]) <= len(drop):
+            continue  # a page holding nothing but the number keeps it (a page is never emptied)
+        # (the lines dropped are the first or last with text: what stays needs no other tidying)
+        page[1] = "\n".join(x for j, x in enumerate(lines) if j not in drop).strip("\n")
+        taken += len(drop)
+    return taken
