@@ -318,7 +318,8 @@ def _highlight_rects(page: Any, text: str, span: tuple[int, int]) -> list:
     from .parse import _TEXT_FLAGS
 
     words = page.get_text("words", flags=_TEXT_FLAGS)  # (x0, y0, x1, y1, word, block, line, n)
-    hits = match_words(text, span, [w[4] for w in words])
+    owner, page_words = _read_glyphs([w[4] for w in words], text)
+    hits = sorted({owner[i] for i in match_words(text, span, page_words)})
     rects: list = []
     key = None
     for i in hits:
@@ -330,6 +331,23 @@ def _highlight_rects(page: Any, text: str, span: tuple[int, int]) -> list:
             rects.append(r)
             key = (w[5], w[6])
     return rects
+
+
+def _read_glyphs(words: list[str], text: str) -> tuple[list[int], list[str]]:
+    """The page's words with a font's private-use ligatures read as the parser read them (the
+    table learnt against the stored page text, ingest.glyphs), a word that lost its space after
+    one split in two; with, for each, the index of the page word it comes from."""
+    from . import glyphs
+
+    table = glyphs.learn(" ".join(w for w in words if glyphs.PRIVATE.search(w)), known=[text])
+    if not table:
+        return list(range(len(words))), words
+    owner, out = [], []
+    for i, w in enumerate(words):
+        parts = glyphs.expand(w, table, known=[text]).split() if glyphs.PRIVATE.search(w) else [w]
+        owner += [i] * len(parts)
+        out += parts
+    return owner, out
 
 
 def match_words(text: str, span: tuple[int, int], page_words: list[str]) -> list[int]:

@@ -47,6 +47,7 @@ from .errors import (
     UnsupportedFile,
     WrongPassword,
 )
+from .glyphs import expand, read_pages
 from .pdf_structure import drop_page_numbers, styled_headings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -461,7 +462,10 @@ def _parse_mupdf(pymupdf, req: dict, kind: str) -> tuple:
     if empty and len(empty) < n:
         why = "lost to the damage, or images only" if doc.is_repaired else "images only? OCR them first"
         warnings.append(f"{len(empty)} page(s) have no text ({why}): {page_ranges(empty)}")
+    glyph_table: dict[str, str] = {}
     if kind == "pdf":
+        texts, glyph_table = read_pages([t for _, t in pages])  # ligatures in the private-use area
+        pages = [[label, t] for (label, _), t in zip(pages, texts)]
         drop_page_numbers(pages)
     title = clean_text((doc.metadata or {}).get("title") or "").strip()
     if title.lower() in _JUNK_TITLES:  # producers' placeholders: fall back to the file name
@@ -475,6 +479,9 @@ def _parse_mupdf(pymupdf, req: dict, kind: str) -> tuple:
             toc = styled_headings(doc, _TEXT_FLAGS) or toc
         except errors:
             pass
+    if glyph_table:
+        title = expand(title, glyph_table)
+        toc = [[lv, expand(t, glyph_table), pg] for lv, t, pg in toc]
     doc.close()
     return title, kind, pages, warnings, toc
 
