@@ -8,14 +8,19 @@ not count. The forms are then merged into people:
 
   * a name of two words or more ("Lucy Steele", "Edward Ferrars") is a person, the same with a
     title ("Miss Lucy Steele"), except a wife named by her husband's name ("Mrs. John Knightley");
+    a regnal number and an "of" after a first name belong to the name ("Louis XIV", "Anne of
+    Austria"; "the King of Spain" is Spain, and "louis" the coin does not cut "Louis XIII");
   * a first name alone ("Lucy") is that person when exactly one such name starts with it; when
     two do ("John Reed", "John Rivers") each mention goes to the one named last before it; a
     first name used alone twenty times more than in all its full forms ("Milady") is the person,
-    and its full forms join it;
+    and its untitled full forms join it ("Lady Mary Grierson" does not join Mary); an entry is
+    named by its longest form used at least 5% as often as the whole entry;
   * a title with a first name ("Sir John") joins the one full name seen with that title and
     first name ("Sir John Middleton");
-  * "Miss" with a surname joins the one full name with that surname ("Miss Woodhouse" is Emma
-    Woodhouse; "Miss Steele" with two Steeles stays apart);
+  * "Miss" or a rank ("Captain", "General", "Dr") with a surname joins the one full name with that
+    surname ("Miss Woodhouse" is Emma Woodhouse, "Captain Wentworth" Frederick Wentworth; "Miss
+    Steele" with two Steeles stays apart), and any title but a wife's joins a first name used alone
+    far more than in full ("Monsieur d'Artagnan"); a titled plural ("the Miss Musgroves") is no one;
   * any other title with a surname ("Mr. Knightley", "Mrs. Dashwood", "Lady Middleton") is a person of
     its own: a book writes "Mr. John Knightley" to tell him from Mr. Knightley, and women known
     by their title are kept apart from their daughters;
@@ -29,6 +34,7 @@ A place ends with a word such as "Park", "Abbey" or "Street", or is named after 
 mention or a person's act after one ("said Lucy", "Lucy replied", "Lucy smiled"), or a full name;
 a name mostly written after "the" is someone only when it speaks and acts ("said the Hatter", and
 a role for a name: "the Queen"), else a place ("the Louvre") or no one ("the Musketeers");
+a single word mostly followed by "!" that neither speaks nor acts is an oath ("Mordioux!"), no one;
 anything else is a name. Each entry keeps the sentence that introduces it (its first mention
 outside front and back matter, cut by `qa.reader.sentence_spans`, the one sentence splitter `ask`
 uses).
@@ -54,17 +60,22 @@ FEMALE = ("Mrs", "Miss", "Ms", "Lady", "Madame", "Mme", "Mlle", "Mademoiselle", 
 TITLES = MALE + FEMALE + ("Messieurs", "Mesdames", "Misses", "Mlles")
 WIVES = ("Mrs", "Madame", "Mme")  # with a man's full name: his wife
 DAUGHTERS = ("Miss", "Mlle", "Mademoiselle")
+RANKS = ("Captain", "Colonel", "General", "Admiral", "Major", "Lieutenant", "Dr", "Cardinal")  # one man's
 PLACE_WORDS = frozenset("""Abbey Park Hall House Street Square Lane Court Castle Place Road Church Mill Grove Farm
 Lodge Manor Cottage Inn Bridge River Hill Common Green Gardens Palace Cathedral Hotel Island Bay Mount Valley
 Forest Wood Wells Buildings Crescent Terrace Rooms Chapel Priory Heath Moor Cross Gate Row Quay""".split())
 PARTICLES = ("de", "du", "des", "la", "le", "von", "van", "del", "della")
+INNER = PARTICLES + ("of",)  # inside a name only: "Anne of Austria"
+_ROMAN = re.compile(r"[IVX]{2,5}")
 NOT_PEOPLE = frozenset("""
 January February March April May June July August September October November December Monday Tuesday
 Wednesday Thursday Friday Saturday Sunday Christmas Easter Michaelmas Lent God Heaven Heavens Providence
 Lord Jesus Christ Christian Bible Gospel English French Spanish Italian German Dutch Irish Scotch Scottish
 Welsh British American Indian Indians Swiss Russian Greek Latin Roman Romans Catholic Protestant Gascon
 Gutenberg Project Chapter Volume Book Part Section Madam Sir Miss Mrs Mr Esq Oh Ah Yes No Well Alas Hush
-St Bah Pshaw Hum Hem Ha Eh Hallo Halloa Parbleu Pardieu Mordieu Morbleu Sacre Adieu Amen
+St Bah Pshaw Hum Hem Ha Eh Hallo Halloa Parbleu Pardieu Mordieu Morbleu Sacre Adieu Amen Vive
+Englishman Englishmen Frenchman Frenchmen Scotchman Scotchmen Irishman Irishmen Spaniard Spaniards Dutchman
+Jesuit Jesuits Huguenot Huguenots Puritan Puritans
 """.split())
 SPEECH = frozenset("said says replied asked cried answered exclaimed whispered continued returned added "
                    "resumed observed remarked rejoined murmured shouted".split())
@@ -78,9 +89,10 @@ LOOKS = SPEECH | frozenset("looked smiled laughed nodded bowed turned wrote whis
                            "glanced gazed stared spoke speaking talked listened".split())
 PLACE_PREP = frozenset("in at to from near towards toward into through".split())
 _CAP = r"(?:[dD][’'])?[A-Z][a-zà-öø-ÿ]+(?:-[A-Z][a-zà-öø-ÿ]+)?"
+_REGNAL = r"(?:[ \t]+(?=[IVX]{2,5}\b)X{0,3}(?:IX|IV|V?I{0,3}))?"  # "Louis XIV", "Charles II" (not "I")
 _MENTION = re.compile(
-    rf"(?:\b(?P<title>{'|'.join(TITLES)})\.?\s+)?(?P<name>(?:(?:{'|'.join(PARTICLES)})\s+)?{_CAP}"
-    rf"(?:[ \t]+(?:(?:{'|'.join(PARTICLES)})[ \t]+)?{_CAP}){{0,3}})(?![\w’'])")  # words on one line (`_unwrap`)
+    rf"(?:\b(?P<title>{'|'.join(TITLES)})\.?\s+)?(?P<name>(?:(?:{'|'.join(PARTICLES)})\s+){{0,2}}{_CAP}"
+    rf"(?:[ \t]+(?:(?:{'|'.join(INNER)})[ \t]+){{0,2}}{_CAP}){{0,3}}{_REGNAL})(?![\w’'])")  # on one line (`_unwrap`)
 _WORD = re.compile(r"[A-Za-zà-öø-ÿ’']+")
 _ELIDED = re.compile(r"[dD][’'][A-Z]")  # d’Artagnan
 ARTICLES = frozenset("the a an his her your their my our its this that these those".split())
@@ -98,6 +110,7 @@ class Form:
     place: int = 0  # mentions after a place preposition
     article: int = 0  # mentions after an article or a possessive
     of: int = 0  # mentions after "of"
+    bang: int = 0  # mentions followed by "!" ("Mordioux!", "Peste!": an oath)
     positions: list[int] = field(default_factory=list)
     shown: Counter = field(default_factory=Counter)  # the words as written ("de Treville")
 
@@ -144,12 +157,13 @@ def mentions(text: str, skip_spans: Sequence[tuple[int, int]] = ()) -> dict[tupl
         if not words:
             continue
         pos = m.start("name") + skipped_chars
-        key = (title, tuple(w for w in words if w not in PARTICLES))  # "de Treville" is "Treville"
+        key = (title, tuple(w for w in words if w not in INNER))  # "de Treville" is "Treville"
         f = forms.setdefault(key, Form(title, key[1]))
         f.shown[" ".join(words)] += 1
         f.count += 1
         f.first = pos if f.first is None else f.first
         f.positions.append(pos)
+        f.bang += text[m.end():m.end() + 1] == "!"
         prev = [w.lower() for w in _WORD.findall(text[max(0, m.start() - 24):m.start()])]
         nxt = _WORD.findall(text[m.end():m.end() + 16])
         if prev and prev[-1] == "of":
@@ -190,16 +204,22 @@ def _front(title: str | None, words: list[str], ordinary: set[str]) -> tuple[str
     dropped = 0
     if not (title is not None and words[0] in PARTICLES):  # "M. de Treville" keeps its particle
         while words and (words[0].lower() in ordinary or words[0] in TITLES or words[0] in NOT_PEOPLE
-                         or words[0] in FUNCTION):
+                         or words[0] in FUNCTION) and not (len(words) == 2 and _ROMAN.fullmatch(words[1])):
             if title is None and words[0] in TITLES and len(words) > 1:
                 title = SAME_TITLE.get(words[0], words[0])
             dropped += len(words[0]) + 1
             words = words[1:]
+            while words and words[0] == "of":  # "Tower of London": London; "King of Spain": Spain
+                dropped, words, title = dropped + 3, words[1:], None
+    if "of" in words and (title is not None or words.index("of") != 1):
+        words = words[:words.index("of")]  # "Anne of Austria", not "Miss Musgrove of Uppercross"
     cut = next((i for i, w in enumerate(words)
-                if i and w not in PARTICLES and (w.lower() in ordinary or w in NOT_PEOPLE)), None)
+                if i and w not in INNER and (w.lower() in ordinary or w in NOT_PEOPLE)), None)
     words = words[:cut] if cut is not None else words
-    while words and words[-1] in PARTICLES:
+    while words and words[-1] in INNER:
         words = words[:-1]
+    if words and _ROMAN.fullmatch(words[0]):
+        return title, [], dropped
     if not words or (words[0] in PARTICLES and title is None):
         return title, [], dropped
     if len(words) == 1 and (words[0].lower() in ordinary or words[0] in NOT_PEOPLE):
@@ -227,7 +247,7 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
         if f.title in WIVES:  # "Mrs. John Knightley" is his wife
             entity[k] = k
             continue
-        if f.words[0] in dominant:
+        if f.words[0] in dominant and f.title is None:  # ("Lady Mary Grierson" is not the Mary of the book)
             entity[k] = (None, f.words[:1])
             continue
         # "Miss Lucy Steele" and "Lucy Steele" are one person
@@ -244,19 +264,24 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
             titled_with[(f.title, f.words[0])].add(entity[k])
     singles = {k: f for k, f in forms.items() if k not in full}
     split: dict[tuple, list[tuple]] = {}  # an ambiguous first name -> the full names that share it
+    surnames = set(by_last) | {f.words[-1] for k, f in singles.items() if f.title}
     for k, f in singles.items():
         word = f.words[-1]
+        if f.title in TITLES and word.endswith("s") and word[:-1] in surnames:
+            continue  # "the Miss Musgroves": sisters
         if f.title:
             seen = titled_with.get((f.title, word), set())
-            if f.title in DAUGHTERS and not seen:  # "Miss Woodhouse": the one full name with that surname
-                seen = by_last.get(word, set())
+            if f.title in DAUGHTERS + RANKS and not seen:  # "Miss Woodhouse", "Captain Wentworth": the
+                seen = by_last.get(word, set())  # one full name with that surname
+            if not seen and word in dominant and f.title not in WIVES:  # "Monsieur d'Artagnan"
+                seen = {(None, (word,))}
             if len(seen) == 1:
                 entity[k] = next(iter(seen))
             else:
                 entity[k] = k  # a person known by title and name ("Mrs. Dashwood")
     titled_single = defaultdict(Counter)  # surname -> titled forms of their own ("Mr. Knightley")
     for k, f in singles.items():
-        if f.title and entity[k] == k:
+        if f.title and entity.get(k) == k:
             titled_single[f.words[-1]][k] += f.count
     for k, f in singles.items():
         if f.title:
@@ -320,6 +345,9 @@ def _kind(group: list[Form], classes: Counter) -> str | None:
     article = sum(f.article for f in group)
     if any(f.words[-1] in PLACE_WORDS for f in group):
         return "place"
+    bang = sum(f.bang for f in group)
+    if all(len(f.words) == 1 and not f.title for f in group) and (bang >= 0.9 * n or bang >= 0.5 * n > person):
+        return None  # "Mordioux!": an oath (a name called out is also written without "!")
     if titled >= max(2, 0.1 * n):
         return "person"
     if all(len(f.words) == 1 and not f.title for f in group) and classes.get(group[0].words[0], 0) >= 0.2 * n:
@@ -347,7 +375,8 @@ def cast(text: str, skip_spans: Sequence[tuple[int, int]] = ()) -> list[dict]:
         if n < MIN_MENTIONS:
             continue
         # a full name, untitled first ("Lucy Steele"); else the form used most ("Mrs. Dashwood")
-        group.sort(key=lambda f: (-len(f.words), f.title is not None and len(f.words) > 1, -f.count))
+        group.sort(key=lambda f: (f.count < 0.05 * n, -len(f.words), f.title is not None and len(f.words) > 1,
+                                  -f.count))  # not a form seen twice beside hundreds ("d'Artagnan Romances")
         canon = group[0]
         rest = sorted(group[1:], key=lambda f: -f.count)
         kind = _kind(group, classes)

@@ -73,3 +73,38 @@ def test_a_name_never_runs_from_a_heading_into_the_text_under_it():
     assert "Alice" in names and not any("Rabbit" in n for n in names)
     lucy = next(o for o in cast(text) if o["name"] == "Lucy Steele")
     assert "Miss Lucy Steele" in lucy["aliases"]  # over a wrapped line it is one name
+
+
+def court() -> str:
+    return " ".join([
+        "King Louis XIV rose. Louis XIV smiled. \u201cGo,\u201d said Louis XIV. Louis XIV looked at Colbert.",
+        "Louis XIV sat. Louis XIII had died long before; Louis XIII was the father. Louis XIII sighed.",
+        "Louis XIII wrote. Louis XIII rode out.",
+        "He paid twenty louis for it, and ten louis more; the louis were gold. A louis is a coin.",
+        "Anne of Austria wept. \u201cNo,\u201d said Anne of Austria. Anne of Austria smiled. Queen Anne rose.",
+        "Anne of Austria prayed. Anne of Austria sat.",
+        "The King of Spain wrote. The King of Spain sent gold. The King of Spain waited. The King of Spain came.",
+        "The King of Spain laughed.",
+        "\u201cMordioux!\u201d cried he. Mordioux! Mordioux! \u201cMordioux! what a man.\u201d Mordioux!",
+        "\u201cVive Colbert!\u201d they cried. Vive Colbert! Vive Colbert! Vive Colbert! Vive Colbert!",
+        "\u201cColbert!\u201d cried the king. Colbert! Colbert!",
+        "Colbert smiled. Colbert said so. Colbert rose. Colbert nodded. Colbert wrote.",
+        "The Miss Musgroves came. The Miss Musgroves laughed. The Miss Musgroves sang. The Miss Musgroves left.",
+        "The Miss Musgroves ran. Mrs. Musgrove smiled. Mrs. Musgrove said so. Mrs. Musgrove rose.",
+        "Mrs. Musgrove sighed. Mrs. Musgrove wept.",
+        "The Frenchman bowed. The Frenchman said nothing. A Frenchman laughed. The Frenchman sat. The Frenchman left.",
+        "Frederick Wentworth came. Captain Wentworth bowed. Captain Wentworth said so. Captain Wentworth sat.",
+        "Captain Wentworth rose. Frederick Wentworth smiled.",
+    ])
+
+
+def test_kings_queens_of_places_oaths_and_families():
+    """Regnal numbers and "of" are part of a name; an oath, a cry, a nationality and a family are no one."""
+    by_name = {o["name"]: o for o in cast(court())}
+    assert {"Louis XIV", "Louis XIII", "Anne of Austria"} <= set(by_name), sorted(by_name)
+    assert "King Louis XIV" in by_name["Louis XIV"]["aliases"]
+    assert by_name["Anne of Austria"]["kind"] == "person"
+    for no_one in ("Mordioux", "Vive Colbert", "Vive", "Miss Musgroves", "Frenchman", "King Spain", "XIV", "XIII"):
+        assert no_one not in by_name and not any(no_one in o["aliases"] for o in by_name.values()), no_one
+    assert "Mrs. Musgrove" in by_name and "Colbert" in by_name
+    assert "Captain Wentworth" in by_name["Frederick Wentworth"]["aliases"]  # a rank is one man's
