@@ -52,7 +52,7 @@ from .reader import sentence_spans
 
 MIN_MENTIONS = 5
 MAX_ENTRIES = 60
-MALE = ("Mr", "Sir", "Lord", "Monsieur", "M", "Count", "Duke", "King", "Prince", "Baron", "Father", "Uncle",
+MALE = ("Mr", "Sir", "Sergeant", "Superintendent", "Inspector", "Lord", "Monsieur", "M", "Count", "Duke", "King", "Prince", "Baron", "Father", "Uncle",
         "Captain", "Colonel", "General", "Dr", "Doctor", "Cardinal", "Abbé", "Chevalier", "Marquis", "Viscount",
         "Vicomte", "Comte", "Admiral", "Major", "Lieutenant")
 FEMALE = ("Mrs", "Miss", "Ms", "Lady", "Madame", "Mme", "Mlle", "Mademoiselle", "Countess", "Duchess", "Queen",
@@ -60,7 +60,7 @@ FEMALE = ("Mrs", "Miss", "Ms", "Lady", "Madame", "Mme", "Mlle", "Mademoiselle", 
 TITLES = MALE + FEMALE + ("Messieurs", "Mesdames", "Misses", "Mlles")
 WIVES = ("Mrs", "Madame", "Mme")  # with a man's full name: his wife
 DAUGHTERS = ("Miss", "Mlle", "Mademoiselle")
-RANKS = ("Captain", "Colonel", "General", "Admiral", "Major", "Lieutenant", "Dr", "Cardinal")  # one man's
+RANKS = ("Sergeant", "Superintendent", "Inspector", "Captain", "Colonel", "General", "Admiral", "Major", "Lieutenant", "Dr", "Cardinal")  # one man's
 PLACE_WORDS = frozenset("""Abbey Park Hall House Street Square Lane Court Castle Place Road Church Mill Grove Farm
 Lodge Manor Cottage Inn Bridge River Hill Common Green Gardens Palace Cathedral Hotel Island Bay Mount Valley
 Forest Wood Wells Buildings Crescent Terrace Rooms Chapel Priory Heath Moor Cross Gate Row Quay""".split())
@@ -94,6 +94,7 @@ _MENTION = re.compile(
     rf"(?:\b(?P<title>{'|'.join(TITLES)})\.?\s+)?(?P<name>(?:(?:{'|'.join(PARTICLES)})\s+){{0,2}}{_CAP}"
     rf"(?:[ \t]+(?:(?:{'|'.join(INNER)})[ \t]+){{0,2}}{_CAP}){{0,3}}{_REGNAL})(?![\w’'])")  # on one line (`_unwrap`)
 _WORD = re.compile(r"[A-Za-zà-öø-ÿ’']+")
+_PRONOUN = re.compile(r"\b(?:[Hh]e|[Hh]is|him|[Ss]he|[Hh]er)\b")
 _ELIDED = re.compile(r"[dD][’'][A-Z]")  # d’Artagnan
 ARTICLES = frozenset("the a an his her your their my our its this that these those".split())
 SAME_TITLE = {"M": "Monsieur", "Mme": "Madame", "Mlle": "Mademoiselle", "Doctor": "Dr"}
@@ -111,6 +112,8 @@ class Form:
     article: int = 0  # mentions after an article or a possessive
     of: int = 0  # mentions after "of"
     bang: int = 0  # mentions followed by "!" ("Mordioux!", "Peste!": an oath)
+    he: int = 0  # mentions whose next pronoun is "he", "his", "him"
+    she: int = 0  # ... "she", "her"
     positions: list[int] = field(default_factory=list)
     shown: Counter = field(default_factory=Counter)  # the words as written ("de Treville")
 
@@ -164,6 +167,10 @@ def mentions(text: str, skip_spans: Sequence[tuple[int, int]] = ()) -> dict[tupl
         f.first = pos if f.first is None else f.first
         f.positions.append(pos)
         f.bang += text[m.end():m.end() + 1] == "!"
+        pronoun = _PRONOUN.search(text, m.end(), m.end() + 60)
+        if pronoun:
+            f.he += pronoun.group().lower() in ("he", "his", "him")
+            f.she += pronoun.group().lower() in ("she", "her")
         prev = [w.lower() for w in _WORD.findall(text[max(0, m.start() - 24):m.start()])]
         nxt = _WORD.findall(text[m.end():m.end() + 16])
         if prev and prev[-1] == "of":
@@ -262,6 +269,7 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
     for k, f in full.items():
         if f.title:
             titled_with[(f.title, f.words[0])].add(entity[k])
+    sex_of = {k: _sex(f) for k, f in full.items()}
     singles = {k: f for k, f in forms.items() if k not in full}
     split: dict[tuple, list[tuple]] = {}  # an ambiguous first name -> the full names that share it
     surnames = set(by_last) | {f.words[-1] for k, f in singles.items() if f.title}
@@ -271,8 +279,10 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
             continue  # "the Miss Musgroves": sisters
         if f.title:
             seen = titled_with.get((f.title, word), set())
-            if f.title in DAUGHTERS + RANKS and not seen:  # "Miss Woodhouse", "Captain Wentworth": the
-                seen = by_last.get(word, set())  # one full name with that surname
+            if f.title in DAUGHTERS + RANKS and not seen:  # "Miss Woodhouse", "Captain Wentworth": the one
+                seen = _one_of(by_last.get(word, set()), "f" if f.title in DAUGHTERS else "m", sex_of)  # full
+                # name with that surname, or the one woman's (a man's) among them; "Mr." and "Mrs." with a
+                # surname are most often the family's father and mother, whose full names are seldom written
             if not seen and word in dominant and f.title not in WIVES:  # "Monsieur d'Artagnan"
                 seen = {(None, (word,))}
             if len(seen) == 1:
@@ -318,6 +328,25 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
             if part.count:
                 groups[owner].append(part)
     return list(groups.values())
+
+
+def _sex(f: Form) -> str | None:
+    """"m" or "f" by the pronouns after a name's mentions (or its title), None when they do not tell."""
+    if f.title in MALE or f.title in FEMALE:
+        return "m" if f.title in MALE else "f"
+    if f.he >= max(2, 2 * f.she):
+        return "m"
+    if f.she >= max(2, 2 * f.he):
+        return "f"
+    return None
+
+
+def _one_of(keys: set, sex: str, sex_of: dict) -> set:
+    """The one full name of `keys` (entries sharing a surname), or the one of them of `sex`."""
+    if len(keys) <= 1:
+        return set(keys)
+    same = {k for k in keys if sex_of.get(k) == sex}
+    return same if len(same) == 1 else set()
 
 
 def _split_by_nearest(form: Form, owners: list[list[Form]]) -> list[Form]:

@@ -108,3 +108,20 @@ def test_kings_queens_of_places_oaths_and_families():
         assert no_one not in by_name and not any(no_one in o["aliases"] for o in by_name.values()), no_one
     assert "Mrs. Musgrove" in by_name and "Colbert" in by_name
     assert "Captain Wentworth" in by_name["Frederick Wentworth"]["aliases"]  # a rank is one man's
+
+
+def test_miss_with_a_surname_is_the_one_woman_of_that_name():
+    text = " ".join([
+        "Margaret Hale came in; she was tired. Margaret Hale sat; her hands were cold. Margaret Hale smiled.",
+        "Frederick Hale rode away; he was a sailor. Frederick Hale wrote; his letter came. Frederick Hale sighed.",
+        "Frederick Hale laughed. Frederick Hale sat.",
+        "Miss Hale said nothing. Miss Hale rose. Miss Hale smiled at him. Miss Hale looked out.",
+        "Mr. Hale read. Mr. Hale sighed. Mr. Hale said so. Mr. Hale nodded. Mrs. Hale wept. Mrs. Hale sighed.",
+        "Mrs. Hale said so. Mrs. Hale lay down. Mrs. Hale rose. Mr. Hale rose. Sergeant Cuff came. Sergeant Cuff looked. Sergeant Cuff said so.",
+        "Cuff smiled. Cuff nodded. Cuff sat down.",
+    ])
+    by_name = {o["name"]: o for o in cast(text)}
+    assert "Miss Hale" in by_name["Margaret Hale"]["aliases"]  # she, not Frederick
+    assert "Miss Hale" not in by_name["Frederick Hale"]["aliases"]
+    assert {"Mr. Hale", "Mrs. Hale"} <= set(by_name)  # the parents stay apart
+    assert "Cuff" in by_name["Sergeant Cuff"]["aliases"] and by_name["Sergeant Cuff"]["kind"] == "person"
