@@ -17,10 +17,12 @@ not count. The forms are then merged into people:
     named by its longest form used at least 5% as often as the whole entry;
   * a title with a first name ("Sir John") joins the one full name seen with that title and
     first name ("Sir John Middleton");
-  * "Miss" or a rank ("Captain", "General", "Dr") with a surname joins the one full name with that
-    surname ("Miss Woodhouse" is Emma Woodhouse, "Captain Wentworth" Frederick Wentworth; "Miss
-    Steele" with two Steeles stays apart), and any title but a wife's joins a first name used alone
-    far more than in full ("Monsieur d'Artagnan"); a titled plural ("the Miss Musgroves") is no one;
+  * "Miss" or a rank ("Captain", "General", "Dr", "Sergeant") with a surname joins the one full name
+    with that surname, or the one woman's (man's) among them where the pronouns after each name tell
+    its sex ("Miss Woodhouse" is Emma Woodhouse, "Miss Hale" Margaret beside her brother Frederick
+    Hale, "Captain Wentworth" Frederick Wentworth; "Miss Steele" with two Steele sisters stays
+    apart), and any title but a wife's joins a first name used alone far more than in full
+    ("Monsieur d'Artagnan"); a titled plural ("the Miss Musgroves") is no one;
   * any other title with a surname ("Mr. Knightley", "Mrs. Dashwood", "Lady Middleton") is a person of
     its own: a book writes "Mr. John Knightley" to tell him from Mr. Knightley, and women known
     by their title are kept apart from their daughters;
@@ -52,15 +54,16 @@ from .reader import sentence_spans
 
 MIN_MENTIONS = 5
 MAX_ENTRIES = 60
-MALE = ("Mr", "Sir", "Sergeant", "Superintendent", "Inspector", "Lord", "Monsieur", "M", "Count", "Duke", "King", "Prince", "Baron", "Father", "Uncle",
-        "Captain", "Colonel", "General", "Dr", "Doctor", "Cardinal", "Abbé", "Chevalier", "Marquis", "Viscount",
-        "Vicomte", "Comte", "Admiral", "Major", "Lieutenant")
+MALE = ("Mr", "Sir", "Lord", "Monsieur", "M", "Count", "Duke", "King", "Prince", "Baron", "Father", "Uncle",
+        "Sergeant", "Superintendent", "Inspector", "Captain", "Colonel", "General", "Dr", "Doctor", "Cardinal",
+        "Abbé", "Chevalier", "Marquis", "Viscount", "Vicomte", "Comte", "Admiral", "Major", "Lieutenant")
 FEMALE = ("Mrs", "Miss", "Ms", "Lady", "Madame", "Mme", "Mlle", "Mademoiselle", "Countess", "Duchess", "Queen",
           "Princess", "Baroness", "Aunt", "Mother", "Sister", "Marquise", "Vicomtesse", "Comtesse", "Dame")
 TITLES = MALE + FEMALE + ("Messieurs", "Mesdames", "Misses", "Mlles")
 WIVES = ("Mrs", "Madame", "Mme")  # with a man's full name: his wife
 DAUGHTERS = ("Miss", "Mlle", "Mademoiselle")
-RANKS = ("Sergeant", "Superintendent", "Inspector", "Captain", "Colonel", "General", "Admiral", "Major", "Lieutenant", "Dr", "Cardinal")  # one man's
+RANKS = ("Sergeant", "Superintendent", "Inspector", "Captain", "Colonel", "General", "Admiral", "Major",
+         "Lieutenant", "Dr", "Cardinal")  # one man's
 PLACE_WORDS = frozenset("""Abbey Park Hall House Street Square Lane Court Castle Place Road Church Mill Grove Farm
 Lodge Manor Cottage Inn Bridge River Hill Common Green Gardens Palace Cathedral Hotel Island Bay Mount Valley
 Forest Wood Wells Buildings Crescent Terrace Rooms Chapel Priory Heath Moor Cross Gate Row Quay""".split())
@@ -342,11 +345,14 @@ def _sex(f: Form) -> str | None:
 
 
 def _one_of(keys: set, sex: str, sex_of: dict) -> set:
-    """The one full name of `keys` (entries sharing a surname), or the one of them of `sex`."""
+    """The one full name of `keys` (entries sharing a surname), or the one of them of `sex` when the
+    pronouns tell every other one's sex ("Miss Bertram" stays apart from Julia Bertram when her sister
+    Maria's pronouns do not tell)."""
     if len(keys) <= 1:
         return set(keys)
     same = {k for k in keys if sex_of.get(k) == sex}
-    return same if len(same) == 1 else set()
+    known = all(sex_of.get(k) is not None for k in keys)
+    return same if len(same) == 1 and known else set()
 
 
 def _split_by_nearest(form: Form, owners: list[list[Form]]) -> list[Form]:

@@ -117,7 +117,8 @@ def test_miss_with_a_surname_is_the_one_woman_of_that_name():
         "Frederick Hale laughed. Frederick Hale sat.",
         "Miss Hale said nothing. Miss Hale rose. Miss Hale smiled at him. Miss Hale looked out.",
         "Mr. Hale read. Mr. Hale sighed. Mr. Hale said so. Mr. Hale nodded. Mrs. Hale wept. Mrs. Hale sighed.",
-        "Mrs. Hale said so. Mrs. Hale lay down. Mrs. Hale rose. Mr. Hale rose. Sergeant Cuff came. Sergeant Cuff looked. Sergeant Cuff said so.",
+        "Mrs. Hale said so. Mrs. Hale lay down. Mrs. Hale rose. Mr. Hale rose.",
+        "Sergeant Cuff came. Sergeant Cuff looked. Sergeant Cuff said so.",
         "Cuff smiled. Cuff nodded. Cuff sat down.",
     ])
     by_name = {o["name"]: o for o in cast(text)}
