@@ -318,8 +318,8 @@ def _highlight_rects(page: Any, text: str, span: tuple[int, int]) -> list:
     from .parse import _TEXT_FLAGS
 
     words = page.get_text("words", flags=_TEXT_FLAGS)  # (x0, y0, x1, y1, word, block, line, n)
-    owner, page_words = _read_glyphs([w[4] for w in words], text)
-    hits = sorted({owner[i] for i in match_words(text, span, page_words)})
+    owners, page_words = _page_words([w[4] for w in words], text)
+    hits = sorted({j for i in match_words(text, span, page_words) for j in owners[i]})
     rects: list = []
     key = None
     for i in hits:
@@ -348,6 +348,18 @@ def _read_glyphs(words: list[str], text: str) -> tuple[list[int], list[str]]:
         owner += [i] * len(parts)
         out += parts
     return owner, out
+
+
+def _page_words(words: list[str], text: str) -> tuple[list[list[int]], list[str]]:
+    """The page's words read as the parser read them: private-use ligatures read (`_read_glyphs`),
+    line-end hyphenations joined (ingest.hyphens); with, for each, the page words it comes from."""
+    from .hyphens import joined_words
+
+    owner, read = _read_glyphs(words, text)
+    if not any(w.endswith("-") for w in read):
+        return [[i] for i in owner], read
+    pairs = joined_words(read, text)
+    return [sorted({owner[i] for i in idx}) for idx, _ in pairs], [w for _, w in pairs]
 
 
 def match_words(text: str, span: tuple[int, int], page_words: list[str]) -> list[int]:

@@ -48,6 +48,7 @@ from .errors import (
     WrongPassword,
 )
 from .glyphs import expand, read_pages
+from .hyphens import join_pages
 from .pdf_structure import drop_page_numbers, styled_headings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -465,6 +466,7 @@ def _parse_mupdf(pymupdf, req: dict, kind: str) -> tuple:
     glyph_table: dict[str, str] = {}
     if kind == "pdf":
         texts, glyph_table = read_pages([t for _, t in pages])  # ligatures in the private-use area
+        texts = join_pages(texts)  # "mem-" / "ory": one word again where the document says so
         pages = [[label, t] for (label, _), t in zip(pages, texts)]
         drop_page_numbers(pages)
     title = clean_text((doc.metadata or {}).get("title") or "").strip()

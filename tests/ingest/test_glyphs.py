@@ -8,7 +8,7 @@ import pymupdf
 
 from ingest.glyphs import PRIVATE, expand, learn, read_pages
 from ingest.page import _read_glyphs, match_words, render_page
-from ingest.parse import parse_file
+from ingest.parse import _TEXT_FLAGS, parse_file
 from ingest.pipeline import ingest
 
 CH, TH, TT = "\ue03b", "\ue049", "\ue03c"
@@ -64,7 +64,7 @@ def test_a_pdf_with_private_use_ligatures_is_read_as_words(assets):
 def test_the_page_view_reads_the_glyphs_as_the_parser_did(library, fake_engine, assets):
     doc_id = ingest(assets / "musketeers-pp77-78.pdf", library=library, engine=fake_engine, prefill=False).doc_id
     page = library.pages(doc_id, with_text=True)[0]
-    words = [w[4] for w in pymupdf.open(assets / "musketeers-pp77-78.pdf")[0].get_text("words")]
+    words = [w[4] for w in pymupdf.open(assets / "musketeers-pp77-78.pdf")[0].get_text("words", flags=_TEXT_FLAGS)]
     owner, read = _read_glyphs(words, page["text"])
     assert not any(PRIVATE.search(w) for w in read)
     assert "Planchet," in read and "which" in read
