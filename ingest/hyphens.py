@@ -27,7 +27,7 @@ _WORD = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)*")
 
 def join_pages(pages: list[str]) -> list[str]:
     """The pages with their line-end hyphenations joined where the document tells (see above); a
-    word broken over a page break is left as it is."""
+    word broken over a page break goes whole to the page it starts on."""
     whole = "\n".join(pages)
     counts = Counter(w.lower() for w in _WORD.findall(_BROKEN.sub(" ", whole)))
     lex = lexicon()
@@ -41,7 +41,16 @@ def join_pages(pages: list[str]) -> list[str]:
             return f"{left}{right}\n{indent}" if space else f"{left}{right}"  # ("rade." : the lines join)
         return m.group()
 
-    return [_BROKEN.sub(join, p) if "-\n" in p else p for p in pages]
+    out = [_BROKEN.sub(join, p) if "-\n" in p else p for p in pages]
+    for i in range(len(out) - 1):  # "punc-" at a page's foot, "tuality." at the next one's head
+        m = re.search(r"([^\W\d_]+)-$", out[i])
+        nxt = re.match(r"\s*([a-zà-öø-ÿ][^\W\d_]*)([^\w\s]*)[ \t]*", out[i + 1])
+        if m and nxt:
+            glued = join(_BROKEN.match(f"{m.group(1)}-\n{nxt.group(1)} "))
+            if "-" not in glued:  # joined: the word (and its stop) goes to the page it starts on
+                out[i] = out[i][:m.start()] + m.group(1) + nxt.group(1) + nxt.group(2)
+                out[i + 1] = out[i + 1][nxt.end():]
+    return out
 
 
 def joined_words(words: list[str], text: str) -> list[tuple[list[int], str]]:

@@ -466,9 +466,10 @@ def _parse_mupdf(pymupdf, req: dict, kind: str) -> tuple:
     glyph_table: dict[str, str] = {}
     if kind == "pdf":
         texts, glyph_table = read_pages([t for _, t in pages])  # ligatures in the private-use area
-        texts = join_pages(texts)  # "mem-" / "ory": one word again where the document says so
         pages = [[label, t] for (label, _), t in zip(pages, texts)]
         drop_page_numbers(pages)
+        for page, t in zip(pages, join_pages([t for _, t in pages])):  # "mem-" / "ory": one word again
+            page[1] = t
     title = clean_text((doc.metadata or {}).get("title") or "").strip()
     if title.lower() in _JUNK_TITLES:  # producers' placeholders: fall back to the file name
         title = ""

@@ -84,8 +84,21 @@ def styled_headings(doc, flags: int) -> list[list]:
 _BARE_NUMBER = re.compile(r"\d{1,4}")
 
 
+_ROMAN = re.compile(r"(?=[mdclxvi]+$)m{0,4}(cm|cd|d?c{0,3})(xc|xl|l?x{0,3})(ix|iv|v?i{0,3})")
+_ROMAN_VALUES = {"m": 1000, "d": 500, "c": 100, "l": 50, "x": 10, "v": 5, "i": 1}
+
+
+def roman(word: str) -> int:
+    """The value of a roman numeral written in one case ("lxxvii", "XIV"), else 0."""
+    low = word.lower()
+    if not word or word not in (low, word.upper()) or not _ROMAN.fullmatch(low):
+        return 0
+    vals = [_ROMAN_VALUES[c] for c in low]
+    return sum(-v if i + 1 < len(vals) and v < vals[i + 1] else v for i, v in enumerate(vals))
+
+
 def drop_page_numbers(pages: list[list[str]]) -> int:
-    """Take out, in place, the printed page number standing alone on a page's first or last line:
+    """Take out, in place, the printed page number (arabic or roman) standing alone on a page's first or last line:
     joined to the next page's text it split sentences ("dynamically linked subprograms 4 that the
     work") and was quoted. A bare number counts as the page number where the document numbers its
     pages so: the same line (first or last) of three pages or more (of every page of a shorter
@@ -103,6 +116,8 @@ def drop_page_numbers(pages: list[list[str]]) -> int:
             keys = []
             if _BARE_NUMBER.fullmatch(word):
                 keys.append((pos, int(word) - (i + 1)))
+            elif roman(word):  # "lxxvii": a book numbered in roman numerals throughout
+                keys.append((pos, roman(word) - (i + 1)))
             if label and word == label:
                 keys.append((pos, "label"))
             if keys:

@@ -15,14 +15,16 @@ def test_a_broken_word_is_joined_and_a_real_hyphen_stays():
         "He kept the mem-\nory of it. The cucumber-\nframe was broken.\nA cucumber-frame again.",
         "Her mother-\nin-law came. The luxu-\nriant garden. Mousque-\nton bowed; Mousqueton left.",
         "a word broken over a page break: punc-",
+        "tuality. He went on guard.",
     ]
-    one, two, three = join_pages(pages)
+    one, two, three, four = join_pages(pages)
     assert "the memory\nof it" in one  # a known word: joined, the line's rest moves down
     assert "cucumber-\nframe" in one  # the document writes "cucumber-frame"
     assert "luxuriant\ngarden" in two  # "riant" is no word: a fragment
     assert "Mousqueton\nbowed" in two  # the document writes "Mousqueton" elsewhere
     assert "mother-\nin-law" in two  # "in" is a word and "motherin" none: kept
-    assert three == pages[2]
+    assert three.endswith("page break: punctuality.") and four == "He went on guard."  # the word goes whole
+    assert join_pages(["in-", "law came"]) == ["in-", "law came"]  # to the page it starts on
 
 
 def test_the_page_words_are_joined_as_the_stored_text_has_them():
@@ -39,6 +41,8 @@ def test_a_pdf_page_with_a_hyphenated_word(library, fake_engine, assets):
     assert "com-\nrade" in raw
     doc = parse_file(pdf)
     assert "comrade" in doc.text and "com-\nrade" not in doc.text
+    assert doc.pages[0].text.endswith("remarkable punctuality.")  # "punc-" / "lxxviii" / "tuality.": the
+    assert doc.pages[1].text.startswith("He went on guard")  # roman page number out, the word whole
     doc_id = ingest(pdf, library=library, engine=fake_engine, prefill=False).doc_id
     page = library.pages(doc_id, with_text=True)[1]
     words = [w[4] for w in pymupdf.open(pdf)[1].get_text("words", flags=_TEXT_FLAGS)]  # as the page view reads

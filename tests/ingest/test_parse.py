@@ -298,6 +298,27 @@ def test_printed_page_numbers_standing_alone_are_taken_out(tmp_path):
     _spans_consistent(parsed)
 
 
+def test_roman_page_numbers_at_the_top_are_taken_out_too(tmp_path):
+    """Project Gutenberg's Dumas PDFs print "lxxvii" atop page 77: it split the sentence ("punc- lxxviii
+    tuality") and started every page's text."""
+    import pymupdf
+
+    from ingest.pdf_structure import roman
+
+    assert [roman(w) for w in ("lxxvii", "XIV", "iv", "Xiv", "I", "vv", "")] == [77, 14, 4, 0, 1, 0, 0]
+    path = tmp_path / "roman.pdf"
+    doc = pymupdf.open()
+    bodies = ["He spoke of it,", "and of more,", "and then he left.", "The end."]
+    for i, body in enumerate(bodies):
+        page = doc.new_page()
+        page.insert_text((290, 40), ["xli", "xlii", "xliii", "xliv"][i])
+        page.insert_text((72, 90), body)
+    doc.new_page().insert_text((72, 72), "Chapter IV\nThe king came.")  # a heading, no page number
+    doc.save(path)
+    texts = [p.text for p in parse_file(path).pages]
+    assert texts[:4] == bodies and texts[4] == "Chapter IV\nThe king came."
+
+
 def test_a_pdf_without_bookmarks_gets_its_numbered_bold_sections_as_its_outline(tmp_path):
     """Two of the three real papers under ../shared/fresh have no bookmarks (or one): their outline was
     page spans. The numbered section headings they print in bold, larger than the text, become the
