@@ -49,7 +49,7 @@ from .errors import (
 )
 from .glyphs import expand, read_pages
 from .hyphens import join_pages
-from .pdf_structure import drop_page_numbers, styled_headings
+from .pdf_structure import drop_page_numbers, drop_running_heads, styled_headings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -467,6 +467,7 @@ def _parse_mupdf(pymupdf, req: dict, kind: str) -> tuple:
     if kind == "pdf":
         texts, glyph_table = read_pages([t for _, t in pages])  # ligatures in the private-use area
         pages = [[label, t] for (label, _), t in zip(pages, texts)]
+        drop_running_heads(pages)
         drop_page_numbers(pages)
         for page, t in zip(pages, join_pages([t for _, t in pages])):  # "mem-" / "ory": one word again
             page[1] = t

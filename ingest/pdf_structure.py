@@ -1,6 +1,7 @@
-"""What a PDF's layout says beyond its text, read in ingest.parse's child process: the printed page
-numbers standing alone on a page's first or last line (taken out of the text), and, for a PDF without
-bookmarks, its numbered section headings set in bold larger than its text (its outline)."""
+"""What a PDF's layout says beyond its text, read in ingest.parse's child process: the running heads
+and the printed page numbers standing alone on a page's first or last line (taken out of the text),
+and, for a PDF without bookmarks, its numbered section headings set in bold larger than its text (its
+outline)."""
 
 from __future__ import annotations
 
@@ -95,6 +96,51 @@ def roman(word: str) -> int:
         return 0
     vals = [_ROMAN_VALUES[c] for c in low]
     return sum(-v if i + 1 < len(vals) and v < vals[i + 1] else v for i, v in enumerate(vals))
+
+
+_DIGITS = re.compile(r"\d+")
+RUNNING_MIN = 3  # pages
+RUNNING_NEAR = 2  # pages: a running head comes back on the next page or the one after
+
+
+def _head_key(line: str) -> str:
+    """A line as a running head is compared: without case, its page number ("#"), spaces collapsed."""
+    words = [("#" if roman(w) else w) for w in _DIGITS.sub("#", line.lower()).split()]
+    return " ".join(words)
+
+
+def drop_running_heads(pages: list[list[str]]) -> int:
+    """Take out, in place, the running heads: the line a page's top (or foot) repeats, the page
+    number in it or not ("6 CONTENTS", "CONTENTS 7", "CCC'16", "REPORT OF LIEUTENANT-GENERAL
+    GRANT"). Joined to the text they split the sentence running over the page break, as the page
+    numbers did. A first (last) line counts as one where its form, page numbers aside, is the first
+    (last) line of three pages or more, mostly within two pages of another (a line of dialogue that
+    happens to end three scattered pages stays), and has two letters or more (an end-of-proof mark
+    "◀" stays). Returns how many lines were taken out."""
+    where: dict[tuple[str, str], list[int]] = {}
+    ends = []
+    for i, (_, text) in enumerate(pages):
+        lines = text.split("\n")
+        filled = [j for j, line in enumerate(lines) if line.strip()]
+        found = {}
+        for pos, j in (("first", filled[0]), ("last", filled[-1])) if len(filled) > 1 else ():
+            key = (pos, _head_key(lines[j]))
+            if 0 < len(lines[j].strip()) <= 90:
+                found[pos] = (j, key)
+                where.setdefault(key, []).append(i)
+        ends.append((lines, found))
+    heads = set()
+    for key, at in where.items():
+        near = sum(1 for a, b in zip(at, at[1:]) if b - a <= RUNNING_NEAR)
+        if len(at) >= RUNNING_MIN and near >= 0.5 * (len(at) - 1) and len(re.findall(r"[^\W\d_]", key[1])) >= 2:
+            heads.add(key)
+    taken = 0
+    for page, (lines, found) in zip(pages, ends):
+        drop = {j for j, key in found.values() if key in heads}
+        if drop:
+            page[1] = "\n".join(x for j, x in enumerate(lines) if j not in drop).strip("\n")
+            taken += len(drop)
+    return taken
 
 
 def drop_page_numbers(pages: list[list[str]]) -> int:

@@ -319,6 +319,34 @@ def test_roman_page_numbers_at_the_top_are_taken_out_too(tmp_path):
     assert texts[:4] == bodies and texts[4] == "Chapter IV\nThe king came."
 
 
+def test_running_heads_are_taken_out(tmp_path):
+    """A paper's "6 CONTENTS" / "CONTENTS 7" and "CCC'16" atop and at the foot of its pages went into
+    the text and split the sentence over each page break; a line that ends a few scattered pages
+    ('"Yes."') and a lone end mark stay."""
+    import pymupdf
+
+    path = tmp_path / "heads.pdf"
+    doc = pymupdf.open()
+    for i in range(12):
+        page = doc.new_page()
+        head = f"{i + 1} A BOOK OF TESTS" if i % 2 else f"A BOOK OF TESTS {i + 1}"
+        page.insert_text((72, 40), head)
+        page.insert_text((72, 90), f"The sentence of page {i + 1} runs on")
+        if i in (0, 5, 10):  # a line of dialogue ends three scattered pages
+            page.insert_text((72, 110), '"Yes."')
+        elif i in (3, 4, 7):  # an end mark ends pages in step
+            page.insert_text((72, 110), "and ends here.\n<")
+        else:
+            page.insert_text((72, 110), "and ends here.")
+            page.insert_text((72, 800), "CCC'16")
+    doc.save(path)
+    texts = [p.text for p in parse_file(path).pages]
+    assert not any("A BOOK OF TESTS" in t or "CCC'16" in t for t in texts)
+    assert texts[0].startswith("The sentence of page 1 runs on") and texts[0].endswith('"Yes."')
+    assert texts[5].endswith('"Yes."') and texts[10].endswith('"Yes."')
+    assert texts[4].endswith("<")  # a mark without letters is no running head
+
+
 def test_a_pdf_without_bookmarks_gets_its_numbered_bold_sections_as_its_outline(tmp_path):
     """Two of the three real papers under ../shared/fresh have no bookmarks (or one): their outline was
     page spans. The numbered section headings they print in bold, larger than the text, become the
