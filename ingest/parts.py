@@ -202,12 +202,14 @@ def pages_ref(pages, labels: dict | None = None, escape=str) -> str:
     return f"p. {escape(a)}" if a == b else f"pp. {escape(a)}-{escape(b)}"
 
 
-def document_text(library, doc_id: str) -> str:
+def document_text(library, doc_id: str, pages_apart: bool = False) -> str:
     """The document's text as the chunk char spans index it: each page's text at its char_start
-    (the separators between pages, which belong to no page, become spaces)."""
-    text = ""
+    (the separators between pages, which belong to no page, become spaces, so a sentence runs on
+    over a page break; with `pages_apart`, line breaks, so a page's first line starts a line: a
+    statement's heading atop a page)."""
+    text, gap = "", "\n" if pages_apart else " "
     for p in library.pages(doc_id, with_text=True):
-        text += " " * max(p["char_start"] - len(text), 0) + p["text"]
+        text += gap * max(p["char_start"] - len(text), 0) + p["text"]
     return text
 
 

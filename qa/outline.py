@@ -354,7 +354,7 @@ def statement_name(s: dict) -> str:
 def document_statements(library, doc_id: str, chunks: list[dict] | None = None) -> list[dict]:
     """`statements` of a stored document (its chunks read once when the caller has them)."""
     chunks = library.chunks(doc_id) if chunks is None else chunks
-    return statements(document_text(library, doc_id), library.document(doc_id)["kind"], chunks)
+    return statements(document_text(library, doc_id, pages_apart=True), library.document(doc_id)["kind"], chunks)
 
 
 def named_links(dependency_map: Sequence[dict], skip: set[int], stmts: list[dict], chunks: list[dict],
@@ -382,7 +382,7 @@ def build(library, doc_id: str, dependency_map: Sequence[dict]) -> dict:
     labels = {p["number"]: p["label"] for p in pages}
     text = document_text(library, doc_id)
     boiler = set(chunk_matter(library, doc_id, chunks))
-    stmts = statements(text, doc["kind"], chunks)
+    stmts = statements(document_text(library, doc_id, pages_apart=True), doc["kind"], chunks)
     used_by(stmts, dependency_map, boiler)
     for i, st in enumerate(stmts):  # what each relies on: cited in it or its proof, retrieved while read
         st["uses"] = [] if st.get("restates") is not None else \

@@ -34,7 +34,7 @@ def statement_asked(library: Library, doc_id: str, question: str) -> dict | None
         from ingest.parts import document_text
 
         chunks = library.chunks(doc_id)
-        text = document_text(library, doc_id)
+        text = document_text(library, doc_id, pages_apart=True)  # a heading atop a page starts its line
         _STATEMENTS[key] = (text, statements(text, doc["kind"], chunks), chunks)
     text, stmts, chunks = _STATEMENTS[key]
     i = find_statement(stmts, q["kind"], q["number"])

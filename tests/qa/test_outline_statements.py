@@ -162,3 +162,29 @@ def test_long_links_are_drawn_from_the_whole_document():
     hub = [{"chunk": c, "retrieved": [c % 50, c - 40], "weights": [1.0, 1.0]} for c in range(100, 1200)]
     got = long_links(hub, skip=set(), n=12)
     assert len({ln["target"] * 12 // 1200 for ln in got}) >= 10
+
+
+def test_a_heading_atop_a_page_starts_its_line():
+    """With the running heads out of the text (ingest.pdf_structure), "Corollary 6." opens a page: the
+    statements read the pages apart, so it still starts a line (the wqo paper lost its Corollary 6)."""
+    from ingest.parts import document_text
+    from qa.outline import document_statements
+
+    pages = ["We end the section here.", "Corollary 6. Let L be a language. Then L is good."]
+    rows, at = [], 0
+    for i, t in enumerate(pages):
+        rows.append({"number": i + 1, "text": t, "char_start": at, "char_end": at + len(t)})
+        at += len(t) + 2
+
+    class Library:
+        def pages(self, doc_id, with_text=False):
+            return rows
+
+        def document(self, doc_id):
+            return {"kind": "pdf"}
+
+        def chunks(self, doc_id):
+            return _chunks(document_text(self, doc_id))
+
+    assert "here.  Corollary" in document_text(Library(), "d")  # a sentence runs on over the break
+    assert [(s["kind"], s["number"]) for s in document_statements(Library(), "d")] == [("corollary", "6")]
