@@ -21,12 +21,15 @@ LICENCE_MARKERS = ("project gutenberg", "gutenberg literary archive", "gutenberg
                    "full project gutenberg license", "donations", "trademark")
 _NUMBERED_LINE = re.compile(r"^\s*(chapter|book|part|section|[ivxlc]+\.|\d+\.?)\b.{0,80}$", re.I | re.M)
 _INDEX_LINE = re.compile(r"^.{1,60},\s*\d+(\s*[,–-]\s*\d+)*\s*$", re.M)
+_LEADER_LINE = re.compile(r"^\s*(?P<head>\S.{0,100}?)(?:\s?\.){4,}\s*[\dxivlc]+\s*$", re.M | re.I)  # "1.2 X . . 3"
 
 
 def matter_of(text: str) -> str | None:
     """"licence" when the page speaks of the Gutenberg licence (two markers or more), "contents"
     when most of its non-empty lines are short numbered headings, "index" when most are
-    "term, page" lines; None for ordinary text."""
+    "term, page" lines; most lines led by dots to a page number ("2.1 Naming . . . 3",
+    "asn1_copy_node . . . 11") are "contents" when most are numbered, else "index"; None for
+    ordinary text."""
     low = text.lower()
     if sum(m in low for m in LICENCE_MARKERS) >= 2:
         return "licence"
@@ -34,6 +37,10 @@ def matter_of(text: str) -> str | None:
     if len(lines) >= 8:
         if len(_INDEX_LINE.findall(text)) >= 0.6 * len(lines):
             return "index"
+        leaders = [m.group("head") for m in _LEADER_LINE.finditer(text)]
+        if len(leaders) >= 0.6 * len(lines):  # dot leaders: a contents list, or an index of terms
+            numbered = sum(bool(_NUMBERED_LINE.match(h) or re.match(r"[A-Z](\.\d+)+\b", h)) for h in leaders)
+            return "contents" if numbered >= 0.5 * len(leaders) else "index"
         if len(_NUMBERED_LINE.findall(text)) >= 0.6 * len(lines):
             return "contents"
     return None

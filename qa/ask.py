@@ -514,6 +514,15 @@ def quote_origin(quote: dict) -> str | None:
     return None
 
 
+def matter_last(library: Library, doc_id: str, windows: list, k: int) -> list:
+    """The first `k` of `windows` (passages, best first), those on a contents, index or licence page
+    put after the others among the first 3k: their words match many questions and they answer none
+    (a manual's function index came second and third, tried as a new user would)."""
+    near = windows[: 3 * k]
+    tags = chunk_matter(library, doc_id, library.chunks(doc_id, sorted({w.chunk for w in near})))
+    return ([w for w in near if w.chunk not in tags] + [w for w in near if w.chunk in tags])[:k]
+
+
 def _cross_answer(library: Library, doc_id: str, question: str, evidence: list[dict], ce: dict,
                   missing: list[str]) -> dict:
     """The answer read by the cross-encoder (qa.rerank) from the passages the model retrieved: the
@@ -527,14 +536,15 @@ def _cross_answer(library: Library, doc_id: str, question: str, evidence: list[d
     unsure, best = rerank.decide(wins, cal)
     abstained = bool(missing) or unsure
     reader = ce.get("reader")
-    quote, shown = None, rerank.shown(wins, retrieved)
+    quote, shown = None, rerank.shown(wins, retrieved, k=len(wins))
     if reader is not None and ce.get("order"):  # the trained reader picks the sentence (validation's choice)
         quote, order = _read_pool(library, doc_id, question, ce["order"], reader)
-        shown = [wins[c] for c in order if c in wins][: rerank.SHOWN]
+        shown = [wins[c] for c in order if c in wins]
     elif shown:
         quote = rerank.quote_of(shown[0])
     if abstained:
         quote = None
+    shown = matter_last(library, doc_id, shown, rerank.SHOWN)
     weights = {int(e["chunk"]): float(e["weight"]) for e in evidence}
     if quote is not None:
         from .outline import who_name

@@ -42,3 +42,18 @@ def test_a_readers_view_does_not_hide_the_licence_from_the_whole_document(librar
     view = BeforePage(library, doc, 2)
     assert licence_start(view, doc) is None
     assert licence_start(library, doc) == document_text(library, doc).index("End of Project Gutenberg")
+
+
+def test_dot_leader_pages_are_contents_or_index():
+    """A manual's contents list and function index set with dot leaders (GNU Libtasn1's, tried as a
+    new user would): its 'Also relevant' passages were the index's lines."""
+    from ingest.boilerplate import matter_of
+
+    contents = "Table of Contents\n\n" + "\n".join(
+        f"  {c}.{s} Section title number {s} {'. ' * 30}{c * 3 + s}" for c in (1, 2, 3) for s in (1, 2, 3))
+    index = "Function and Data Index\n\n" + "\n".join(
+        f"asn1_function_{i}{' .' * (30 - i)} {i + 5}" for i in range(12))
+    prose = "\n".join(f"This line of prose ends with a number of pages . . . and goes on {i}, as text does."
+                      for i in range(12))
+    assert matter_of(contents) == "contents" and matter_of(index) == "index"
+    assert matter_of(prose) is None

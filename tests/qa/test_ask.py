@@ -305,3 +305,23 @@ def test_abstain_words_fold_accents_as_nfkd_without_combining_marks():
     texts += ["".join(rnd.choice(chars) for _ in range(40)) for _ in range(300)]
     assert all(words(t) == fold(t) for t in texts)
     assert words("Fère étale") == ["fere", "etale"]
+
+
+def test_passages_on_contents_or_index_pages_are_shown_last(library):
+    """GNU Libtasn1's manual, tried as a new user would: the answer's 'Also relevant' were two chunks
+    of its function index ("asn1_der_decoding . . . . 20")."""
+    from types import SimpleNamespace
+
+    from qa.ask import matter_last
+    from tests.ingest.docstore import store_text
+
+    index = "Function and Data Index\n" + "\n".join(f"asn1_f{i} {'. ' * 12}{i + 5}" for i in range(14))
+    body = "The function decodes the DER encoding of a structure and fills it with the values found. " * 8
+    doc_id = store_text(library, body + index, page_chars=len(body) + 2)
+    chunks = library.chunks(doc_id)
+    on_index = [c["idx"] for c in chunks if c["page_first"] == 2]
+    on_body = [c["idx"] for c in chunks if c["page_last"] == 1]
+    wins = [SimpleNamespace(chunk=c) for c in [on_index[0], on_body[0], on_index[1], on_body[1], on_body[2]]]
+    got = [w.chunk for w in matter_last(library, doc_id, wins, 3)]
+    assert got == on_body[:3]
+    assert [w.chunk for w in matter_last(library, doc_id, wins[:2], 3)] == [on_body[0], on_index[0]]
