@@ -1,6 +1,6 @@
 """The UI's handlers (ui.context, ui.jobs, ui.render, ui.tabs.*) as plain functions: no server, no browser.
 
-One module-scoped library holds geotopo-pp1-10.pdf (10 pages, 118 chunks), ingested through the UI
+One module-scoped library holds geotopo-pp1-10.pdf (10 pages, 117 chunks), ingested through the UI
 handler with a Cancel in the middle of prefill and then a Resume; the other tests read it.
 """
 
@@ -156,7 +156,7 @@ def lib(tiny_model, tmp_path_factory):
     first = []
     for u in library_tab.ingest_upload(ctx, up, title="GeoTopo", session="tab-1"):
         first.append(u)
-        if not u.finished and re.search(r"— [1-9][\d,]* / 118 chunks", u.status):
+        if not u.finished and re.search(r"— [1-9][\d,]* / 117 chunks", u.status):
             assert jobs.cancel_job(ctx, "tab-1", "ingest").startswith("Cancelling")
     doc_id = first[-1].doc_id
     after_cancel = library_tab.list_documents(ctx)
@@ -174,7 +174,7 @@ def test_ingest_shows_stages_cancel_keeps_work_resume_finishes(lib):
     assert "tokens/s" in statuses and "ETA" in statuses
     last = first[-1]
     assert last.finished and last.result["status"] == "partial"
-    assert 0 < last.result["tokens_prefilled"] < last.result["tokens"] == 7372
+    assert 0 < last.result["tokens_prefilled"] < last.result["tokens"] == 7309
     assert "Stopped:" in last.status and "Resume" in last.status
     assert not lib["upload"].exists()  # stored: the upload was removed from the cache
     (d,) = lib["after_cancel"]
@@ -182,11 +182,11 @@ def test_ingest_shows_stages_cancel_keeps_work_resume_finishes(lib):
     assert "resumable" in library_tab.documents_table(lib["ctx"], lib["after_cancel"])[0][4]
     # resume goes on from the checkpoint, not from zero
     assert "resuming" in second[1].status or "resuming" in "".join(u.status for u in second)
-    assert second[-1].result == {"doc_id": lib["doc_id"], "status": "done", "tokens_prefilled": 7372,
-                                 "tokens": 7372}  # fmt: skip
+    assert second[-1].result == {"doc_id": lib["doc_id"], "status": "done", "tokens_prefilled": 7309,
+                                 "tokens": 7309}  # fmt: skip
     assert "Ready:" in second[-1].status
     (d,) = library_tab.list_documents(lib["ctx"])
-    assert (d["title"], d["pages"], d["chunks"], d["state"]) == ("GeoTopo", 10, 118, "ready")
+    assert (d["title"], d["pages"], d["chunks"], d["state"]) == ("GeoTopo", 10, 117, "ready")
     assert (library_tab.doc_choices(lib["ctx"], ready_only=True)
             == [(library_tab.doc_choices(lib["ctx"])[0][0], lib["doc_id"])])
 
@@ -219,7 +219,7 @@ def test_ask_streams_then_gives_evidence_and_trace(lib):
     final = events[-1]
     assert final["done"] and not final["stopped"] and final["question"] == "Was ist ein topologischer Raum?"
     assert partial and all(len(a["answer"]) <= len(b["answer"]) for a, b in zip(partial, partial[1:]))
-    assert final["trace"]["chunks"] and final["trace"]["n_doc_chunks"] >= 117
+    assert final["trace"]["chunks"] and final["trace"]["n_doc_chunks"] >= 116
     ev = final["evidence"]
     assert ev and all(set(e) == {"chunk", "pages", "weight", "text", "causal_effect", "matter"} for e in ev)
     assert all(1 <= p <= 10 for e in ev for p in e["pages"])
@@ -375,7 +375,7 @@ def test_the_summary_heatmap_has_a_row_per_sentence_and_a_cell_shows_its_passage
     md, ev, heat, out = summary_tab.summary_view(ctx, doc_id, "extractive")
     tr, n = out["trace"], len(ctx.layout(doc_id)[0])
     sents, rows = tr["sentences"], tr["chunks"]
-    assert sents and len(rows) == len(sents) and tr["n_doc_chunks"] == n == 118
+    assert sents and len(rows) == len(sents) and tr["n_doc_chunks"] == n == 117
     assert f'data-rows="{len(sents)}" data-cols="{n}"' in heat
     labels = [f">{i + 1} · p. {s['pages'][0]}</text>" for i, s in enumerate(sents)]  # the rows' labels
     assert all(lab in heat for lab in labels)
@@ -434,7 +434,7 @@ def test_outline_and_what_a_chunk_relied_on(lib):
 def test_document_map_and_picks(lib):
     ctx, doc_id = lib["ctx"], lib["doc_id"]
     svg, info = map_tab.doc_map_view(ctx, doc_id)
-    assert "data-src=" in svg and "118 chunks on 10 pages" in info
+    assert "data-src=" in svg and "117 chunks on 10 pages" in info
     dep = map_tab.doc_map(ctx, doc_id)
     row = next(r for r in dep if len(r["retrieved"]) > 1)
     both = map_tab.doc_map_pick(ctx, doc_id, row["chunk"], row["retrieved"][0])
