@@ -339,6 +339,8 @@ def _read_glyphs(words: list[str], text: str) -> tuple[list[int], list[str]]:
     one split in two; with, for each, the index of the page word it comes from."""
     from . import glyphs
 
+    if glyphs.PRIVATE.search(text):  # stored before the parser read glyphs: the page words stay as they are
+        return list(range(len(words))), words
     table = glyphs.learn(" ".join(w for w in words if glyphs.PRIVATE.search(w)), known=[text])
     if not table:
         return list(range(len(words))), words

@@ -79,3 +79,13 @@ def test_the_page_view_reads_the_glyphs_as_the_parser_did(library, fake_engine, 
     s, n = pix.samples, pix.n
     yellow = sum(1 for r, g, b in zip(s[0::n], s[1::n], s[2::n]) if r > 200 and g > 190 and b < 120)
     assert yellow > 2000  # the chunk's words, "Planchet" among them, are found on the page
+
+
+def test_a_page_stored_before_glyphs_were_read_keeps_its_words():
+    """A library ingested before ingest.glyphs holds "Plan\ue03bet": the page view must not read the
+    page's words differently from its stored text, or the highlight finds nothing."""
+    words = ["Plan\ue03bet,", "d'Artagnan's", "valet", "whi\ue03b", "he", "knew."]
+    old = "Plan\ue03bet, d'Artagnan's valet whi\ue03b he knew."
+    owner, read = _read_glyphs(words, old)
+    assert read == words and owner == list(range(len(words)))
+    assert match_words(old, (0, 24), read) == [0, 1, 2]
