@@ -5,10 +5,11 @@ Linux Libertine of Project Gutenberg's Dumas editions writes "Plan\\ue03bet" for
 "\\ue049e" for "The", "li\\ue03cle" for "little", in every word that has "ch", "Th" or "tt". Such
 text defeats search, quotes, names and the tokenizer alike. The code points mean different things
 in different fonts, so the letters are learnt from the document itself: for each private-use
-character, the candidate string (a ligature such as "ch", "ck", "tt", "Th", "ft", "Qu", a letter or
-a digit) that turns the most of its words into known words (the pretrained encoder's word list,
-which the repository ships, and the document's own words) wins, when it turns at least half of them
-and more than any other candidate. A character no candidate explains is left as it is.
+character, the ligature ("ch", "ck", "tt", "Th", "ft", "Qu", ...) that turns the most of its words
+into known words (the pretrained encoder's word list, which the repository ships, weighted by how
+common a word is, and the document's own words), less the readings the document also prints without
+the glyph, wins, when it reads at least half of them, more than any other ligature, and the glyph
+sits inside words. A character no ligature explains (an old-style digit, an ornament) stays as it is.
 
     table = learn(text)              # {"\\ue03b": "ch", "\\ue049": "Th", ...}
     text = expand(text, table)
