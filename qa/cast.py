@@ -174,7 +174,8 @@ def mentions(text: str, skip_spans: Sequence[tuple[int, int]] = ()) -> dict[tupl
         if pronoun:
             f.he += pronoun.group().lower() in ("he", "his", "him")
             f.she += pronoun.group().lower() in ("she", "her")
-        prev = [w.lower() for w in _WORD.findall(text[max(0, m.start() - 24):m.start()])]
+        at = m.start() if title is not None else pos  # before the name as read ("the King of | Spain")
+        prev = [w.lower() for w in _WORD.findall(text[max(0, at - 24):at])]
         nxt = _WORD.findall(text[m.end():m.end() + 16])
         if prev and prev[-1] == "of":
             f.of += 1  # "Anne of Austria said": the act is Anne's
@@ -228,8 +229,8 @@ def _front(title: str | None, words: list[str], ordinary: set[str]) -> tuple[str
     words = words[:cut] if cut is not None else words
     while words and words[-1] in INNER:
         words = words[:-1]
-    if words and _ROMAN.fullmatch(words[0]):
-        return title, [], dropped
+    if words and (_ROMAN.fullmatch(words[0]) or (words[0].endswith("s") and words[0][:-1] in TITLES)):
+        return title, [], dropped  # "XIV" alone; "Captains Wentworth and Harville": two men
     if not words or (words[0] in PARTICLES and title is None):
         return title, [], dropped
     if len(words) == 1 and (words[0].lower() in ordinary or words[0] in NOT_PEOPLE):
@@ -348,8 +349,8 @@ def _one_of(keys: set, sex: str, sex_of: dict) -> set:
     """The one full name of `keys` (entries sharing a surname), or the one of them of `sex` when the
     pronouns tell every other one's sex ("Miss Bertram" stays apart from Julia Bertram when her sister
     Maria's pronouns do not tell)."""
-    if len(keys) <= 1:
-        return set(keys)
+    if len(keys) <= 1:  # a rank only a man's ("Captain Harville" is not his dead sister Fanny Harville)
+        return {k for k in keys if sex_of.get(k) in ((sex,) if sex == "m" else (None, sex))}
     same = {k for k in keys if sex_of.get(k) == sex}
     known = all(sex_of.get(k) is not None for k in keys)
     return same if len(same) == 1 and known else set()

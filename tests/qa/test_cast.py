@@ -93,8 +93,11 @@ def court() -> str:
         "The Miss Musgroves ran. Mrs. Musgrove smiled. Mrs. Musgrove said so. Mrs. Musgrove rose.",
         "Mrs. Musgrove sighed. Mrs. Musgrove wept.",
         "The Frenchman bowed. The Frenchman said nothing. A Frenchman laughed. The Frenchman sat. The Frenchman left.",
-        "Frederick Wentworth came. Captain Wentworth bowed. Captain Wentworth said so. Captain Wentworth sat.",
-        "Captain Wentworth rose. Frederick Wentworth smiled.",
+        "Frederick Wentworth came; he was back. Captain Wentworth bowed. Captain Wentworth said so.",
+        "Captain Wentworth sat. Captain Wentworth rose. Frederick Wentworth smiled; his ship was in.",
+        "Captains Wentworth and Harville walked. Captain Harville limped. Captain Harville said so.",
+        "Captain Harville sat. Captain Harville rose. Captain Harville smiled. Fanny Harville had died.",
+        "Fanny Harville was young. Fanny Harville was loved. Fanny Harville was mourned. Fanny Harville sang.",
     ])
 
 
@@ -107,7 +110,10 @@ def test_kings_queens_of_places_oaths_and_families():
     for no_one in ("Mordioux", "Vive Colbert", "Vive", "Miss Musgroves", "Frenchman", "King Spain", "XIV", "XIII"):
         assert no_one not in by_name and not any(no_one in o["aliases"] for o in by_name.values()), no_one
     assert "Mrs. Musgrove" in by_name and "Colbert" in by_name
+    assert by_name.get("Spain", {"kind": "place"})["kind"] != "person"  # "the King of Spain wrote"
     assert "Captain Wentworth" in by_name["Frederick Wentworth"]["aliases"]  # a rank is one man's
+    assert "Captain Harville" not in by_name["Fanny Harville"]["aliases"]  # ... and no woman's
+    assert not any("Captains" in " ".join([o["name"], *o["aliases"]]) for o in by_name.values())
 
 
 def test_miss_with_a_surname_is_the_one_woman_of_that_name():
