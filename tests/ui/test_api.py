@@ -18,7 +18,7 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:.*no_silent_downcasting.*"),
     pytest.mark.filterwarnings("ignore:The copy keyword is deprecated"),
 ]
-PDF = ASSETS / "026-latex-multicolumn__multicolumn.pdf"  # 3 pages, 53 chunks: prefills in seconds
+PDF = ASSETS / "026-latex-multicolumn__multicolumn.pdf"  # 3 pages, 52 chunks: prefills in seconds
 
 
 @pytest.fixture
@@ -44,7 +44,7 @@ def test_upload_ask_and_read_the_trace_with_gradio_client(served):
 
     status, file_out, _pw, result, table, *_ = client.predict(handle_file(str(PDF)), "Two columns", "",
                                                                api_name="/ingest")  # fmt: skip
-    assert result["status"] == "done" and result["pages"] == 3 and result["chunks"] == 53
+    assert result["status"] == "done" and result["pages"] == 3 and result["chunks"] == 52
     assert "Ready:" in status and "✓ prefilling" in status and file_out is None
     assert not any(ctx.upload_root.rglob("*.pdf"))  # the upload was removed once stored
     assert table["data"][0][0] == "Two columns" and table["data"][0][4] == "ready"
