@@ -446,7 +446,7 @@ def _parse_mupdf(pymupdf, req: dict, kind: str) -> tuple:
         try:
             page = doc.load_page(i)
             text = _page_text(pymupdf, page)
-            label = page.get_label() if kind == "pdf" else ""
+            label = printed_label(page.get_label()) if kind == "pdf" else ""
         except errors as e:
             if _OOM.search(str(e)):
                 raise ParseOutOfMemory(_oom(req, req["limits"])) from e
@@ -488,6 +488,22 @@ def _parse_mupdf(pymupdf, req: dict, kind: str) -> tuple:
         toc = [[lv, expand(t, glyph_table), pg] for lv, t, pg in toc]
     doc.close()
     return title, kind, pages, warnings, toc
+
+
+_HEX_STRING = re.compile(r"<([0-9A-Fa-f\s]+)>")
+
+
+def printed_label(raw: str) -> str:
+    """A page label as printed: MuPDF hands over a label the PDF writes as a hex string as it is
+    ("<FEFF0031>": UTF-16 with its byte-order mark, "1"), and the reader saw "p. 1 (<FEFF0031>)"."""
+    m = _HEX_STRING.fullmatch(raw.strip())
+    if not m:
+        return raw
+    digits = re.sub(r"\s", "", m.group(1))
+    data = bytes.fromhex(digits + "0" * (len(digits) % 2))
+    if data[:2] == b"\xfe\xff":
+        return data[2:].decode("utf-16-be", errors="replace")
+    return data.decode("latin-1")
 
 
 def _page_text(pymupdf, page) -> str:

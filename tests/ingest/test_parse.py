@@ -375,3 +375,13 @@ def test_a_pdf_without_bookmarks_gets_its_numbered_bold_sections_as_its_outline(
     bare = tmp_path / "plain.pdf"
     _pdf(bare, ["Chapter text without any heading.", "More text."])
     assert parse_file(bare).outline == []
+
+
+def test_a_page_label_written_as_a_hex_string_is_read():
+    """freedesktop's shared-mime-info spec labels its pages "<FEFF0031>" (UTF-16 as a hex string),
+    which MuPDF passes on as it is: the reader saw "p. 1 (<FEFF0031>)" (tried as a new user would)."""
+    from ingest.parse import printed_label
+
+    assert [printed_label(x) for x in ("<FEFF0031>", "<FEFF00310036>", "<FEFF 0078 0069>", "<414243>")] == [
+        "1", "16", "xi", "ABC"]
+    assert [printed_label(x) for x in ("vii", "12", "", "<not hex>")] == ["vii", "12", "", "<not hex>"]
