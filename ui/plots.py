@@ -101,7 +101,10 @@ def note(text: str) -> str:
 
 
 def page_label(number: int, labels: dict[int, str] | None) -> str:
+    """ "12", or "12 (vii)" where the printed label differs; angle brackets shown as ‹ › (a label such
+    as "<FEFF0031>", stored before ingest read hex labels, opened an HTML tag that hid the rest)."""
     lab = (labels or {}).get(number)
+    lab = lab.replace("<", "‹").replace(">", "›") if lab else lab
     return str(number) if not lab or lab == str(number) else f"{number} ({lab})"
 
 

@@ -651,3 +651,14 @@ def test_picking_a_document_builds_its_first_questions_statistics(lib):
     assert key in ask_mod._STATS and key in ask_mod._VOCABULARIES
     assert not ask_tab.warm_document(ctx, None) and not ask_tab.warm_document(ctx, context.ALL_DOCS)
     assert not ask_tab.warm_document(ctx, "no-such-document")
+
+
+def test_a_page_label_never_opens_an_html_tag():
+    """A library stored before ingest read hex labels holds "<FEFF0031>": shown raw in the outline's
+    Markdown it opened a tag and hid everything after "(p. 1 (" (tried as a new user would)."""
+    from ui.plots import page_label
+    from ui.render import pages_text
+
+    labels = {1: "<FEFF0031>", 2: "vii", 3: "3"}
+    assert page_label(1, labels) == "1 (‹FEFF0031›)" and page_label(2, labels) == "2 (vii)"
+    assert page_label(3, labels) == "3" and pages_text(1, 2, labels) == "pp. 1 (‹FEFF0031›)–2 (vii)"
