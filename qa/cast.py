@@ -37,8 +37,7 @@ mention or a person's act after one ("said Lucy", "Lucy replied", "Lucy smiled")
 a name mostly written after "the" is someone only when it speaks and acts ("said the Hatter", and
 a role for a name: "the Queen"), else a place ("the Louvre") or no one ("the Musketeers");
 a single word mostly followed by "!" that neither speaks nor acts is an oath ("Mordioux!"), no one;
-anything else is a name. A document where no name speaks, acts or bears a title three times (a
-manual, a licence) has no cast. Each entry keeps the sentence that introduces it (its first mention
+anything else is a name. Each entry keeps the sentence that introduces it (its first mention
 outside front and back matter, cut by `qa.reader.sentence_spans`, the one sentence splitter `ask`
 uses).
 """
@@ -407,10 +406,7 @@ def cast(text: str, skip_spans: Sequence[tuple[int, int]] = ()) -> list[dict]:
     plural = Counter(w[:-1] for w in _WORD.findall(text) if w.endswith("s") and w[:1].isupper())
     lowered = Counter(w for w in _WORD.findall(text) if w[:1].islower() and w.endswith("s"))
     classes = Counter({w: n + lowered.get(w.lower() + "s", 0) for w, n in plural.items()})
-    forms = mentions(text, skip_spans)
-    if not any(f.person + (f.count if f.title else 0) >= 3 for f in forms.values()):
-        return []  # no one speaks, acts or bears a title: a manual or a licence has no cast ("Returns", "Invariant")
-    for group in merge(forms):
+    for group in merge(mentions(text, skip_spans)):
         n = sum(f.count for f in group)
         if n < MIN_MENTIONS:
             continue

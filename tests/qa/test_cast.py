@@ -132,13 +132,3 @@ def test_miss_with_a_surname_is_the_one_woman_of_that_name():
     assert "Miss Hale" not in by_name["Frederick Hale"]["aliases"]
     assert {"Mr. Hale", "Mrs. Hale"} <= set(by_name)  # the parents stay apart
     assert "Cuff" in by_name["Sergeant Cuff"]["aliases"] and by_name["Sergeant Cuff"]["kind"] == "person"
-
-
-def test_a_manual_has_no_cast():
-    """GNU Libtasn1's manual, tried as a new user would: its outline listed "Invariant" among people
-    and "Modified" among places. Where no name speaks, acts or bears a title, there is no cast."""
-    manual = " ".join(["Returns: ASN1_SUCCESS if the structure was created. Creates the structures needed.",
-                       "Invariant Sections are listed in the notice. A Modified Version of the Document.",
-                       "Entitled XYZ means a named subunit of the Document. Opaque copies are not Transparent."] * 6)
-    assert cast(manual) == []
-    assert cast(story())  # a story keeps its people
