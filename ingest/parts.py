@@ -203,12 +203,16 @@ def pages_ref(pages, labels: dict | None = None, escape=str) -> str:
 
 
 def document_text(library, doc_id: str, pages_apart: bool = False) -> str:
-    """The document's text as the chunk char spans index it: each page's text at its char_start
-    (the separators between pages, which belong to no page, become spaces, so a sentence runs on
-    over a page break; with `pages_apart`, line breaks, so a page's first line starts a line: a
-    statement's heading atop a page)."""
+    """The document's text as the chunk char spans index it (`joined_text` of its pages)."""
+    return joined_text(library.pages(doc_id, with_text=True), pages_apart)
+
+
+def joined_text(pages: list[dict], pages_apart: bool = False) -> str:
+    """Each page's text at its char_start: the separators between pages, which belong to no page,
+    become spaces, so a sentence runs on over a page break; with `pages_apart`, line breaks, so a
+    page's first line starts a line (a heading atop a page, a statement's)."""
     text, gap = "", "\n" if pages_apart else " "
-    for p in library.pages(doc_id, with_text=True):
+    for p in pages:
         text += gap * max(p["char_start"] - len(text), 0) + p["text"]
     return text
 
@@ -240,9 +244,7 @@ def document_parts(library, doc_id: str) -> list[Part]:
     if outline:
         starts, source = _from_outline(outline, pages), "outline"
     if len(starts) < 2:
-        text = ""
-        for p in pages:  # each page at its offset; the separators become line breaks (a page opens after a blank line)
-            text += "\n" * max(p["char_start"] - len(text), 0) + p["text"]
+        text = joined_text(pages, pages_apart=True)  # a page opens after a blank line
         starts, source = _heading_starts(text, pages), "headings"
         if len(starts) < 2:
             starts = numbered_sections(text)

@@ -26,7 +26,7 @@ from typing import Sequence
 
 from ingest.boilerplate import chunk_matter
 from ingest.parse import page_ranges
-from ingest.parts import document_parts, document_text
+from ingest.parts import document_parts, document_text, joined_text
 from .cast import cast, introducing_sentence
 
 STATEMENT_KINDS = ("definition", "lemma", "proposition", "theorem", "corollary", "remark", "example")
@@ -378,11 +378,11 @@ def build(library, doc_id: str, dependency_map: Sequence[dict]) -> dict:
     statement with its "used_by" and its "uses" (`statement_uses`: the graph of what relies on what)."""
     doc = library.document(doc_id)
     chunks = library.chunks(doc_id)
-    pages = library.pages(doc_id)
+    pages = library.pages(doc_id, with_text=True)
     labels = {p["number"]: p["label"] for p in pages}
-    text = document_text(library, doc_id)
+    text = joined_text(pages)
     boiler = set(chunk_matter(library, doc_id, chunks))
-    stmts = statements(document_text(library, doc_id, pages_apart=True), doc["kind"], chunks)
+    stmts = statements(joined_text(pages, pages_apart=True), doc["kind"], chunks)
     used_by(stmts, dependency_map, boiler)
     for i, st in enumerate(stmts):  # what each relies on: cited in it or its proof, retrieved while read
         st["uses"] = [] if st.get("restates") is not None else \
