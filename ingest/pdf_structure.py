@@ -117,26 +117,38 @@ def drop_running_heads(pages: list[list[str]]) -> int:
     (last) line of three pages or more, mostly within two pages of another (a line of dialogue that
     happens to end three scattered pages stays), and has two letters or more (an end-of-proof mark
     "◀" stays). Returns how many lines were taken out."""
-    where: dict[tuple[str, str], list[int]] = {}
-    ends = []
-    for i, (_, text) in enumerate(pages):
-        lines = text.split("\n")
-        filled = [j for j, line in enumerate(lines) if line.strip()]
-        found = {}
-        for pos, j in (("first", filled[0]), ("last", filled[-1])) if len(filled) > 1 else ():
-            key = (pos, _head_key(lines[j]))
-            if 0 < len(lines[j].strip()) <= 90:
-                found[pos] = (j, key)
-                where.setdefault(key, []).append(i)
-        ends.append((lines, found))
+    ends = _page_ends(pages)
+    where: dict[tuple[str, str], list[int]] = {}  # (first | last, the line's form) -> the pages it ends
+    found = []  # per page: {position: (line index, its key)}
+    for i, (lines, at) in enumerate(ends):
+        keys = {pos: (j, (pos, _head_key(lines[j]))) for pos, j in at.items()
+                if at["first"] != at["last"] and len(lines[j].strip()) <= 90}  # a page's only line is no head
+        for _, key in keys.values():
+            where.setdefault(key, []).append(i)
+        found.append(keys)
     heads = set()
     for key, at in where.items():
         near = sum(1 for a, b in zip(at, at[1:]) if b - a <= RUNNING_NEAR)
         if len(at) >= RUNNING_MIN and near >= 0.5 * (len(at) - 1) and len(re.findall(r"[^\W\d_]", key[1])) >= 2:
             heads.add(key)
+    return _take_out(pages, ends, [{j for j, key in keys.values() if key in heads} for keys in found])
+
+
+def _page_ends(pages: list[list[str]]) -> list[tuple[list[str], dict[str, int]]]:
+    """Each page's lines and the indices of its first and last line with text ({} for a blank page)."""
+    out = []
+    for _, text in pages:
+        lines = text.split("\n")
+        filled = [j for j, line in enumerate(lines) if line.strip()]
+        out.append((lines, {"first": filled[0], "last": filled[-1]} if filled else {}))
+    return out
+
+
+def _take_out(pages: list[list[str]], ends: list, drops: list[set[int]]) -> int:
+    """Each page without its lines of `drops` (only first or last lines with text: what stays needs
+    no other tidying), in place; how many lines were taken out."""
     taken = 0
-    for page, (lines, found) in zip(pages, ends):
-        drop = {j for j, key in found.values() if key in heads}
+    for page, (lines, _), drop in zip(pages, ends, drops):
         if drop:
             page[1] = "\n".join(x for j, x in enumerate(lines) if j not in drop).strip("\n")
             taken += len(drop)
@@ -151,13 +163,12 @@ def drop_page_numbers(pages: list[list[str]]) -> int:
     document) holds page + a fixed offset, or the page's own label; a one-page document's own
     number. `pages`: [label, text] per page.
     Returns how many numbers were taken out."""
-    ends = []  # per page: its lines, and {"first" | "last": (line index, its keys)}
+    ends = _page_ends(pages)
+    found = []  # per page: {"first" | "last": (line index, its keys)}
     votes: Counter = Counter()
-    for i, (label, text) in enumerate(pages):
-        lines = text.split("\n")
-        filled = [j for j, line in enumerate(lines) if line.strip()]
-        found = {}
-        for pos, j in (("first", filled[0]), ("last", filled[-1])) if filled else ():
+    for i, ((label, _), (lines, at)) in enumerate(zip(pages, ends)):
+        keys_at = {}
+        for pos, j in at.items():
             word = lines[j].strip()
             keys = []
             if _BARE_NUMBER.fullmatch(word):
@@ -167,17 +178,14 @@ def drop_page_numbers(pages: list[list[str]]) -> int:
             if label and word == label:
                 keys.append((pos, "label"))
             if keys:
-                found[pos] = (j, keys)
+                keys_at[pos] = (j, keys)
                 votes.update(keys)
-        ends.append((lines, found))
+        found.append(keys_at)
     need = min(3, len(pages))  # two numbers in step could be chance (a table's last cell); three pages are not
     numbering = {k for k, v in votes.items() if v >= need and (need > 1 or k[1] in (0, "label"))}
-    taken = 0
-    for page, (lines, found) in zip(pages, ends):
-        drop = {j for j, keys in found.values() if numbering.intersection(keys)}
-        if not drop or len([x for x in lines if x.strip()]) <= len(drop):
-            continue  # a page holding nothing but the number keeps it (a page is never emptied)
-        # (the lines dropped are the first or last with text: what stays needs no other tidying)
-        page[1] = "\n".join(x for j, x in enumerate(lines) if j not in drop).strip("\n")
-        taken += len(drop)
-    return taken
+    drops = []
+    for (lines, _), keys_at in zip(ends, found):
+        drop = {j for j, keys in keys_at.values() if numbering.intersection(keys)}
+        # a page holding nothing but the number keeps it (a page is never emptied)
+        drops.append(drop if len([x for x in lines if x.strip()]) > len(drop) else set())
+    return _take_out(pages, ends, drops)
