@@ -62,8 +62,8 @@ def learn(text: str, known: Iterable[str] = ()) -> dict[str, str]:
     words = Counter(w for w in _TOKEN.findall(text) if PRIVATE.search(w))
     if not words:
         return {}
-    own = Counter(w for w in _TOKEN.findall(text) if not PRIVATE.search(w))  # printed without a glyph
-    every = own + Counter(w for t in known for w in _TOKEN.findall(t) if not PRIVATE.search(w))
+    own = _plain_words([text])  # printed without a glyph
+    every = own + _plain_words(known)
     lex = _known(every)
     after = _plain(every)
     table: dict[str, str] = {}
@@ -147,10 +147,21 @@ def _read(word: str, c: str, s: str, lex: dict[str, float], after: set[str]) -> 
 def expand(text: str, table: dict[str, str], known: Iterable[str] = ()) -> str:
     """`text` with the glyphs of `table` read as their letters, and the space the extraction lost
     after one put back where that makes two known words of an unknown one (`known`: as for learn)."""
+    return expand_all([text], table, known)[0]
+
+
+def expand_all(texts: list[str], table: dict[str, str], known: Iterable[str] = ()) -> list[str]:
+    """`expand` of each of `texts`, with one vocabulary: their words and `known`'s."""
     if not table:
-        return text
-    own = Counter(w for t in (text, *known) for w in _TOKEN.findall(t) if not PRIVATE.search(w))
-    return _expand(text, table, _known(own), _plain(own))
+        return list(texts)
+    own = _plain_words([*texts, *known])
+    lex, after = _known(own), _plain(own)
+    return [_expand(t, table, lex, after) for t in texts]
+
+
+def _plain_words(texts: Iterable[str]) -> Counter:
+    """The words of `texts` printed without a glyph, with their counts."""
+    return Counter(w for t in texts for w in _TOKEN.findall(t) if not PRIVATE.search(w))
 
 
 def _expand(text: str, table: dict[str, str], lex: dict[str, float], after: set[str]) -> str:
@@ -173,8 +184,4 @@ def read_pages(pages: list[str]) -> tuple[list[str], dict[str, str]]:
     """A document's pages with their glyphs read (one table learnt from all of them), and the table."""
     whole = "\n".join(pages)
     table = learn(whole)
-    if not table:
-        return pages, table
-    own = Counter(w for w in _TOKEN.findall(whole) if not PRIVATE.search(w))
-    lex, after = _known(own), _plain(own)
-    return [_expand(t, table, lex, after) for t in pages], table
+    return (expand_all(pages, table) if table else pages), table

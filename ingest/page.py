@@ -344,9 +344,11 @@ def _read_glyphs(words: list[str], text: str) -> tuple[list[int], list[str]]:
     table = glyphs.learn(" ".join(w for w in words if glyphs.PRIVATE.search(w)), known=[text])
     if not table:
         return list(range(len(words))), words
+    marked = [i for i, w in enumerate(words) if glyphs.PRIVATE.search(w)]
+    read = dict(zip(marked, glyphs.expand_all([words[i] for i in marked], table, known=[text])))
     owner, out = [], []
     for i, w in enumerate(words):
-        parts = glyphs.expand(w, table, known=[text]).split() if glyphs.PRIVATE.search(w) else [w]
+        parts = read[i].split() if i in read else [w]
         owner += [i] * len(parts)
         out += parts
     return owner, out
