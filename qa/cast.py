@@ -37,7 +37,9 @@ mention or a person's act after one ("said Lucy", "Lucy replied", "Lucy smiled")
 a name mostly written after "the" is someone only when it speaks and acts ("said the Hatter", and
 a role for a name: "the Queen"), else a place ("the Louvre") or no one ("the Musketeers");
 a single word mostly followed by "!" that neither speaks nor acts is an oath ("Mordioux!"), no one;
-anything else is a name. Each entry keeps the sentence that introduces it (its first mention
+anything else is a name. A document where under a fifth of the entries (or fewer than two) have a title, a
+given name (qa.given_names) or speech has no cast: a manual's or a paper's capitalised terms are no
+one. Each entry keeps the sentence that introduces it (its first mention
 outside front and back matter, cut by `qa.reader.sentence_spans`, the one sentence splitter `ask`
 uses).
 """
@@ -50,6 +52,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from .given_names import given_sex
 from .reader import sentence_spans
 
 MIN_MENTIONS = 5
@@ -62,6 +65,7 @@ FEMALE = ("Mrs", "Miss", "Ms", "Lady", "Madame", "Mme", "Mlle", "Mademoiselle", 
 TITLES = MALE + FEMALE + ("Messieurs", "Mesdames", "Misses", "Mlles")
 WIVES = ("Mrs", "Madame", "Mme")  # with a man's full name: his wife
 DAUGHTERS = ("Miss", "Mlle", "Mademoiselle")
+KIN = {"Aunt": ("Mrs", "Lady"), "Uncle": ("Mr", "Sir")}  # "Aunt Norris" is the book's Mrs. Norris
 RANKS = ("Sergeant", "Superintendent", "Inspector", "Captain", "Colonel", "General", "Admiral", "Major",
          "Lieutenant", "Dr", "Cardinal")  # one man's
 PLACE_WORDS = frozenset("""Abbey Park Hall House Street Square Lane Court Castle Place Road Church Mill Grove Farm
@@ -93,9 +97,11 @@ LOOKS = SPEECH | frozenset("looked smiled laughed nodded bowed turned wrote whis
 PLACE_PREP = frozenset("in at to from near towards toward into through".split())
 _CAP = r"(?:[dD][’'])?[A-Z][a-zà-öø-ÿ]+(?:-[A-Z][a-zà-öø-ÿ]+)?"
 _REGNAL = r"(?:[ \t]+(?=[IVX]{2,5}\b)X{0,3}(?:IX|IV|V?I{0,3}))?"  # "Louis XIV", "Charles II" (not "I")
+_TITLE_AHEAD = rf"(?:{'|'.join(TITLES)})\.?[ \t]+[A-Z]"
 _MENTION = re.compile(
     rf"(?:\b(?P<title>{'|'.join(TITLES)})\.?\s+)?(?P<name>(?:(?:{'|'.join(PARTICLES)})\s+){{0,2}}{_CAP}"
-    rf"(?:[ \t]+(?:(?:{'|'.join(INNER)})[ \t]+){{0,2}}{_CAP}){{0,3}}{_REGNAL})(?![\w’'])")  # on one line (`_unwrap`)
+    rf"(?:[ \t]+(?:(?:{'|'.join(INNER)})[ \t]+){{0,2}}(?!{_TITLE_AHEAD}){_CAP}){{0,3}}{_REGNAL})(?![\w’'])")  # on one
+# line (`_unwrap`); a title inside starts the next mention ("Then | Mr. Thornton came", not "Then Mr" and "Thornton")
 _WORD = re.compile(r"[A-Za-zà-öø-ÿ’']+")
 _PRONOUN = re.compile(r"\b(?:[Hh]e|[Hh]is|him|[Ss]he|[Hh]er)\b")
 _ELIDED = re.compile(r"[dD][’'][A-Z]")  # d’Artagnan
@@ -253,13 +259,14 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
     # Winter" and "Milady Clarik") is the person; its full forms join it
     dominant = {w for w, n in bare.items() if n > 20 * by_first_count.get(w, n)}
     entity: dict[tuple, tuple] = {}  # form key -> the key of the entry it joins
-    names = {}  # untitled full words -> entry key
+    names = {f.words: (None, f.words[:1]) for f in full.values()  # untitled full words -> entry key
+             if f.title is None and f.words[0] in dominant}  # ("Mr. Edmund Bertram" is Edmund's too)
     for k, f in sorted(full.items(), key=lambda kv: -kv[1].count):
         if f.title in WIVES:  # "Mrs. John Knightley" is his wife
             entity[k] = k
             continue
         if f.words[0] in dominant and f.title is None:  # ("Lady Mary Grierson" is not the Mary of the book)
-            entity[k] = (None, f.words[:1])
+            entity[k] = names.setdefault(f.words, (None, f.words[:1]))
             continue
         # "Miss Lucy Steele" and "Lucy Steele" are one person
         names.setdefault(f.words, k)
@@ -273,8 +280,26 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
     for k, f in full.items():
         if f.title:
             titled_with[(f.title, f.words[0])].add(entity[k])
-    sex_of = {k: _sex(f) for k, f in full.items()}
-    singles = {k: f for k, f in forms.items() if k not in full}
+    given = _given_sexes(forms, by_first)
+    sex_of: dict[tuple, str | None] = {}  # entry -> its sex, by its most used full form that tells
+    for k, f in sorted(full.items(), key=lambda kv: -kv[1].count):
+        sex_of[entity[k]] = sex_of.get(entity[k]) or _sex(f, given)
+    counts = Counter({k: f.count for k, f in forms.items()})
+    alone = Counter()  # a first name's mentions alone or after "Miss" ("Rachel", "Miss Rachel")
+    for (title, words), n in counts.items():
+        if len(words) == 1 and (title is None or title in DAUGHTERS):
+            alone[words[0]] += n
+    weight = Counter()  # an entry's full-name mentions and its first name's alone
+    for k, f in full.items():
+        weight[entity[k]] += f.count
+    for words, k in names.items():
+        weight[k] += alone[words[0]] if len(by_first[words[0]]) == 1 else 0
+    first_of = {k: words[0] for words, k in names.items()}
+    titles_of = defaultdict(set)  # entry -> the titles its forms are written with
+    for k, f in full.items():
+        if f.title:
+            titles_of[entity[k]].add(f.title)
+    singles = dict(sorted(((k, f) for k, f in forms.items() if k not in full), key=lambda kv: -kv[1].count))
     split: dict[tuple, list[tuple]] = {}  # an ambiguous first name -> the full names that share it
     surnames = set(by_last) | {f.words[-1] for k, f in singles.items() if f.title}
     for k, f in singles.items():
@@ -283,14 +308,29 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
             continue  # "the Miss Musgroves": sisters
         if f.title:
             seen = titled_with.get((f.title, word), set())
-            if f.title in DAUGHTERS + RANKS and not seen:  # "Miss Woodhouse", "Captain Wentworth": the one
-                seen = _one_of(by_last.get(word, set()), "f" if f.title in DAUGHTERS else "m", sex_of)  # full
-                # name with that surname, or the one woman's (a man's) among them; "Mr." and "Mrs." with a
-                # surname are most often the family's father and mother, whose full names are seldom written
+            if f.title in DAUGHTERS and not seen:  # "Miss Woodhouse": the one full name with that surname,
+                # or the one woman's among them, or the one of them the book names far most ("Miss Verinder"
+                # is Rachel, not her mother Julia Verinder), a young woman the book calls by her first name
+                # ("Miss Thornton" is not her mother Hannah Thornton, named twice)
+                seen = {e for e in _one_of(by_last.get(word, set()), "f", sex_of, weight)
+                        if alone[first_of[e]] >= max(5, 0.1 * f.count) and titles_of[e] <= {f.title}}
+            elif f.title in RANKS and not seen:  # "Captain Wentworth": the one man's, as for "Miss"
+                seen = {e for e in _one_of(by_last.get(word, set()), "m", sex_of)
+                        if titles_of[e] <= {f.title}}  # ("Captain Lennox" is not Mr. Henry Lennox)
+            elif f.title == "Mr" and not seen and counts[("Mrs", (word,))] < f.count / 4:
+                # "Mr." with a surname is the one man of that surname named in full ("Mr. Crawford" is Henry
+                # Crawford) unless the book has a "Mrs." of that surname (then he is most often the
+                # family's father, whose full name is seldom written: "Mr. Musgrove", "Mr. Hale") or
+                # calls that man "Mr." with his first name to tell him from "Mr. Blake" ("Mr. Franklin")
+                seen = {e for e in _one_of(by_last.get(word, set()), "m", sex_of) if titles_of[e] <= {"Mr"}
+                        and counts[("Mr", (first_of[e],))] < max(3, 0.1 * f.count)}
+            if not seen and f.title in KIN:  # "Aunt Norris" is Mrs. Norris, "Uncle Pumblechook" Mr. Pumblechook
+                seen = next(({entity.get(j, j)} for j in ((t, (word,)) for t in KIN[f.title]) if counts[j]), set())
             if not seen and word in dominant and f.title not in WIVES:  # "Monsieur d'Artagnan"
                 seen = {(None, (word,))}
             if len(seen) == 1:
                 entity[k] = next(iter(seen))
+                titles_of[entity[k]].add(f.title)
             else:
                 entity[k] = k  # a person known by title and name ("Mrs. Dashwood")
     titled_single = defaultdict(Counter)  # surname -> titled forms of their own ("Mr. Knightley")
@@ -307,7 +347,9 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
             entity[k] = k
             continue
         if word in by_first:
-            if len(by_first[word]) == 1:
+            if f.count < 3:  # a first name alone twice may be anyone's ("John" beside John Yates)
+                entity[k] = k
+            elif len(by_first[word]) == 1:
                 entity[k] = next(iter(by_first[word]))
             else:  # two people share the first name: each mention is the one named last before it
                 split[k] = sorted(by_first[word], key=str)
@@ -320,9 +362,16 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
                 entity[k] = top
             continue
         if word in by_last and f.place < 0.2 * f.count:  # ("Paris" is no one's surname)
-            if len(by_last[word]) == 1:
-                entity[k] = next(iter(by_last[word]))
+            sex = _sex(f, given)  # "Betteredge" beside Gabriel and Penelope Betteredge: he
+            one = by_last[word] if len(by_last[word]) == 1 else _one_of(by_last[word], sex, sex_of) if sex else ()
+            if len(one) == 1:
+                entity[k] = next(iter(one))
             continue
+        if word in RANKS:  # "the Sergeant" is the one sergeant the book names
+            held = {entity.get(j, j) for j, g in forms.items() if g.title == word and j in entity}
+            if len(held) == 1:
+                entity[k] = next(iter(held))
+                continue
         entity[k] = k
     groups: dict[tuple, list[Form]] = defaultdict(list)
     for k, e in entity.items():
@@ -334,10 +383,25 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
     return list(groups.values())
 
 
-def _sex(f: Form) -> str | None:
-    """"m" or "f" by the pronouns after a name's mentions (or its title), None when they do not tell."""
+def _given_sexes(forms: dict[tuple, Form], by_first: dict) -> dict[str, str]:
+    """First names whose sex the book tells by a title before them ("Miss Julia", "Mr. Edmund Bertram",
+    "Sir John"; not a wife's title: "Mrs. John Knightley"), where it tells one sex only."""
+    seen = defaultdict(set)
+    for f in forms.values():
+        if f.title and f.title not in WIVES and f.words[0] in by_first and (f.title in MALE or f.title in FEMALE):
+            seen[f.words[0]].add("m" if f.title in MALE else "f")
+    return {w: next(iter(s)) for w, s in seen.items() if len(s) == 1}
+
+
+def _sex(f: Form, given: dict[str, str] | None = None) -> str | None:
+    """"m" or "f" by a name's title, else its first name (as the book titles it, else as given names
+    go: qa.given_names), else the pronouns after its mentions; None when none of these tells."""
     if f.title in MALE or f.title in FEMALE:
         return "m" if f.title in MALE else "f"
+    if len(f.words) >= 2:
+        s = (given or {}).get(f.words[0]) or given_sex(f.words[0])
+        if s:
+            return s
     if f.he >= max(2, 2 * f.she):
         return "m"
     if f.she >= max(2, 2 * f.he):
@@ -345,15 +409,19 @@ def _sex(f: Form) -> str | None:
     return None
 
 
-def _one_of(keys: set, sex: str, sex_of: dict) -> set:
-    """The one full name of `keys` (entries sharing a surname), or the one of them of `sex` when the
-    pronouns tell every other one's sex ("Miss Bertram" stays apart from Julia Bertram when her sister
-    Maria's pronouns do not tell)."""
+def _one_of(keys: set, sex: str, sex_of: dict, weight: Counter | None = None) -> set:
+    """The one full name of `keys` (entries sharing a surname), or the one of them of `sex` when every
+    other one's sex is known ("Miss Bertram" stays apart from Julia Bertram when her sister Maria's
+    is not); with `weight`, of several of that sex the one the book names three times as often as
+    any other."""
     if len(keys) <= 1:  # a rank only a man's ("Captain Harville" is not his dead sister Fanny Harville)
         return {k for k in keys if sex_of.get(k) in ((sex,) if sex == "m" else (None, sex))}
-    same = {k for k in keys if sex_of.get(k) == sex}
-    known = all(sex_of.get(k) is not None for k in keys)
-    return same if len(same) == 1 and known else set()
+    same = sorted((k for k in keys if sex_of.get(k) == sex), key=lambda k: (-(weight or {}).get(k, 0), str(k)))
+    if not same or not all(sex_of.get(k) is not None for k in keys):
+        return set()
+    if len(same) == 1 or (weight and weight[same[0]] >= 3 * max(1, weight[same[1]])):
+        return {same[0]}
+    return set()
 
 
 def _split_by_nearest(form: Form, owners: list[list[Form]]) -> list[Form]:
@@ -418,11 +486,18 @@ def cast(text: str, skip_spans: Sequence[tuple[int, int]] = ()) -> list[dict]:
         kind = _kind(group, classes)
         if kind is None:
             continue
-        out.append({"name": canon.text, "kind": kind, "mentions": n,
+        named = any(f.title for f in group) or given_sex(canon.words[0]) is not None \
+            or sum(f.person for f in group) >= 2  # a title, a given name, or speech and acts: someone
+        out.append({"name": canon.text, "kind": kind, "mentions": n, "named": named,
                     "first": min(f.first for f in group if f.first is not None),
                     "aliases": [f.text for f in rest], "positions": sorted(p for f in group for p in f.positions)})
     out.sort(key=lambda o: (-o["mentions"], o["name"]))
-    return out[:MAX_ENTRIES]
+    out = out[:MAX_ENTRIES]
+    named = sum(o.pop("named") for o in out)
+    # a manual, a paper or a poem that capitalises its nouns has no cast: its "names" ("Returns",
+    # "Invariant Sections", "Earth") have no title, no given name and no speech (under 5% of them
+    # do there; 40% or more in every novel, memoir and essay we read)
+    return out if named >= min(2, len(out)) and named >= 0.2 * len(out) else []
 
 
 def introducing_sentence(text: str, pos: int) -> tuple[int, int]:

@@ -119,6 +119,7 @@ def test_kings_queens_of_places_oaths_and_families():
 def test_miss_with_a_surname_is_the_one_woman_of_that_name():
     text = " ".join([
         "Margaret Hale came in; she was tired. Margaret Hale sat; her hands were cold. Margaret Hale smiled.",
+        "Margaret wept. Margaret rose. Margaret said so. Margaret ran. Margaret sang.",  # a young woman's name
         "Frederick Hale rode away; he was a sailor. Frederick Hale wrote; his letter came. Frederick Hale sighed.",
         "Frederick Hale laughed. Frederick Hale sat.",
         "Miss Hale said nothing. Miss Hale rose. Miss Hale smiled at him. Miss Hale looked out.",
@@ -132,3 +133,43 @@ def test_miss_with_a_surname_is_the_one_woman_of_that_name():
     assert "Miss Hale" not in by_name["Frederick Hale"]["aliases"]
     assert {"Mr. Hale", "Mrs. Hale"} <= set(by_name)  # the parents stay apart
     assert "Cuff" in by_name["Sergeant Cuff"]["aliases"] and by_name["Sergeant Cuff"]["kind"] == "person"
+
+
+def test_a_title_joins_the_one_person_the_book_means():
+    """"Mr." with a surname is the one man of it named in full, unless a "Mrs." of that name (his wife)
+    or "Mr." with the son's first name says he is the father; "Miss" is the young woman the book calls
+    by her first name, not her mother; "Aunt" is the family's "Mrs."; "the Sergeant" is the one
+    sergeant; a first name's sex comes from given names before the pronouns (here all hers)."""
+    def five(*names: str) -> str:
+        return " ".join(f"{n} said so; she rose. Then {n} sat. {n} smiled. {n} went out. At last {n} wept. "
+                        f"So {n} ran." for n in names)
+
+    text = five("Henry Crawford", "Henry", "Mary Crawford", "Mary", "Mr. Crawford", "Miss Crawford",
+                "Franklin Blake", "Mr. Franklin", "Mr. Blake", "John Thornton", "Mr. Thornton", "Mrs. Thornton",
+                "Miss Thornton", "Mrs. Norris", "Aunt Norris", "Sergeant Cuff", "the Sergeant")
+    text += " Hannah Thornton said so. Hannah Thornton rose."
+    owner = {f: o["name"] for o in cast(text) for f in [o["name"], *o["aliases"]]}
+    assert owner["Mr. Crawford"] == owner["Henry Crawford"] != owner["Mary Crawford"] == owner["Miss Crawford"]
+    assert owner["Mr. Blake"] != owner["Franklin Blake"]  # "Mr. Franklin" tells him from his father
+    assert owner["Mr. Thornton"] != owner["John Thornton"]  # Mrs. Thornton: Mr. Thornton may be the father
+    assert owner.get("Hannah Thornton") != owner["Miss Thornton"]  # named twice: the mother, not Miss Thornton
+    assert owner["Aunt Norris"] == owner["Mrs. Norris"]
+    assert owner["Sergeant"] == owner["Sergeant Cuff"]
+
+
+def test_given_names_tell_sex_and_nothing_is_both():
+    from qa.given_names import FEMALE_GIVEN, MALE_GIVEN, given_sex
+
+    assert not MALE_GIVEN & FEMALE_GIVEN
+    assert (given_sex("Henry"), given_sex("Mary"), given_sex("Jean"), given_sex("Crawford")) == ("m", "f", None, None)
+
+
+def test_a_manual_has_no_cast_a_story_has_one():
+    """Capitalised terms that never take a title, a given name or speech are no one: a manual's "Returns"
+    and "Invariant Sections" made a cast of junk. A story with a few named people keeps its cast."""
+    manual = " ".join(["Returns the number of nodes. Invariant Sections are listed. Modified Versions say so.",
+                       "Opaque copies exist. Returns zero on success. The Invariant Sections follow."] * 6)
+    assert cast(manual) == []
+    story = manual + " " + " ".join(["Margaret said so. Mr. Walton smiled. Margaret wrote to him."] * 5)
+    names = {o["name"] for o in cast(story)}
+    assert {"Margaret", "Mr. Walton"} <= names
