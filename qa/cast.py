@@ -17,18 +17,25 @@ not count. The forms are then merged into people:
     named by its longest form used at least 5% as often as the whole entry;
   * a title with a first name ("Sir John") joins the one full name seen with that title and
     first name ("Sir John Middleton");
-  * "Miss" or a rank ("Captain", "General", "Dr", "Sergeant") with a surname joins the one full name
-    with that surname, or the one woman's (man's) among them where the pronouns after each name tell
-    its sex ("Miss Woodhouse" is Emma Woodhouse, "Miss Hale" Margaret beside her brother Frederick
-    Hale, "Captain Wentworth" Frederick Wentworth; "Miss Steele" with two Steele sisters stays
-    apart), and any title but a wife's joins a first name used alone far more than in full
-    ("Monsieur d'Artagnan"); a titled plural ("the Miss Musgroves") is no one;
+  * "Miss" with a surname joins the one woman of that surname named in full, or of several the one
+    the book names three times as often, if the book calls her by her first name ("Miss Woodhouse"
+    is Emma Woodhouse, "Miss Hale" Margaret beside her brother Frederick Hale, "Miss Verinder"
+    Rachel beside her mother Julia Verinder; "Miss Steele" with two Steele sisters stays apart); a
+    rank ("Captain", "Sergeant", "Dr") joins the one man's ("Captain Wentworth"); "Mr." joins the
+    one man of that surname named in full ("Mr. Crawford" is Henry Crawford) unless a "Mrs." of that
+    surname or "Mr." with his first name ("Mr. Franklin" beside "Mr. Blake") says "Mr." is the
+    family's father; none of them joins a full name written with another title. A name's sex is its
+    title's, else its first name's (as the book titles it, else qa.given_names), else the pronouns
+    after it. "Aunt" and "Uncle" join the family's "Mrs." and "Mr."; a rank alone ("the Sergeant")
+    the one man of that rank; any title but a wife's joins a first name used alone far more than in
+    full ("Monsieur d'Artagnan"); a titled plural ("the Miss Musgroves") is no one;
   * any other title with a surname ("Mr. Knightley", "Mrs. Dashwood", "Lady Middleton") is a person of
     its own: a book writes "Mr. John Knightley" to tell him from Mr. Knightley, and women known
     by their title are kept apart from their daughters;
   * a surname alone ("Knightley") joins the titled form that holds two thirds of that surname's
     titled mentions ("Mr. Knightley"), or the most used when all its titles are of one sex
-    ("Buckingham" with "Lord" and "Monsieur de Buckingham"), else the one full name with it, else it is ambiguous; a
+    ("Buckingham" with "Lord" and "Monsieur de Buckingham"), else the one full name with it (or its one
+    namesake of its sex: "Betteredge" beside Gabriel and Penelope Betteredge), else it is ambiguous; a
     family in the plural ("the Steeles") is no one.
 
 A place ends with a word such as "Park", "Abbey" or "Street", or is named after "in", "at",
@@ -37,11 +44,10 @@ mention or a person's act after one ("said Lucy", "Lucy replied", "Lucy smiled")
 a name mostly written after "the" is someone only when it speaks and acts ("said the Hatter", and
 a role for a name: "the Queen"), else a place ("the Louvre") or no one ("the Musketeers");
 a single word mostly followed by "!" that neither speaks nor acts is an oath ("Mordioux!"), no one;
-anything else is a name. A document where under a fifth of the entries (or fewer than two) have a title, a
-given name (qa.given_names) or speech has no cast: a manual's or a paper's capitalised terms are no
-one. Each entry keeps the sentence that introduces it (its first mention
-outside front and back matter, cut by `qa.reader.sentence_spans`, the one sentence splitter `ask`
-uses).
+anything else is a name. A document where under a fifth of the entries (or fewer than two) have a
+title, a given name (qa.given_names) or speech has no cast: a manual's or a paper's capitalised
+terms are no one. Each entry keeps the sentence that introduces it (its first mention outside
+front and back matter, cut by `qa.reader.sentence_spans`, the one sentence splitter `ask` uses).
 """
 
 from __future__ import annotations
