@@ -16,7 +16,8 @@ not count. The forms are then merged into people:
     and its untitled full forms join it ("Lady Mary Grierson" does not join Mary); an entry is
     named by its longest form used at least 5% as often as the whole entry;
   * a title with a first name ("Sir John") joins the one full name seen with that title and
-    first name ("Sir John Middleton");
+    first name ("Sir John Middleton"), and "Miss" or "Mr." the one full name with that first name
+    ("Miss Katrine", "Mr. Franklin"; not "Sir Henry", a baronet, for Henry Crawford);
   * "Miss" with a surname joins the one woman of that surname named in full, or of several the one
     the book names three times as often, if the book calls her by her first name ("Miss Woodhouse"
     is Emma Woodhouse, "Miss Hale" Margaret beside her brother Frederick Hale, "Miss Verinder"
@@ -71,6 +72,7 @@ FEMALE = ("Mrs", "Miss", "Ms", "Lady", "Madame", "Mme", "Mlle", "Mademoiselle", 
 TITLES = MALE + FEMALE + ("Messieurs", "Mesdames", "Misses", "Mlles")
 WIVES = ("Mrs", "Madame", "Mme")  # with a man's full name: his wife
 DAUGHTERS = ("Miss", "Mlle", "Mademoiselle")
+FAMILIAR = DAUGHTERS + ("Mr", "Monsieur")  # with a first name: "Miss Katrine", "Mr. Franklin"
 KIN = {"Aunt": ("Mrs", "Lady"), "Uncle": ("Mr", "Sir")}  # "Aunt Norris" is the book's Mrs. Norris
 RANKS = ("Sergeant", "Superintendent", "Inspector", "Captain", "Colonel", "General", "Admiral", "Major",
          "Lieutenant", "Dr", "Cardinal")  # one man's
@@ -314,12 +316,16 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
             continue  # "the Miss Musgroves": sisters
         if f.title:
             seen = titled_with.get((f.title, word), set())
+            if not seen and f.title in FAMILIAR and len(by_first.get(word, ())) == 1 and word not in by_last:
+                # "Miss Katrine", "Mr. Franklin": a title with the first name of one full name, of that sex
+                # ("Sir Henry" and "Lady Mary" are a baronet's and a peer's children, not Henry Crawford)
+                seen = {e for e in by_first[word] if sex_of.get(e) in (None, "m" if f.title in MALE else "f")}
             if f.title in DAUGHTERS and not seen:  # "Miss Woodhouse": the one full name with that surname,
                 # or the one woman's among them, or the one of them the book names far most ("Miss Verinder"
                 # is Rachel, not her mother Julia Verinder), a young woman the book calls by her first name
                 # ("Miss Thornton" is not her mother Hannah Thornton, named twice)
                 seen = {e for e in _one_of(by_last.get(word, set()), "f", sex_of, weight)
-                        if alone[first_of[e]] >= max(5, 0.1 * f.count) and titles_of[e] <= {f.title}}
+                        if alone[first_of[e]] >= max(5, 0.1 * f.count) and _classes(titles_of[e]) <= {"Miss"}}
             elif f.title in RANKS and not seen:  # "Captain Wentworth": the one man's, as for "Miss"
                 seen = {e for e in _one_of(by_last.get(word, set()), "m", sex_of)
                         if titles_of[e] <= {f.title}}  # ("Captain Lennox" is not Mr. Henry Lennox)
@@ -328,7 +334,7 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
                 # Crawford) unless the book has a "Mrs." of that surname (then he is most often the
                 # family's father, whose full name is seldom written: "Mr. Musgrove", "Mr. Hale") or
                 # calls that man "Mr." with his first name to tell him from "Mr. Blake" ("Mr. Franklin")
-                seen = {e for e in _one_of(by_last.get(word, set()), "m", sex_of) if titles_of[e] <= {"Mr"}
+                seen = {e for e in _one_of(by_last.get(word, set()), "m", sex_of) if _classes(titles_of[e]) <= {"Mr"}
                         and counts[("Mr", (first_of[e],))] < max(3, 0.1 * f.count)}
             if not seen and f.title in KIN:  # "Aunt Norris" is Mrs. Norris, "Uncle Pumblechook" Mr. Pumblechook
                 seen = next(({entity.get(j, j)} for j in ((t, (word,)) for t in KIN[f.title]) if counts[j]), set())
@@ -387,6 +393,11 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
             if part.count:
                 groups[owner].append(part)
     return list(groups.values())
+
+
+def _classes(titles: set) -> set:
+    """Titles that say the same ("Miss", "Mlle", "Mademoiselle"; "Mr", "Monsieur") as one."""
+    return {"Miss" if t in DAUGHTERS else "Mr" if t in ("Mr", "Monsieur") else t for t in titles}
 
 
 def _given_sexes(forms: dict[tuple, Form], by_first: dict) -> dict[str, str]:

@@ -154,6 +154,7 @@ def test_a_title_joins_the_one_person_the_book_means():
     assert owner["Mr. Thornton"] != owner["John Thornton"]  # Mrs. Thornton: Mr. Thornton may be the father
     assert owner.get("Hannah Thornton") != owner["Miss Thornton"]  # named twice: the mother, not Miss Thornton
     assert owner["Aunt Norris"] == owner["Mrs. Norris"]
+    assert owner["Mr. Franklin"] == owner["Franklin Blake"]  # a familiar title with his first name
     assert owner["Sergeant"] == owner["Sergeant Cuff"]
 
 
