@@ -117,6 +117,9 @@ _FOLD = str.maketrans(
 )
 
 
+_GLYPH = re.compile("[\ue000-\uf8ff]")  # the private-use area: a PDF's unnamed ligature glyphs
+
+
 def _fold(s: str) -> str:
     """Quotes and dashes to ASCII, lower case: character for character (positions are kept)."""
     s = s.translate(_FOLD)
@@ -158,8 +161,26 @@ class TextFinder:
             if a < 0:
                 a = self.folded.rfind(_fold(p), 0, limit)
         if a < 0:
-            return None
+            return self._glyphs(p, before)
         return self._orig(a), self._orig(a + len(p) - 1) + 1
+
+    def _glyphs(self, p: str, before: int | None) -> tuple[int, int] | None:
+        """A passage copied from a PDF's text as it was stored before ingest.glyphs read its private-use
+        ligature glyphs ("le\ue039him" for "left him"; "reﬁnement"): each such glyph stands for one to
+        three letters and the space it may have swallowed, an ordinary ligature ("ﬁ") for its letters."""
+        if not _GLYPH.search(p) and unicodedata.normalize("NFKC", p) == p:
+            return None
+        rx = re.compile("".join(r"[^\W\d_]{1,3} ?" if _GLYPH.fullmatch(c) else re.escape(c)
+                                for c in _fold(unicodedata.normalize("NFKC", p))))  # NFKC keeps private-use
+        limit = len(self.folded)
+        if before is not None:
+            i = bisect.bisect_left(self.starts_o, before)
+            limit = self.starts_c[i] if i < len(self.starts_c) else len(self.collapsed)
+        hits = [m for m in rx.finditer(self.folded, 0, limit)]
+        if not hits:
+            return None
+        m = hits[0] if before is None else hits[-1]
+        return self._orig(m.start()), self._orig(m.end() - 1) + 1
 
 
 def overlapping_chunks(chunks: list[dict], span: tuple[int, int]) -> list[int]:

@@ -83,6 +83,18 @@ def test_the_gold_passage_maps_to_original_offsets_and_chunks():
     assert overlapping_chunks(chunks, f.find("page. The quick")) == [0, 1]
 
 
+def test_a_gold_copied_with_ligature_glyphs_is_found_in_the_text_read_since():
+    """Sealed set v2's Twenty Years After golds were copied from the PDF's text as stored before
+    ingest.glyphs: "le\ue039him" is "left him" now, "reﬁnement" "refinement"."""
+    text = "He said: this youth is an orphan, who left him in the house. His early refinement of character grew."
+    f = TextFinder(text)
+    a, b = f.find("who le\ue039him in the house")
+    assert text[a:b] == "who left him in the house"
+    a, b = f.find("early reﬁnement of \ue03baracter")
+    assert text[a:b] == "early refinement of character"
+    assert f.find("who le\ue039her in the house") is None  # the other letters still have to match
+
+
 def test_bad_question_files(tmp_path):
     with pytest.raises(qa_eval.QAError, match="not found"):
         load_questions(tmp_path / "nope.jsonl")
