@@ -21,7 +21,8 @@ not count. The forms are then merged into people:
   * "Miss" with a surname joins the one woman of that surname named in full, or of several the one
     the book names three times as often, if the book calls her by her first name ("Miss Woodhouse"
     is Emma Woodhouse, "Miss Hale" Margaret beside her brother Frederick Hale, "Miss Verinder"
-    Rachel beside her mother Julia Verinder; "Miss Steele" with two Steele sisters stays apart); a
+    Rachel beside her mother Julia Verinder; "Miss Steele" with two Steele sisters stays apart), under
+    her earliest surname only ("Miss Osborne" is not Amelia Sedley, Mrs. Osborne by marriage); a
     rank ("Captain", "Sergeant", "Dr") joins the one man's ("Captain Wentworth"); "Mr." joins the
     one man of that surname named in full ("Mr. Crawford" is Henry Crawford) unless a "Mrs." of that
     surname or "Mr." with his first name ("Mr. Franklin" beside "Mr. Blake") says "Mr." is the
@@ -303,6 +304,9 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
     for words, k in names.items():
         weight[k] += alone[words[0]] if len(by_first[words[0]]) == 1 else 0
     first_of = {k: words[0] for words, k in names.items()}
+    maiden = {}  # entry -> the surname of its earliest full name ("Amelia Sedley", later Amelia Osborne)
+    for k, f in sorted(full.items(), key=lambda kv: kv[1].first if kv[1].first is not None else 1 << 60):
+        maiden.setdefault(entity[k], _surname(f.words))
     titles_of = defaultdict(set)  # entry -> the titles its forms are written with
     for k, f in full.items():
         if f.title:
@@ -325,7 +329,8 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
                 # is Rachel, not her mother Julia Verinder), a young woman the book calls by her first name
                 # ("Miss Thornton" is not her mother Hannah Thornton, named twice)
                 seen = {e for e in _one_of(by_last.get(word, set()), "f", sex_of, weight)
-                        if alone[first_of[e]] >= max(5, 0.1 * f.count) and _classes(titles_of[e]) <= {"Miss"}}
+                        if alone[first_of[e]] >= max(5, 0.1 * f.count) and _classes(titles_of[e]) <= {"Miss"}
+                        and maiden.get(e) == word}  # "Miss Osborne" is not Amelia, Mrs. Osborne by marriage
             elif f.title in RANKS and not seen:  # "Captain Wentworth": the one man's, as for "Miss"
                 seen = {e for e in _one_of(by_last.get(word, set()), "m", sex_of)
                         if titles_of[e] <= {f.title}}  # ("Captain Lennox" is not Mr. Henry Lennox)

@@ -174,3 +174,16 @@ def test_a_manual_has_no_cast_a_story_has_one():
     story = manual + " " + " ".join(["Margaret said so. Mr. Walton smiled. Margaret wrote to him."] * 5)
     names = {o["name"] for o in cast(story)}
     assert {"Margaret", "Mr. Walton"} <= names
+
+
+def test_miss_joins_a_woman_under_her_maiden_name_only():
+    """Amelia Sedley marries into the Osbornes: "Miss Sedley" is she, "Miss Osborne" her husband's sister."""
+    def six(*names: str) -> str:
+        return " ".join(f"{n} said so; she rose. Then {n} sat. {n} smiled. {n} went out. At last {n} wept. "
+                        f"So {n} ran." for n in names)
+
+    text = six("Amelia Sedley", "Miss Sedley", "George Osborne", "Miss Osborne", "Amelia Osborne") + " "
+    text += " ".join(["Amelia wept; she said so."] * 250)  # the book calls her Amelia far more than in full
+    owner = {f: o["name"] for o in cast(text) for f in [o["name"], *o["aliases"]]}
+    assert owner["Miss Sedley"] == owner["Amelia Sedley"] == owner["Amelia Osborne"] == owner["Amelia"]
+    assert owner["Miss Osborne"] != owner["Amelia"]
