@@ -172,15 +172,15 @@ class TextFinder:
             return None
         rx = re.compile("".join(r"[^\W\d_]{1,3} ?" if _GLYPH.fullmatch(c) else re.escape(c)
                                 for c in _fold(unicodedata.normalize("NFKC", p))))  # NFKC keeps private-use
-        limit = len(self.folded)
-        if before is not None:
+        if before is None:
+            m = rx.search(self.folded)
+        else:  # the last one that starts before `before`
             i = bisect.bisect_left(self.starts_o, before)
             limit = self.starts_c[i] if i < len(self.starts_c) else len(self.collapsed)
-        hits = [m for m in rx.finditer(self.folded, 0, limit)]
-        if not hits:
-            return None
-        m = hits[0] if before is None else hits[-1]
-        return self._orig(m.start()), self._orig(m.end() - 1) + 1
+            m = None
+            for m in rx.finditer(self.folded, 0, limit):
+                pass
+        return None if m is None else (self._orig(m.start()), self._orig(m.end() - 1) + 1)
 
 
 def overlapping_chunks(chunks: list[dict], span: tuple[int, int]) -> list[int]:
