@@ -304,6 +304,10 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
     for words, k in names.items():
         weight[k] += alone[words[0]] if len(by_first[words[0]]) == 1 else 0
     first_of = {k: words[0] for words, k in names.items()}
+    in_full = Counter()  # an entry's mentions in full
+    for k, f in full.items():
+        in_full[entity[k]] += f.count
+    minor = {e for e in names.values() if in_full[e] < 3}  # a full name once or twice ("Ramazan Dulany")
     maiden = {}  # entry -> the surname of its earliest full name ("Amelia Sedley", later Amelia Osborne)
     for k, f in sorted(full.items(), key=lambda kv: kv[1].first if kv[1].first is not None else 1 << 60):
         maiden.setdefault(entity[k], _surname(f.words))
@@ -320,15 +324,16 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
             continue  # "the Miss Musgroves": sisters
         if f.title:
             seen = titled_with.get((f.title, word), set())
-            if not seen and f.title in FAMILIAR and len(by_first.get(word, ())) == 1 and word not in by_last:
+            if not seen and f.title in FAMILIAR and len(by_first.get(word, set()) - minor) == 1 \
+                    and not by_last.get(word, set()) - minor:
                 # "Miss Katrine", "Mr. Franklin": a title with the first name of one full name, of that sex
                 # ("Sir Henry" and "Lady Mary" are a baronet's and a peer's children, not Henry Crawford)
-                seen = {e for e in by_first[word] if sex_of.get(e) in (None, "m" if f.title in MALE else "f")}
+                seen = {e for e in by_first[word] - minor if sex_of.get(e) in (None, "m" if f.title in MALE else "f")}
             if f.title in DAUGHTERS and not seen:  # "Miss Woodhouse": the one full name with that surname,
                 # or the one woman's among them, or the one of them the book names far most ("Miss Verinder"
                 # is Rachel, not her mother Julia Verinder), a young woman the book calls by her first name
                 # ("Miss Thornton" is not her mother Hannah Thornton, named twice)
-                seen = {e for e in _one_of(by_last.get(word, set()), "f", sex_of, weight)
+                seen = {e for e in _one_of(by_last.get(word, set()) - minor, "f", sex_of, weight)
                         if alone[first_of[e]] >= max(5, 0.1 * f.count) and _classes(titles_of[e]) <= {"Miss"}
                         and maiden.get(e) == word}  # "Miss Osborne" is not Amelia, Mrs. Osborne by marriage
             elif f.title in RANKS and not seen:  # "Captain Wentworth": the one man's, as for "Miss"
@@ -408,11 +413,12 @@ def _classes(titles: set) -> set:
 def _given_sexes(forms: dict[tuple, Form], by_first: dict) -> dict[str, str]:
     """First names whose sex the book tells by a title before them ("Miss Julia", "Mr. Edmund Bertram",
     "Sir John"; not a wife's title: "Mrs. John Knightley"), where it tells one sex only."""
-    seen = defaultdict(set)
+    seen = defaultdict(Counter)
     for f in forms.values():
         if f.title and f.title not in WIVES and f.words[0] in by_first and (f.title in MALE or f.title in FEMALE):
-            seen[f.words[0]].add("m" if f.title in MALE else "f")
-    return {w: next(iter(s)) for w, s in seen.items() if len(s) == 1}
+            seen[f.words[0]]["m" if f.title in MALE else "f"] += f.count
+    return {w: s for w, c in seen.items() for s, n in c.items() if n >= 0.75 * sum(c.values())}  # ("Count
+    # Katrine" once beside "Miss Katrine" 17 times)
 
 
 def _sex(f: Form, given: dict[str, str] | None = None) -> str | None:

@@ -187,3 +187,18 @@ def test_miss_joins_a_woman_under_her_maiden_name_only():
     owner = {f: o["name"] for o in cast(text) for f in [o["name"], *o["aliases"]]}
     assert owner["Miss Sedley"] == owner["Amelia Sedley"] == owner["Amelia Osborne"] == owner["Amelia"]
     assert owner["Miss Osborne"] != owner["Amelia"]
+
+
+def test_a_full_name_seen_once_or_twice_does_not_block_a_join():
+    """The new-user walk's Katrine: "Katrine Ravenel" once (her married name), "Mistress Katrine" twice,
+    "Count Katrine" once (a misread) and "Ramazan Dulany" once kept "Miss Katrine" and "Miss Dulany"
+    apart from Katrine Dulany."""
+    def six(*names: str) -> str:
+        return " ".join(f"{n} said so; she rose. Then {n} sat. {n} smiled. {n} went out. At last {n} wept. "
+                        f"So {n} ran." for n in names)
+
+    text = six("Katrine Dulany", "Katrine", "Miss Katrine", "Miss Dulany", "Patrick Dulany")
+    text += (" Katrine Ravenel came. Mistress Katrine sang. Mistress Katrine sat. Count Katrine wept."
+             " Ramazan Dulany ran.")
+    owner = {f: o["name"] for o in cast(text) for f in [o["name"], *o["aliases"]]}
+    assert owner["Miss Katrine"] == owner["Miss Dulany"] == owner["Katrine Dulany"] != owner["Patrick Dulany"]
