@@ -298,15 +298,13 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
     for (title, words), n in counts.items():
         if len(words) == 1 and (title is None or title in DAUGHTERS):
             alone[words[0]] += n
-    weight = Counter()  # an entry's full-name mentions and its first name's alone
-    for k, f in full.items():
-        weight[entity[k]] += f.count
-    for words, k in names.items():
-        weight[k] += alone[words[0]] if len(by_first[words[0]]) == 1 else 0
-    first_of = {k: words[0] for words, k in names.items()}
     in_full = Counter()  # an entry's mentions in full
     for k, f in full.items():
         in_full[entity[k]] += f.count
+    weight = Counter(in_full)  # ... with its first name's alone
+    for words, k in names.items():
+        weight[k] += alone[words[0]] if len(by_first[words[0]]) == 1 else 0
+    first_of = {k: words[0] for words, k in names.items()}
     minor = {e for e in names.values() if in_full[e] < 3}  # a full name once or twice ("Ramazan Dulany")
     maiden = {}  # entry -> the surname of its earliest full name ("Amelia Sedley", later Amelia Osborne)
     for k, f in sorted(full.items(), key=lambda kv: kv[1].first if kv[1].first is not None else 1 << 60):

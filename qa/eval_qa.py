@@ -155,14 +155,18 @@ class TextFinder:
             if a < 0:
                 a = self.folded.find(_fold(p))
         else:
-            i = bisect.bisect_left(self.starts_o, before)
-            limit = self.starts_c[i] if i < len(self.starts_c) else len(self.collapsed)
+            limit = self._limit(before)
             a = self.collapsed.rfind(p, 0, limit)
             if a < 0:
                 a = self.folded.rfind(_fold(p), 0, limit)
         if a < 0:
             return self._glyphs(p, before)
         return self._orig(a), self._orig(a + len(p) - 1) + 1
+
+    def _limit(self, before: int) -> int:
+        """The collapsed text's offset of the first word starting at or after `before` (an original offset)."""
+        i = bisect.bisect_left(self.starts_o, before)
+        return self.starts_c[i] if i < len(self.starts_c) else len(self.collapsed)
 
     def _glyphs(self, p: str, before: int | None) -> tuple[int, int] | None:
         """A passage copied from a PDF's text as it was stored before ingest.glyphs read its private-use
@@ -175,10 +179,8 @@ class TextFinder:
         if before is None:
             m = rx.search(self.folded)
         else:  # the last one that starts before `before`
-            i = bisect.bisect_left(self.starts_o, before)
-            limit = self.starts_c[i] if i < len(self.starts_c) else len(self.collapsed)
             m = None
-            for m in rx.finditer(self.folded, 0, limit):
+            for m in rx.finditer(self.folded, 0, self._limit(before)):
                 pass
         return None if m is None else (self._orig(m.start()), self._orig(m.end() - 1) + 1)
 
