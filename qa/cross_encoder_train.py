@@ -12,6 +12,11 @@ BM25 over chunk +- 1 units, drt_core.bm25):
   question's words and do not hold the answer) and one random chunk;
 - **inverse cloze** (Lee et al. 2019): a sentence of the document as the query, its chunk's window
   with that sentence cut out as the positive (no span), BM25's best chunks for it as negatives.
+- **written questions** (`--written FILE`, question files in `drt-reader eval qa`'s format, written by
+  reading: docs/eval/train/): the positive is the window of the chunk holding the answer inside the
+  gold passage, the negatives BM25's best chunks away from it (each question in `--written-groups`
+  groups, each with the next hard negatives); an unanswerable question is a group of four of BM25's
+  best chunks, every one a negative ("the answer is not here": the pointwise loss alone).
 Each group is [positive, 3 negatives]; the loss is the listwise softmax over the group's relevance
 logits, plus each passage's binary "the answer is here" (sigmoid) loss, plus the span's start/end
 cross-entropy on the positive. The word-embedding table stays frozen (the package's); bf16 autocast
@@ -22,6 +27,7 @@ Held out: the last 10% of the sampled documents (top-1 among the group, span exa
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import pickle
 import random
@@ -116,6 +122,77 @@ def doc_examples(text: str, items: list[dict], rng: random.Random, encode) -> li
     return out
 
 
+def written_examples(text: str, items: list[dict], rng: random.Random, encode, groups: int) -> list[dict]:
+    """Groups from questions written by reading (eval qa's format) on one document's text."""
+    from ingest.tokenize import build_chunks, encode_text
+
+    from .eval_qa import TextFinder
+
+    _, offsets = encode_text(text, encode)
+    chunks = build_chunks(text, offsets, [])
+    if len(chunks) < 8:
+        return []
+    bm = BM25([c.text for c in chunks], window=1)
+    finder = TextFinder(text)
+    starts = [c.char_start for c in chunks]
+
+    def chunk_at(i: int) -> int:
+        return max(0, bisect.bisect_right(starts, i) - 1)
+
+    def window(c: int) -> str:
+        return text[slice(*passage_window(text, chunks[c].char_start, chunks[c].char_end))]
+
+    out = []
+    for it in items:
+        q = it["question"]
+        order = _order(bm.scores(q), 40)
+        if not it["answerable"]:
+            negs = [window(c) for c in order[: NEGATIVES + 1]]
+            out.append({"q": q, "passages": negs, "span": None, "kind": "written-none", "none": True})
+            continue
+        g = finder.find(it["gold"])
+        if g is None:
+            continue
+        in_gold = TextFinder(text[g[0]:g[1]]).find(it["answer"])
+        a0, a1 = (g[0] + in_gold[0], g[0] + in_gold[1]) if in_gold else g
+        gold = chunk_at(a0)
+        a, b = passage_window(text, chunks[gold].char_start, chunks[gold].char_end)
+        a, b = min(a, a0), max(b, a1)
+        avoid = _norm(it["answer"])
+        hard = [c for c in order if abs(c - gold) > 1 and avoid not in _norm(window(c))]
+        for k in range(groups):
+            negs = [window(c) for c in hard[2 * k: 2 * k + NEGATIVES - 1]]
+            negs += [window(c) for c in (rng.randrange(len(chunks)) for _ in range(4))
+                     if abs(c - gold) > 1 and avoid not in _norm(window(c))][:1]
+            if len(negs) < NEGATIVES:
+                break
+            out.append({"q": q, "passages": [text[a:b]] + negs, "span": (a0 - a, a1 - a), "kind": "written"})
+    return out
+
+
+def build_written(files: list[str], root: str, groups: int, seed: int) -> list[dict]:
+    from ingest.parse import parse_file
+    from ingest.tokenize import make_encoder
+
+    from .eval_qa import load_questions
+
+    rng = random.Random(seed)
+    encode = make_encoder(None)
+    by_doc = defaultdict(list)
+    for f in files:
+        for q in load_questions(f):
+            by_doc[q["doc"]].append(q)
+    exs = []
+    for d in sorted(by_doc):
+        text = parse_file(Path(root) / d).text
+        got = written_examples(text, by_doc[d], rng, encode, groups)
+        for e in got:
+            e["doc"] = "written:" + d
+        exs += got
+        print(f"{d}: {len(by_doc[d])} written questions -> {len(got)} groups", file=sys.stderr, flush=True)
+    return exs
+
+
 def build_examples(mined: str, corpora: str, docs: int, per_doc: int, seed: int) -> tuple[list[dict], list[str]]:
     from ingest.tokenize import make_encoder
 
@@ -164,6 +241,8 @@ def loss_of(model, tok, ex: dict, bf16: bool):
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
         rel, st, en = model(ids, mask, types)
     target = torch.zeros_like(rel)
+    if ex.get("none"):  # an unanswerable question: every passage a negative
+        return F.binary_cross_entropy_with_logits(rel, target), rel, st, en, None, None
     target[0] = 1.0
     loss = (F.cross_entropy(rel[None], torch.zeros(1, dtype=torch.long))
             + F.binary_cross_entropy_with_logits(rel, target))
@@ -222,6 +301,11 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--bf16", choices=["auto", "on", "off"], default="auto")
     ap.add_argument("--accum", type=int, default=4, help="groups per optimizer step")
+    ap.add_argument("--written", action="append", default=[], help="a question file written by reading (repeatable)")
+    ap.add_argument("--written-root", default="../shared", help="what the written files' `doc` paths are relative to")
+    ap.add_argument("--written-groups", type=int, default=3, help="groups per written question (next hard negatives)")
+    ap.add_argument("--written-repeat", type=int, default=2, help="times each written group is trained on")
+    ap.add_argument("--init", help="a checkpoint directory whose cross_encoder.safetensors training starts from")
     a = ap.parse_args(argv)
     t0 = time.time()
     torch.manual_seed(a.seed)
@@ -236,6 +320,15 @@ def main(argv=None) -> int:
     hold = set(names[-max(1, len(names) // 10):])
     tr = [e for e in exs if e["doc"] not in hold]
     ho = [e for e in exs if e["doc"] in hold]
+    written = []
+    if a.written:
+        w_path = work / "written.pkl"
+        if w_path.is_file():
+            written = pickle.loads(w_path.read_bytes())
+        else:
+            written = build_written(a.written, a.written_root, a.written_groups, a.seed)
+            w_path.write_bytes(pickle.dumps(written))
+        tr += written * a.written_repeat
     rng = random.Random(a.seed)
     rng.shuffle(tr)
     ho = random.Random(1).sample(ho, min(300, len(ho)))
@@ -243,7 +336,7 @@ def main(argv=None) -> int:
           flush=True)
 
     tok = load_tokenizer(MAX_LEN)
-    model = CrossEncoder.pretrained_base()
+    model = CrossEncoder.load(a.init).train() if a.init else CrossEncoder.pretrained_base()
     model.bert.embeddings.word_embeddings.weight.requires_grad_(False)
     heads = [p for n, p in model.named_parameters() if n.startswith(("relevance", "span"))]
     body = [p for n, p in model.named_parameters() if p.requires_grad and not n.startswith(("relevance", "span"))]
@@ -303,6 +396,7 @@ def main(argv=None) -> int:
             "command": "python -m qa.cross_encoder_train " + " ".join(argv if argv is not None else sys.argv[1:]),
             "documents": len(names), "heldout_documents": sorted(hold), "steps": step,
             "examples": {"train": len(tr), "heldout": len(ho), "by_kind": dict(kinds)}, "heldout": res,
+            "written": {"files": a.written, "groups": len(written), "repeat": a.written_repeat},
             "bf16": bf16, "max_len": MAX_LEN, "seconds": round(time.time() - t0)}
     (out / META).write_text(json.dumps(meta, indent=2) + "\n")
     return 0

@@ -86,3 +86,34 @@ def test_training_examples_hold_the_answer_only_in_the_positive():
         assert all("geneva" not in p.lower() for p in e["passages"][1:])
     for e in (e for e in exs if e["kind"] == "ict"):  # the cut sentence is the query, absent from its passage
         assert e["span"] is None and e["q"] not in " ".join(e["passages"][0].split())
+
+
+def test_written_questions_give_groups_with_the_gold_span_and_unanswerable_ones_no_positive():
+    """A question written by reading (eval qa's format) becomes groups whose first passage holds the
+    answer where the gold passage says (found across the file's line breaks), the others not; an
+    unanswerable one a group of negatives only, trained on the pointwise loss alone."""
+    from ingest.tokenize import make_encoder
+    from qa.cross_encoder_train import NEGATIVES, loss_of, written_examples
+
+    text = (Path(__file__).resolve().parents[1] / "assets" / "frankenstein_excerpt.txt").read_text()
+    i = text.index("Geneva")
+    gold = " ".join(text[max(0, i - 60): i + 40].split())  # whitespace as a person copies it
+    items = [{"question": "Where was the narrator born?", "answer": "Geneva", "gold": gold, "answerable": True},
+             {"question": "What was the name of the narrator's dog?", "answer": "", "gold": "", "answerable": False}]
+    exs = written_examples(text, items, random.Random(0), make_encoder(None), groups=2)
+    written = [e for e in exs if e["kind"] == "written"]
+    assert len(written) == 2 and len({tuple(e["passages"][1:]) for e in written}) == 2  # the next negatives
+    for e in written:
+        a, b = e["span"]
+        assert e["passages"][0][a:b] == "Geneva" and len(e["passages"]) == 1 + NEGATIVES
+        assert all("geneva" not in p.lower() for p in e["passages"][1:])
+    (none,) = [e for e in exs if e["kind"] == "written-none"]
+    assert none["none"] and none["span"] is None and len(none["passages"]) == 1 + NEGATIVES
+
+    class Fixed(torch.nn.Module):  # relevance 0 everywhere: only the pointwise loss, log 2, is left
+        def forward(self, ids, mask, types):
+            z = torch.zeros(ids.shape[0])
+            return z, torch.zeros(ids.shape), torch.zeros(ids.shape)
+
+    loss = loss_of(Fixed(), load_tokenizer(), none, bf16=False)[0]
+    assert abs(float(loss) - float(torch.log(torch.tensor(2.0)))) < 1e-6
