@@ -122,22 +122,51 @@ def doc_examples(text: str, items: list[dict], rng: random.Random, encode) -> li
     return out
 
 
-def written_examples(text: str, items: list[dict], rng: random.Random, encode, groups: int) -> list[dict]:
-    """Groups from questions written by reading (eval qa's format) on one document's text."""
-    from ingest.tokenize import build_chunks, encode_text
-
+def locate(text: str, finder, q: dict) -> tuple[int, int] | None:
+    """A written question's answer in the document's text: the answer's place inside the gold passage
+    (the gold's own place where the answer is not found in it); None where the gold is not found."""
     from .eval_qa import TextFinder
+
+    g = finder.find(q["gold"])
+    if g is None:
+        return None
+    in_gold = TextFinder(text[g[0]:g[1]]).find(q["answer"])
+    return (g[0] + in_gold[0], g[0] + in_gold[1]) if in_gold else g
+
+
+def written_docs(files: list[str], root: str):
+    """(doc, its text as the app parses it, its questions, each answerable one with `ans_char`, the
+    answer's place, or left out where its gold is not found) for the written question files."""
+    from ingest.parse import parse_file
+
+    from .eval_qa import TextFinder, load_questions
+
+    by_doc = defaultdict(list)
+    for f in files:
+        for q in load_questions(f):
+            by_doc[q["doc"]].append(q)
+    for d in sorted(by_doc):
+        text = parse_file(Path(root) / d).text
+        finder, items = TextFinder(text), []
+        for q in by_doc[d]:
+            at = locate(text, finder, q) if q["answerable"] else None
+            if q["answerable"] and at is None:
+                print(f"{d}: gold not found for {q['id']}", file=sys.stderr)
+                continue
+            items.append(dict(q, ans_char=list(at)) if at else dict(q))
+        yield d, text, items
+
+
+def written_examples(text: str, items: list[dict], rng: random.Random, encode, groups: int) -> list[dict]:
+    """Groups from questions written by reading on one document's text (items as written_docs gives)."""
+    from ingest.tokenize import build_chunks, encode_text
 
     _, offsets = encode_text(text, encode)
     chunks = build_chunks(text, offsets, [])
     if len(chunks) < 8:
         return []
     bm = BM25([c.text for c in chunks], window=1)
-    finder = TextFinder(text)
     starts = [c.char_start for c in chunks]
-
-    def chunk_at(i: int) -> int:
-        return max(0, bisect.bisect_right(starts, i) - 1)
 
     def window(c: int) -> str:
         return text[slice(*passage_window(text, chunks[c].char_start, chunks[c].char_end))]
@@ -150,12 +179,8 @@ def written_examples(text: str, items: list[dict], rng: random.Random, encode, g
             negs = [window(c) for c in order[: NEGATIVES + 1]]
             out.append({"q": q, "passages": negs, "span": None, "kind": "written-none", "none": True})
             continue
-        g = finder.find(it["gold"])
-        if g is None:
-            continue
-        in_gold = TextFinder(text[g[0]:g[1]]).find(it["answer"])
-        a0, a1 = (g[0] + in_gold[0], g[0] + in_gold[1]) if in_gold else g
-        gold = chunk_at(a0)
+        a0, a1 = it["ans_char"]
+        gold = max(0, bisect.bisect_right(starts, a0) - 1)
         a, b = passage_window(text, chunks[gold].char_start, chunks[gold].char_end)
         a, b = min(a, a0), max(b, a1)
         avoid = _norm(it["answer"])
@@ -171,25 +196,17 @@ def written_examples(text: str, items: list[dict], rng: random.Random, encode, g
 
 
 def build_written(files: list[str], root: str, groups: int, seed: int) -> list[dict]:
-    from ingest.parse import parse_file
     from ingest.tokenize import make_encoder
-
-    from .eval_qa import load_questions
 
     rng = random.Random(seed)
     encode = make_encoder(None)
-    by_doc = defaultdict(list)
-    for f in files:
-        for q in load_questions(f):
-            by_doc[q["doc"]].append(q)
     exs = []
-    for d in sorted(by_doc):
-        text = parse_file(Path(root) / d).text
-        got = written_examples(text, by_doc[d], rng, encode, groups)
+    for d, text, items in written_docs(files, root):
+        got = written_examples(text, items, rng, encode, groups)
         for e in got:
             e["doc"] = "written:" + d
         exs += got
-        print(f"{d}: {len(by_doc[d])} written questions -> {len(got)} groups", file=sys.stderr, flush=True)
+        print(f"{d}: {len(items)} written questions -> {len(got)} groups", file=sys.stderr, flush=True)
     return exs
 
 

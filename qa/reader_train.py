@@ -31,6 +31,7 @@ import numpy as np
 from drt_core.bm25 import BM25, STOP
 from drt_core.mine.items import answer_target
 
+from .cross_encoder_train import written_docs
 from .reader import (SENTENCE_FEATURES, SPAN_FEATURES, WORD, DocStats, Passage, QuestionInfo, _names, candidates,
                      sentence_features, span_candidates, span_features)
 from ingest.tokenize import build_chunks, encode_text, make_encoder
@@ -167,6 +168,9 @@ def main(argv=None) -> int:
     ap.add_argument("--epochs", type=int, default=40)
     ap.add_argument("--hidden", type=int, default=16, help="hidden units of the scorers' MLP (0: linear)")
     ap.add_argument("--examples", default=None, help="a pickle of the examples: read when it exists, else written")
+    ap.add_argument("--written", action="append", default=[], help="a question file written by reading (repeatable)")
+    ap.add_argument("--written-root", default="../shared", help="what the written files' `doc` paths are relative to")
+    ap.add_argument("--written-repeat", type=int, default=3, help="times each written question's example is trained on")
     a = ap.parse_args(argv)
     t0 = time.time()
     rng = random.Random(a.seed)
@@ -202,6 +206,13 @@ def main(argv=None) -> int:
         import pickle
 
         Path(a.examples).write_bytes(pickle.dumps(exs))
+    written = 0
+    for d, text, items in (written_docs(a.written, a.written_root) if a.written else ()):
+        got = [dict(e, doc="written:" + d) for e in examples_for_doc(
+            text, [dict(q, qtype="written") for q in items if q["answerable"]], rng, encode)]
+        written += sum("abstain" not in e for e in got)
+        exs += [e for e in got if "abstain" not in e] * a.written_repeat + [e for e in got if "abstain" in e]
+        print(f"{d}: {len(items)} written questions ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
     n_hold = max(1, int(0.15 * len(docs)))
     hold = set(docs[-n_hold:])
     ab_exs = [e for e in exs if "abstain" in e]
@@ -243,7 +254,8 @@ def main(argv=None) -> int:
     meta = {"sentence_features": list(SENTENCE_FEATURES), "span_features": list(SPAN_FEATURES),
             "command": "python -m qa.reader_train " + " ".join(argv if argv is not None else sys.argv[1:]),
             "documents": len(docs), "heldout_documents": sorted(hold),
-            "examples": {"train": len(tr), "heldout": len(ho), "span_train": sum("px" in e for e in tr)},
+            "examples": {"train": len(tr), "heldout": len(ho), "span_train": sum("px" in e for e in tr),
+                         "written": written, "written_repeat": a.written_repeat, "written_files": a.written},
             "qtypes": dict(Counter(e["qtype"] for e in exs)), **res, "seconds": round(time.time() - t0, 1),
             "abstain": abstain}
     (out / "reader.json").write_text(json.dumps(meta, indent=2) + "\n")

@@ -93,13 +93,17 @@ def test_written_questions_give_groups_with_the_gold_span_and_unanswerable_ones_
     answer where the gold passage says (found across the file's line breaks), the others not; an
     unanswerable one a group of negatives only, trained on the pointwise loss alone."""
     from ingest.tokenize import make_encoder
-    from qa.cross_encoder_train import NEGATIVES, loss_of, written_examples
+    from qa.cross_encoder_train import NEGATIVES, locate, loss_of, written_examples
+    from qa.eval_qa import TextFinder
 
     text = (Path(__file__).resolve().parents[1] / "assets" / "frankenstein_excerpt.txt").read_text()
     i = text.index("Geneva")
     gold = " ".join(text[max(0, i - 60): i + 40].split())  # whitespace as a person copies it
     items = [{"question": "Where was the narrator born?", "answer": "Geneva", "gold": gold, "answerable": True},
              {"question": "What was the name of the narrator's dog?", "answer": "", "gold": "", "answerable": False}]
+    at = locate(text, TextFinder(text), items[0])
+    assert at is not None and text[at[0]:at[1]] == "Geneva"
+    items[0]["ans_char"] = list(at)
     exs = written_examples(text, items, random.Random(0), make_encoder(None), groups=2)
     written = [e for e in exs if e["kind"] == "written"]
     assert len(written) == 2 and len({tuple(e["passages"][1:]) for e in written}) == 2  # the next negatives
