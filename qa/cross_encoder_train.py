@@ -47,6 +47,7 @@ from drt_core.hardware import cpu_has_bf16
 from .cross_encoder import FILE, META, MAX_LEN, CrossEncoder, encode_pairs, load_tokenizer, passage_window
 from .reader import sentence_spans
 from .reader_train import paraphrase
+from .written import written_docs
 
 NEGATIVES = 3
 ICT_SHARE = 0.3
@@ -120,41 +121,6 @@ def doc_examples(text: str, items: list[dict], rng: random.Random, encode) -> li
         out.append({"q": q, "passages": [text[a:x] + text[y:b]] + negs, "span": None, "kind": "ict"})
         n_ict -= 1
     return out
-
-
-def locate(text: str, finder, q: dict) -> tuple[int, int] | None:
-    """A written question's answer in the document's text: the answer's place inside the gold passage
-    (the gold's own place where the answer is not found in it); None where the gold is not found."""
-    from .eval_qa import TextFinder
-
-    g = finder.find(q["gold"])
-    if g is None:
-        return None
-    in_gold = TextFinder(text[g[0]:g[1]]).find(q["answer"])
-    return (g[0] + in_gold[0], g[0] + in_gold[1]) if in_gold else g
-
-
-def written_docs(files: list[str], root: str):
-    """(doc, its text as the app parses it, its questions, each answerable one with `ans_char`, the
-    answer's place, or left out where its gold is not found) for the written question files."""
-    from ingest.parse import parse_file
-
-    from .eval_qa import TextFinder, load_questions
-
-    by_doc = defaultdict(list)
-    for f in files:
-        for q in load_questions(f):
-            by_doc[q["doc"]].append(q)
-    for d in sorted(by_doc):
-        text = parse_file(Path(root) / d).text
-        finder, items = TextFinder(text), []
-        for q in by_doc[d]:
-            at = locate(text, finder, q) if q["answerable"] else None
-            if q["answerable"] and at is None:
-                print(f"{d}: gold not found for {q['id']}", file=sys.stderr)
-                continue
-            items.append(dict(q, ans_char=list(at)) if at else dict(q))
-        yield d, text, items
 
 
 def written_examples(text: str, items: list[dict], rng: random.Random, encode, groups: int) -> list[dict]:

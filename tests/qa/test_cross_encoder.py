@@ -93,7 +93,8 @@ def test_written_questions_give_groups_with_the_gold_span_and_unanswerable_ones_
     answer where the gold passage says (found across the file's line breaks), the others not; an
     unanswerable one a group of negatives only, trained on the pointwise loss alone."""
     from ingest.tokenize import make_encoder
-    from qa.cross_encoder_train import NEGATIVES, locate, loss_of, written_examples
+    from qa.cross_encoder_train import NEGATIVES, loss_of, written_examples
+    from qa.written import locate
     from qa.eval_qa import TextFinder
 
     text = (Path(__file__).resolve().parents[1] / "assets" / "frankenstein_excerpt.txt").read_text()
