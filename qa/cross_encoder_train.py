@@ -288,6 +288,7 @@ def main(argv=None) -> int:
     ap.add_argument("--written-root", default="../shared", help="what the written files' `doc` paths are relative to")
     ap.add_argument("--written-groups", type=int, default=3, help="groups per written question (next hard negatives)")
     ap.add_argument("--written-repeat", type=int, default=2, help="times each written group is trained on")
+    ap.add_argument("--mined-max", type=int, default=None, help="train on at most this many mined groups")
     ap.add_argument("--init", help="a checkpoint directory whose cross_encoder.safetensors training starts from")
     a = ap.parse_args(argv)
     t0 = time.time()
@@ -303,6 +304,8 @@ def main(argv=None) -> int:
     hold = set(names[-max(1, len(names) // 10):])
     tr = [e for e in exs if e["doc"] not in hold]
     ho = [e for e in exs if e["doc"] in hold]
+    if a.mined_max is not None:
+        tr = random.Random(a.seed).sample(tr, min(a.mined_max, len(tr)))
     written = []
     if a.written:
         w_path = work / "written.pkl"
