@@ -698,6 +698,7 @@ def split_pages(text: str, target: int = TEXT_PAGE_CHARS) -> list[str]:
 
 
 _JUNK_TITLES = {"untitled", "untitled document", "no title", "title", "document", "(anonymous)"}
+_GUTENBERG_TITLE = re.compile(r"^Title: *(\S.*(?:\n {2,}\S.*)*)$", re.M)  # a header's title, continued indented
 _TEX_TITLE = re.compile(r"\\title\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}")
 
 
@@ -711,6 +712,9 @@ def _text_title(text: str, kind: str) -> str:
         m = re.search(r"^#{1,2} +(.+)$", text[:200_000], re.M)
         if m:
             return m.group(1).strip().strip("#").strip()
+    m = _GUTENBERG_TITLE.search(text[:6_000])
+    if m and "project gutenberg" in text[:600].lower():  # "The Project Gutenberg EBook of X, by Y": X
+        return " ".join(m.group(1).split())
     for line in text[:20_000].splitlines():
         line = line.strip()
         if line:

@@ -135,6 +135,24 @@ def test_titles_without_trailing_separator_or_placeholder(assets, tmp_path):
     assert parse_file(pdf).title == ""  # the pipeline then falls back to the file name
 
 
+def test_a_gutenberg_text_is_titled_by_its_header_not_its_first_line(tmp_path):
+    """Regression (new-user walk): a Gutenberg text was listed as "The Project Gutenberg EBook of The
+    Autobiography o..." (its first line); its header's "Title:" line says what the book is called."""
+    book = tmp_path / "148.txt"
+    book.write_text("The Project Gutenberg EBook of The Autobiography of Benjamin Franklin, by\nBenjamin Franklin\n\n"
+                    "This eBook is for the use of anyone anywhere at no cost.\n\n"
+                    "Title: The Autobiography of Benjamin Franklin\n\nAuthor: Benjamin Franklin\n\n"
+                    + "I had a brother.\n" * 50)
+    assert parse_file(book).title == "The Autobiography of Benjamin Franklin"
+    two = tmp_path / "two.txt"  # a title continued on an indented line
+    two.write_text("The Project Gutenberg eBook of Katrine\n\nTitle: Katrine\n       A Novel\n\nAuthor: E. Lane\n\n"
+                   + "Words of the book.\n" * 50)
+    assert parse_file(two).title == "Katrine A Novel"
+    plain = tmp_path / "notes.txt"  # no Gutenberg header: the first line, as before, even with a "Title:" line
+    plain.write_text("My notes\n\nTitle: something else\n" + "More words here.\n" * 50)
+    assert parse_file(plain).title == "My notes"
+
+
 def test_content_not_name_decides(assets, tmp_path):
     pdf_as_txt = tmp_path / "looks-like.txt"
     shutil.copy(assets / "015-arabic__habibi.pdf", pdf_as_txt)
