@@ -31,9 +31,9 @@ import numpy as np
 from drt_core.bm25 import BM25, STOP
 from drt_core.mine.items import answer_target
 
-from .written import written_docs
 from .reader import (SENTENCE_FEATURES, SPAN_FEATURES, WORD, DocStats, Passage, QuestionInfo, _names, candidates,
                      sentence_features, span_candidates, span_features)
+from .written import written_docs
 from ingest.tokenize import build_chunks, encode_text, make_encoder
 
 TOP = 8
