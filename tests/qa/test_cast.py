@@ -135,20 +135,27 @@ def test_miss_with_a_surname_is_the_one_woman_of_that_name():
     assert "Cuff" in by_name["Sergeant Cuff"]["aliases"] and by_name["Sergeant Cuff"]["kind"] == "person"
 
 
+def six_times(*names: str) -> str:
+    """A text that names each of `names` six times, each time with her pronoun."""
+    return " ".join(f"{n} said so; she rose. Then {n} sat. {n} smiled. {n} went out. At last {n} wept. "
+                    f"So {n} ran." for n in names)
+
+
+def owners(text: str) -> dict[str, str]:
+    """Each form of the text's cast -> the name of the entry it is in."""
+    return {f: o["name"] for o in cast(text) for f in [o["name"], *o["aliases"]]}
+
+
 def test_a_title_joins_the_one_person_the_book_means():
     """"Mr." with a surname is the one man of it named in full, unless a "Mrs." of that name (his wife)
     or "Mr." with the son's first name says he is the father; "Miss" is the young woman the book calls
     by her first name, not her mother; "Aunt" is the family's "Mrs."; "the Sergeant" is the one
     sergeant; a first name's sex comes from given names before the pronouns (here all hers)."""
-    def five(*names: str) -> str:
-        return " ".join(f"{n} said so; she rose. Then {n} sat. {n} smiled. {n} went out. At last {n} wept. "
-                        f"So {n} ran." for n in names)
-
-    text = five("Henry Crawford", "Henry", "Mary Crawford", "Mary", "Mr. Crawford", "Miss Crawford",
+    text = six_times("Henry Crawford", "Henry", "Mary Crawford", "Mary", "Mr. Crawford", "Miss Crawford",
                 "Franklin Blake", "Mr. Franklin", "Mr. Blake", "John Thornton", "Mr. Thornton", "Mrs. Thornton",
                 "Miss Thornton", "Mrs. Norris", "Aunt Norris", "Sergeant Cuff", "the Sergeant")
     text += " Hannah Thornton said so. Hannah Thornton rose."
-    owner = {f: o["name"] for o in cast(text) for f in [o["name"], *o["aliases"]]}
+    owner = owners(text)
     assert owner["Mr. Crawford"] == owner["Henry Crawford"] != owner["Mary Crawford"] == owner["Miss Crawford"]
     assert owner["Mr. Blake"] != owner["Franklin Blake"]  # "Mr. Franklin" tells him from his father
     assert owner["Mr. Thornton"] != owner["John Thornton"]  # Mrs. Thornton: Mr. Thornton may be the father
@@ -178,13 +185,9 @@ def test_a_manual_has_no_cast_a_story_has_one():
 
 def test_miss_joins_a_woman_under_her_maiden_name_only():
     """Amelia Sedley marries into the Osbornes: "Miss Sedley" is she, "Miss Osborne" her husband's sister."""
-    def six(*names: str) -> str:
-        return " ".join(f"{n} said so; she rose. Then {n} sat. {n} smiled. {n} went out. At last {n} wept. "
-                        f"So {n} ran." for n in names)
-
-    text = six("Amelia Sedley", "Miss Sedley", "George Osborne", "Miss Osborne", "Amelia Osborne") + " "
+    text = six_times("Amelia Sedley", "Miss Sedley", "George Osborne", "Miss Osborne", "Amelia Osborne") + " "
     text += " ".join(["Amelia wept; she said so."] * 250)  # the book calls her Amelia far more than in full
-    owner = {f: o["name"] for o in cast(text) for f in [o["name"], *o["aliases"]]}
+    owner = owners(text)
     assert owner["Miss Sedley"] == owner["Amelia Sedley"] == owner["Amelia Osborne"] == owner["Amelia"]
     assert owner["Miss Osborne"] != owner["Amelia"]
 
@@ -193,12 +196,8 @@ def test_a_full_name_seen_once_or_twice_does_not_block_a_join():
     """The new-user walk's Katrine: "Katrine Ravenel" once (her married name), "Mistress Katrine" twice,
     "Count Katrine" once (a misread) and "Ramazan Dulany" once kept "Miss Katrine" and "Miss Dulany"
     apart from Katrine Dulany."""
-    def six(*names: str) -> str:
-        return " ".join(f"{n} said so; she rose. Then {n} sat. {n} smiled. {n} went out. At last {n} wept. "
-                        f"So {n} ran." for n in names)
-
-    text = six("Katrine Dulany", "Katrine", "Miss Katrine", "Miss Dulany", "Patrick Dulany")
+    text = six_times("Katrine Dulany", "Katrine", "Miss Katrine", "Miss Dulany", "Patrick Dulany")
     text += (" Katrine Ravenel came. Mistress Katrine sang. Mistress Katrine sat. Count Katrine wept."
              " Ramazan Dulany ran.")
-    owner = {f: o["name"] for o in cast(text) for f in [o["name"], *o["aliases"]]}
+    owner = owners(text)
     assert owner["Miss Katrine"] == owner["Miss Dulany"] == owner["Katrine Dulany"] != owner["Patrick Dulany"]
