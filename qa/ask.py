@@ -194,7 +194,7 @@ def cross_read(library: Library, engine: DocumentEngine, state: Any, doc_id: str
     fused = {c: (float(scores[c]) if scores is not None and c < len(scores) and np.isfinite(scores[c]) else 0.0)
              + float(terms[c]) for c in wins}
     return {"windows": wins, "terms": terms, "cal": cal, "introduces": first, "reader": _reader(engine),
-            "order": sorted(wins, key=lambda c: (-fused[c], c))}
+            "scorer": scorer, "order": sorted(wins, key=lambda c: (-fused[c], c))}
 
 
 _STATS: dict[tuple[str, str], Any] = {}  # a document's term statistics for the reader (its id is its content hash)
@@ -479,16 +479,22 @@ def causal_effects(engine: DocumentEngine, state: Any, question: str, ids: list[
 READ_POOL = 8  # the trained reader reads the pool's best 8 by the fused score, each with its neighbours
 
 
-def _read_pool(library: Library, doc_id: str, question: str, order: list[int], reader) -> tuple[dict | None, list[int]]:
+def _read_pool(library: Library, doc_id: str, question: str, order: list[int], reader, scorer=None,
+               sentence_weight: float = 0.0) -> tuple[dict | None, list[int]]:
     """The trained reader (qa.reader) on the pool's best READ_POOL chunks in the fused order, each
-    read with its neighbours: (the quote, the chunks in the order shown: the quote's first)."""
+    read with its neighbours, the cross-encoder's relevance of each sentence weighing in where the
+    calibration gives it a weight: (the quote, the chunks in the order shown: the quote's first)."""
     from .reader import passage_around
 
     top = order[:READ_POOL]
     want = sorted({c + d for c in top for d in (-1, 0, 1) if c + d >= 0})
     by_idx = {r["idx"]: r for r in library.chunks(doc_id, want)}
     ps = [x for x in (passage_around(by_idx.get, c, r, 1.0 / (1 + r)) for r, c in enumerate(top)) if x is not None]
-    reading = reader.read(question, ps, _doc_stats(library, doc_id)) if ps else None
+    relevance = None
+    if scorer is not None and sentence_weight:
+        def relevance(units: list[str]):
+            return [r.relevance for r in scorer.read(question, units, spans=False)]
+    reading = reader.read(question, ps, _doc_stats(library, doc_id), relevance, sentence_weight) if ps else None
     if reading is None:
         return None, list(order)
     p = reading.sentence.passage
@@ -538,7 +544,8 @@ def _cross_answer(library: Library, doc_id: str, question: str, evidence: list[d
     reader = ce.get("reader")
     quote, shown = None, rerank.shown(wins, retrieved, k=len(wins))
     if reader is not None and ce.get("order"):  # the trained reader picks the sentence (validation's choice)
-        quote, order = _read_pool(library, doc_id, question, ce["order"], reader)
+        quote, order = _read_pool(library, doc_id, question, ce["order"], reader, ce.get("scorer"),
+                                  cal.sentence_weight)
         shown = [wins[c] for c in order if c in wins]
     elif shown:
         quote = rerank.quote_of(shown[0])

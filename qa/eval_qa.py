@@ -306,7 +306,8 @@ def cross_read_ranking(scorer, lib, doc_id: str, question: str, ranking: list[in
     """A baseline read as `ask` reads DRT's pool (qa.rerank, qa.ask._read_pool): the cross-encoder
     reads each ranked chunk's window (its P decides abstention, as DRT's does); the trained reader,
     when the checkpoint ships one, picks the quote from the first 8 in the baseline's order (or, with
-    `by_cross_encoder`, in the cross-encoder's); else the cross-encoder's span in the best window:
+    `by_cross_encoder`, in the cross-encoder's), with the cross-encoder's sentence term as DRT's;
+    else the cross-encoder's span in the best window:
     {"answer", "quote", "short", "abstained", "ranking", "p"}. The short answer follows the
     checkpoint's calibration, as DRT's does."""
     from . import rerank
@@ -318,7 +319,7 @@ def cross_read_ranking(scorer, lib, doc_id: str, question: str, ranking: list[in
     order = sorted(wins, key=lambda c: -wins[c].p) if by_cross_encoder else [c for c in ranking if c in wins]
     unsure, best = rerank.decide(wins, cal)
     if reader is not None and order:
-        quote, order = _read_pool(lib, doc_id, question, order, reader)
+        quote, order = _read_pool(lib, doc_id, question, order, reader, scorer, cal.sentence_weight)
     else:
         quote = rerank.quote_of(wins[order[0]]) if order else None
     if unsure:

@@ -24,7 +24,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -117,6 +117,23 @@ class Candidate:
     passage: Passage
     a: int  # sentence [a, b) in passage.text
     b: int
+
+
+def sentence_unit(c: Candidate) -> str:
+    """What the cross-encoder reads of a candidate sentence: the sentence after the one before it in
+    its passage (as it was trained: qa.cross_encoder_train.sentence_group)."""
+    text = c.passage.text
+    spans = sentence_spans(text)
+    i = next((j for j, (a, _) in enumerate(spans) if a == c.a), None)
+    start = spans[i - 1][0] if i else c.a
+    return text[start:c.b]
+
+
+def standardise(x: np.ndarray) -> np.ndarray:
+    """(x - mean) / std over the candidates (zeros where they are all equal)."""
+    x = np.asarray(x, dtype=np.float64)
+    sd = x.std()
+    return (x - x.mean()) / sd if sd > 1e-9 else np.zeros_like(x)
 
 
 class DocStats:
@@ -390,13 +407,21 @@ class Reader:
         span = {k.split(".", 1)[1]: v for k, v in t.items() if k.startswith("span.")}
         return cls(Scorer(sent), Scorer(span), meta)
 
-    def read(self, question: str, passages: Sequence[Passage], stats: DocStats) -> Reading | None:
+    def read(self, question: str, passages: Sequence[Passage], stats: DocStats,
+             relevance: Callable[[list[str]], np.ndarray] | None = None, weight: float = 0.0) -> Reading | None:
+        """The best sentence of `passages` and its short answer. With `relevance` (the cross-encoder's
+        relevance of each candidate's `sentence_unit`) and a weight, the sentence's score is the
+        reader's and the cross-encoder's, each standardised over the candidates: z(reader) + weight
+        z(cross-encoder) (the weight chosen on validation: cross_encoder.json's calibration)."""
         q = QuestionInfo(question, stats)
         cands = [c for c in candidates(passages) if not restates(q, c.passage.text[c.a:c.b])]
         if not cands:
             return None
         X = sentence_features(q, cands)
         s = self.sentence(X)
+        if relevance is not None and weight and len(cands) > 1:
+            r = np.asarray(relevance([sentence_unit(c) for c in cands]), dtype=np.float64)
+            s = standardise(s) + weight * standardise(r)
         order = np.argsort(-s, kind="stable")
         best = cands[int(order[0])]
         margin = float(s[order[0]] - s[order[1]]) if len(s) > 1 else 10.0

@@ -40,11 +40,12 @@ class Calibration:
     weight: float = 20.0
     abstain_below: float | None = None
     short_above: float | None = None
+    sentence_weight: float = 0.0  # the cross-encoder's share in picking the quoted sentence (qa.reader.Reader.read)
 
     @classmethod
     def of(cls, meta: dict) -> "Calibration":
         c = meta.get("calibration") or {}
-        return cls(**{k: c[k] for k in ("weight", "abstain_below", "short_above") if k in c})
+        return cls(**{k: c[k] for k in ("weight", "abstain_below", "short_above", "sentence_weight") if k in c})
 
 
 @dataclass

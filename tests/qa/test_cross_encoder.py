@@ -122,3 +122,26 @@ def test_written_questions_give_groups_with_the_gold_span_and_unanswerable_ones_
 
     loss = loss_of(Fixed(), load_tokenizer(), none, bf16=False)[0]
     assert abs(float(loss) - float(torch.log(torch.tensor(2.0)))) < 1e-6
+
+
+def test_sentence_groups_hold_the_answer_only_in_the_positive_sentence():
+    """qa.cross_encoder_train.sentence_group: the answer's sentence read after the sentence before it
+    (as qa.reader.sentence_unit reads a candidate) is the positive, with its span; the negatives are
+    a sentence of the same window and the negative windows' sentences, none holding the answer."""
+    from qa.cross_encoder_train import NEGATIVES, sentence_group
+
+    pos = ("The mill stood by the river. " + ANSWER + " She never went back to the valley again, "
+           "though the miller's old friends wrote to her every spring.")
+    a = pos.index("Wexcombe")
+    ex = {"q": QUESTION, "passages": [pos, DISTRACTOR, OTHER + " " + DISTRACTOR, OTHER], "span": (a, a + 8),
+          "kind": "written"}
+    g = sentence_group(ex, random.Random(0))
+    assert g is not None and g["kind"] == "written-sentence" and len(g["passages"]) == 1 + NEGATIVES
+    first = g["passages"][0]
+    assert first == "The mill stood by the river. " + ANSWER  # the sentence before, then the answer's
+    x, y = g["span"]
+    assert first[x:y] == "Wexcombe"
+    assert all("wexcombe" not in p.lower() for p in g["passages"][1:])
+    assert "The mill stood by the river." in g["passages"][1:]  # the same window's other sentence
+    assert not any("never went back" in p for p in g["passages"])  # read after the answer's: not a negative
+    assert sentence_group(dict(ex, span=None), random.Random(0)) is None  # no answer span, no group

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from qa.reader import (SENTENCE_FEATURES, SPAN_FEATURES, DocStats, Passage, QuestionInfo, Reader, Scorer,
-                           candidates, question_kind, quote_bounds, restates, span_candidates)
+                           candidates, question_kind, quote_bounds, restates, sentence_unit, span_candidates,
+                           standardise)
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "checkpoints" / "drt-tiny"
@@ -84,6 +85,32 @@ def test_reader_picks_the_best_scored_sentence_and_a_span_without_question_words
     assert short == "Barton" and 0 < r.prob <= 1  # "Cottage" is a question word: never inside the span
     for a, b, *_ in span_candidates(sent, QuestionInfo("What was the cottage called?", stats)):
         assert "cottage" not in sent[a:b].lower().split()
+
+
+def test_the_cross_encoder_weighs_in_on_the_sentence_only_with_a_weight():
+    """Reader.read's `relevance`: z(reader) + weight z(cross-encoder) over the candidates; weight 0
+    leaves the reader's pick; each candidate is read with the sentence before it (sentence_unit)."""
+    stats = DocStats(TEXTS)
+    reader = Reader(_linear("cov"), _linear("cap_frac", SPAN_FEATURES), {})
+    seen = []
+
+    def relevance(units):  # a cross-encoder sure the answer is where Delaford is named
+        seen.extend(units)
+        return [5.0 if u.endswith("Delaford.") else 0.0 for u in units]
+
+    q, ps = "What was the cottage called?", _passages([0, 3, 2])
+    alone = reader.read(q, ps, stats)
+    assert alone.sentence.passage.text[alone.sentence.a:alone.sentence.b].startswith("The cottage was called")
+    same = reader.read(q, ps, stats, relevance, weight=0.0)
+    assert (same.sentence.a, same.sentence.passage.chunk) == (alone.sentence.a, alone.sentence.passage.chunk)
+    assert not seen  # no weight: the cross-encoder is not asked
+    both = reader.read(q, ps, stats, relevance, weight=3.0)
+    assert both.sentence.passage.text[both.sentence.a:both.sentence.b] == "He lived at Delaford."
+    unit = next(u for u in seen if u.endswith("He lived at Delaford."))
+    assert unit.startswith("Colonel Brandon, the friend of Sir John")  # the sentence before it, then it
+    c = both.sentence
+    assert sentence_unit(c) == unit
+    assert np.allclose(standardise(np.array([1.0, 3.0])), [-1.0, 1.0]) and not standardise(np.ones(3)).any()
 
 
 def test_quote_bounds_grow_by_the_sentences_after_then_before():

@@ -1,0 +1,179 @@
+"""Issue 58's sentence probe: which sentence of the read passages should be quoted.
+
+    python -m bench.sentence_probe read --model CHECKPOINT --questions FILE --home DIR --out X.pkl
+    python -m bench.sentence_probe report X.pkl [X2.pkl ...]
+
+`read`: for each answerable question of FILE (documents already ingested in the library at DIR, e.g.
+by `drt-reader eval qa`), the path `ask` takes up to the quote (qa.ask.cross_read, then the pool's
+best READ_POOL chunks in the fused order, each with its neighbours, qa.reader.candidates), and for
+every candidate sentence: the feature reader's score, the cross-encoder's relevance of the sentence
+read alone and with the sentence before it, the best span score of the cross-encoder's span head
+inside the sentence (its chunk's window read once), its chunk's P and rank, and whether the quote
+grown around it (qa.reader.quote_bounds) holds the gold answer. `report`: "the quote holds the
+answer" for each picking rule, written and mined questions apart (ids `val-...` are mined).
+"""
+
+from __future__ import annotations
+
+import argparse
+import pickle
+import sys
+from pathlib import Path
+
+import numpy as np
+
+
+def _sentence_span_scores(scorer, question: str, text: str, sents: list[tuple[int, int]]) -> list[float]:
+    """The span head's best start + end logit with both ends inside each sentence [a, b) of `text`."""
+    import torch
+
+    from qa.cross_encoder import MAX_SPAN_TOKENS, encode_pairs
+
+    ids, mask, types, offsets = encode_pairs(scorer.tok, question, [text])
+    with torch.inference_mode():
+        _, st, en = scorer.model(ids.to(torch.long), mask, types)
+    st, en, off = st[0].float(), en[0].float(), offsets[0]
+    out = []
+    for a, b in sents:
+        idx = [j for j, (t, x, y) in enumerate(off) if x >= a and y <= b]
+        if not idx:
+            out.append(-20.0)
+            continue
+        tok = torch.tensor([off[j][0] for j in idx])
+        s, e = st[tok], en[tok]
+        n = len(tok)
+        sc = s[:, None] + e[None, :]
+        ii = torch.arange(n)
+        ok = (ii[None, :] >= ii[:, None]) & (ii[None, :] - ii[:, None] < MAX_SPAN_TOKENS)
+        out.append(float(sc.masked_fill(~ok, float("-inf")).max()))
+    return out
+
+
+def read(model: str, questions: str, home: str, out: str) -> None:
+    from drt_core.engine import Engine
+    from qa import ask as A
+    from qa.eval_qa import contains, load_questions
+    from qa.reader import QuestionInfo, candidates, passage_around, quote_bounds, restates, sentence_features, \
+        sentence_unit
+    from store.library import Library
+
+    eng = Engine.from_pretrained(model, device="cpu")
+    scorer = A.cross_encoder(eng)
+    reader = A._reader(eng)
+    lib = Library(home)
+    rows_out = []
+    for q in load_questions(questions):
+        if not q["answerable"]:
+            continue
+        did = next((d["id"] for d in lib.documents() if d.get("source_name") == Path(q["doc"]).name), None)
+        if did is None:
+            print(f"not ingested: {q['doc']}", file=sys.stderr)
+            continue
+        state = A.ready_state(lib, eng, did)
+        ce = A.cross_read(lib, eng, state, did, q["question"], [], scorer)
+        wins, order = ce["windows"], ce["order"]
+        top = order[:A.READ_POOL]
+        want = sorted({c + d for c in top for d in (-1, 0, 1) if c + d >= 0})
+        by_idx = {r["idx"]: r for r in lib.chunks(did, want)}
+        ps = [x for x in (passage_around(by_idx.get, c, r, 1.0 / (1 + r)) for r, c in enumerate(top)) if x is not None]
+        qi = QuestionInfo(q["question"], A._doc_stats(lib, did))
+        cands = [c for c in candidates(ps) if not restates(qi, c.passage.text[c.a:c.b])]
+        if not cands:
+            continue
+        s_reader = reader.sentence(sentence_features(qi, cands))
+        sents, quotes, labels, sent_labels = [], [], [], []
+        for c in cands:
+            text = c.passage.text
+            a, b = quote_bounds(text, c.a, c.b)
+            sents.append(" ".join(text[c.a:c.b].split()))
+            quotes.append(" ".join(text[a:b].split()))
+            labels.append(contains(quotes[-1], q["answer"]))
+            sent_labels.append(contains(sents[-1], q["answer"]))
+        rel_alone = [r.relevance for r in scorer.read(q["question"], sents, spans=False)]
+        rel_prev = [r.relevance for r in scorer.read(q["question"], [sentence_unit(c) for c in cands], spans=False)]
+        # the span head over each passage's chunk window (as the pool read it), per sentence
+        span_sc = np.full(len(cands), -20.0)
+        for p in {id(c.passage): c.passage for c in cands}.values():
+            w = wins.get(p.chunk)
+            if w is None:
+                continue
+            idx = [k for k, c in enumerate(cands) if c.passage is p]
+            rel = []
+            for k in idx:  # the sentence in the window's coordinates
+                da, db = p.base + cands[k].a - w.base, p.base + cands[k].b - w.base
+                rel.append((max(0, da), min(len(w.text), db)))
+            for k, v in zip(idx, _sentence_span_scores(scorer, q["question"], w.text, rel)):
+                span_sc[k] = v
+        rows_out.append({
+            "id": q["id"], "q": q["question"], "answer": q["answer"],
+            "reader": np.asarray(s_reader, float), "rel_alone": np.asarray(rel_alone),
+            "rel_prev": np.asarray(rel_prev), "span": span_sc,
+            "p": np.asarray([wins[c.passage.chunk].p if c.passage.chunk in wins else 0.0 for c in cands]),
+            "rank": np.asarray([c.passage.rank for c in cands]), "in_chunk": np.asarray(
+                [float(c.a < c.passage.hi and c.b > c.passage.lo) for c in cands]),
+            "label": np.asarray(labels), "sent_label": np.asarray(sent_labels), "sents": sents, "quotes": quotes})
+        print(len(rows_out), file=sys.stderr, flush=True)
+    Path(out).write_bytes(pickle.dumps(rows_out))
+
+
+def _z(x: np.ndarray) -> np.ndarray:
+    from qa.reader import standardise
+
+    return standardise(x)
+
+
+RULES = {
+    "feature reader (shipped)": lambda d, a: d["reader"],
+    "cross-encoder, sentence alone": lambda d, a: d["rel_alone"],
+    "cross-encoder, sentence after the one before (sentence_unit)": lambda d, a: d["rel_prev"],
+    "span head inside the sentence": lambda d, a: d["span"],
+}
+
+
+def combos():
+    for a in (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0):
+        yield f"z(reader) + {a} z(rel alone)", lambda d, a=a: _z(d["reader"]) + a * _z(d["rel_alone"])
+        yield f"z(reader) + {a} z(rel prev)", lambda d, a=a: _z(d["reader"]) + a * _z(d["rel_prev"])
+        yield f"z(reader) + {a} z(span)", lambda d, a=a: _z(d["reader"]) + a * _z(d["span"])
+        yield (f"z(reader) + {a} z(rel prev) + {a} z(span)",
+               lambda d, a=a: _z(d["reader"]) + a * _z(d["rel_prev"]) + a * _z(d["span"]))
+        yield f"z(rel prev) + {a} z(span)", lambda d, a=a: _z(d["rel_prev"]) + a * _z(d["span"])
+
+
+def report(paths: list[str]) -> None:
+    data = [d for p in paths for d in pickle.loads(Path(p).read_bytes())]
+    groups = (("all", lambda d: True), ("written", lambda d: not d["id"].startswith("val-")),
+              ("mined", lambda d: d["id"].startswith("val-")))
+    rules = [(k, (lambda f: lambda d: f(d, None))(f)) for k, f in RULES.items()] + list(combos())
+    head = "  ".join(f"{n} ({sum(map(k, data))})" for n, k in groups)
+    print(f"{'rule':58s} {head}")
+    print(f"{'a sentence holds it (ceiling)':58s} " + "  ".join(
+        f"{np.mean([float(d['label'].max()) for d in data if k(d)] or [0]):.3f}" for _, k in groups))
+    for name, f in rules:
+        cells = []
+        for _, k in groups:
+            ds = [d for d in data if k(d)]
+            cells.append(f"{np.mean([float(d['label'][int(np.argmax(f(d)))]) for d in ds]) if ds else 0:.3f}")
+        print(f"{name:58s} " + "  ".join(cells))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.sentence_probe", description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("read")
+    r.add_argument("--model", required=True)
+    r.add_argument("--questions", required=True)
+    r.add_argument("--home", required=True)
+    r.add_argument("--out", required=True)
+    p = sub.add_parser("report")
+    p.add_argument("reads", nargs="+")
+    a = ap.parse_args(argv)
+    if a.cmd == "read":
+        read(a.model, a.questions, a.home, a.out)
+    else:
+        report(a.reads)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
