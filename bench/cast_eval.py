@@ -44,11 +44,14 @@ def score_book(entries: list[dict], rec: dict) -> dict:
         right += ok
         wrong += not ok
         claimed |= who if ok else set()
-        rows.append({"name": e["name"], "ok": ok, "persons": len(who)})
+        rows.append({"name": e["name"], "forms": [e["name"], *e.get("aliases", [])], "ok": ok,
+                     "persons": sorted(people[i][1]["name"] for i in who), "claimed": bool(who & claimed) and not ok})
     main = [i for i, (k, _) in enumerate(people) if k == "main"]
     typed_place = [e for e in entries if e["kind"] == "place"]
     forms_of = lambda e: {norm(f) for f in [e["name"], *e.get("aliases", [])]}  # noqa: E731
-    return {"person_entries": right + wrong, "right": right,
+    missed = [people[i][1]["name"] for i in main if i not in claimed]
+    return {"person_entries": right + wrong, "right": right, "wrong_entries": [r for r in rows if not r["ok"]],
+            "main_missed": missed,
             "precision": right / max(1, right + wrong),
             "main": len(main), "main_found": len(set(main) & claimed),
             "recall": len(set(main) & claimed) / max(1, len(main)),
@@ -64,6 +67,7 @@ def main(argv=None) -> None:
     p.add_argument("--docs-root", default=str(ROOT.parent / "shared"))
     p.add_argument("--model", default=str(ROOT / "checkpoints" / "drt-tiny"))
     p.add_argument("--json", action="store_true")
+    p.add_argument("--wrong", action="store_true", help="also list each wrong entry and each main character missed")
     args = p.parse_args(argv)
 
     from ingest import pipeline
@@ -89,6 +93,10 @@ def main(argv=None) -> None:
         print(f"{Path(b['doc']).name:45} main {b['main_found']}/{b['main']} ({b['recall']:.0%})  person entries "
               f"{b['right']}/{b['person_entries']} right ({b['precision']:.0%})  places {b['places_listed']}/"
               f"{b['place_entries']} listed, {b['persons_typed_place']} persons typed place")
+        if args.wrong:
+            for r in b["wrong_entries"]:
+                print(f"    wrong: {' / '.join(r['forms'])} -> {r['persons'] or 'no listed person'}")
+            print(f"    main missed: {', '.join(b['main_missed']) or 'none'}")
     print(f"mean: recall {out['mean_recall']:.1%}, precision {out['mean_precision']:.1%}")
 
 

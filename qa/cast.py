@@ -60,12 +60,12 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from .given_names import given_sex
+from .given_names import NICKNAMES, given_sex
 from .reader import sentence_spans
 
 MIN_MENTIONS = 5
 MAX_ENTRIES = 60
-MALE = ("Mr", "Sir", "Lord", "Monsieur", "M", "Count", "Duke", "King", "Prince", "Baron", "Father", "Uncle",
+MALE = ("Mr", "Mister", "Sir", "Lord", "Monsieur", "M", "Count", "Duke", "King", "Prince", "Baron", "Father", "Uncle",
         "Sergeant", "Superintendent", "Inspector", "Captain", "Colonel", "General", "Dr", "Doctor", "Cardinal",
         "Abbé", "Chevalier", "Marquis", "Viscount", "Vicomte", "Comte", "Admiral", "Major", "Lieutenant")
 FEMALE = ("Mrs", "Miss", "Ms", "Lady", "Madame", "Mme", "Mlle", "Mademoiselle", "Countess", "Duchess", "Queen",
@@ -98,13 +98,19 @@ SPEECH = frozenset("said says replied asked cried answered exclaimed whispered c
 FUNCTION = frozenset("""The A An And But Or Nor For So Yet He She It They We You I His Her Its Their Our Your
 This That These Those There Here Then When Where What Which Who Whom Whose Why How If Though Although While
 As At By In On Of To With From Into Upon After Before Now Not All Some Every Each One Two My Me Him Let Do
-Did Is Was Were Be Are Have Has Had Will Would Shall Should Can Could May Might Must""".split())
+Did Is Was Were Be Are Have Has Had Will Would Shall Should Can Could May Might Must
+Tis Twas Twere Twould Hence Thus Perhaps Indeed Nay""".split())  # "'Tis Maypole", "Hence Yeobright": a sentence's
+# first word
+TITLE_WORDS = frozenset(RANKS + ("Mr", "Mister", "Mrs", "Miss", "Ms", "Sir", "Lady", "Monsieur", "Madame",
+                                  "Mademoiselle", "Messieurs", "Mesdames", "Misses", "Baronet", "Reverend", "Herr",
+                                  "Signor", "Senor", "Professor"))  # a rank or a form of address alone is no one
+# ("the Queen" of Alice and "the Duchess" are their names)
 ACTS = SPEECH | frozenset("looked smiled laughed thought felt knew came went took saw turned began sat stood ran "
                          "wrote told wished nodded sighed hesitated paused rose bowed shook whispered".split())
 LOOKS = SPEECH | frozenset("looked smiled laughed nodded bowed turned wrote whispered looking smiling laughing "
                            "glanced gazed stared spoke speaking talked listened".split())
 PLACE_PREP = frozenset("in at to from near towards toward into through".split())
-_CAP = r"(?:[dD][’'])?[A-Z][a-zà-öø-ÿ]+(?:-[A-Z][a-zà-öø-ÿ]+)?"
+_CAP = r"(?:[dDO][’'])?[A-Z][a-zà-öø-ÿ]+(?:-[A-Z][a-zà-öø-ÿ]+)?"
 _REGNAL = r"(?:[ \t]+(?=[IVX]{2,5}\b)X{0,3}(?:IX|IV|V?I{0,3}))?"  # "Louis XIV", "Charles II" (not "I")
 _TITLE_AHEAD = rf"(?:{'|'.join(TITLES)})\.?[ \t]+[A-Z]"
 _MENTION = re.compile(
@@ -115,7 +121,7 @@ _WORD = re.compile(r"[A-Za-zà-öø-ÿ’']+")
 _PRONOUN = re.compile(r"\b(?:[Hh]e|[Hh]is|him|[Ss]he|[Hh]er)\b")
 _ELIDED = re.compile(r"[dD][’'][A-Z]")  # d’Artagnan
 ARTICLES = frozenset("the a an his her your their my our its this that these those".split())
-SAME_TITLE = {"M": "Monsieur", "Mme": "Madame", "Mlle": "Mademoiselle", "Doctor": "Dr"}
+SAME_TITLE = {"M": "Monsieur", "Mister": "Mr", "Mme": "Madame", "Mlle": "Mademoiselle", "Doctor": "Dr"}
 
 
 @dataclass
@@ -280,11 +286,28 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
         # "Miss Lucy Steele" and "Lucy Steele" are one person
         names.setdefault(f.words, k)
         entity[k] = names[f.words]
+    ranked = {entity[k] for k, f in full.items() if f.title and f.title not in FAMILIAR}
+    for words in list(names):  # "Becky Sharp" is Rebecca Sharp (but "Tom Bertram" is not his father Sir Thomas)
+        formal = [w for w in names if len(words) >= 2 and w[1:] == words[1:] and w[0] in NICKNAMES.get(words[0], ())]
+        if len(formal) == 1 and names[formal[0]] != names[words] and names[formal[0]] not in ranked:
+            old, new = names[words], names[formal[0]]
+            for w in names:
+                names[w] = new if names[w] == old else names[w]
+            for j in entity:
+                entity[j] = new if entity[j] == old else entity[j]
     by_first = defaultdict(set)
     by_last = defaultdict(set)
     for words, k in names.items():
         by_first[words[0]].add(k)
         by_last[_surname(words)].add(k)
+    in_full_first = Counter()
+    for k, f in full.items():
+        in_full_first[entity[k]] += f.count
+    for w, n in bare.items():  # "Emmy", "Miss Emmy": the one person named in full "Amelia" (or Emily, Emma)
+        if w not in by_first and n >= 3 and w in NICKNAMES:
+            formal = {e for t in NICKNAMES[w] for e in by_first.get(t, ()) if in_full_first[e] >= 3}
+            if len(formal) == 1:
+                by_first[w] = formal
     titled_with = defaultdict(set)  # (title, first name) -> full entries seen with that title
     for k, f in full.items():
         if f.title:
@@ -314,6 +337,9 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
         if f.title:
             titles_of[entity[k]].add(f.title)
     singles = dict(sorted(((k, f) for k, f in forms.items() if k not in full), key=lambda kv: -kv[1].count))
+    # a name used alone that is no family's surname ("d'Artagnan"; not "Crawley", which a chapter heading's
+    # "Crawley of James" made dominant, beside Pitt, Rawdon and Bute Crawley)
+    alone_name = {w for w in dominant if not by_last.get(w, set()) - minor}
     split: dict[tuple, list[tuple]] = {}  # an ambiguous first name -> the full names that share it
     surnames = set(by_last) | {f.words[-1] for k, f in singles.items() if f.title}
     for k, f in singles.items():
@@ -346,7 +372,7 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
                         and counts[("Mr", (first_of[e],))] < max(3, 0.1 * f.count)}
             if not seen and f.title in KIN:  # "Aunt Norris" is Mrs. Norris, "Uncle Pumblechook" Mr. Pumblechook
                 seen = next(({entity.get(j, j)} for j in ((t, (word,)) for t in KIN[f.title]) if counts[j]), set())
-            if not seen and word in dominant and f.title not in WIVES:  # "Monsieur d'Artagnan"
+            if not seen and word in alone_name and f.title not in WIVES:  # "Monsieur d'Artagnan"
                 seen = {(None, (word,))}
             if len(seen) == 1:
                 entity[k] = next(iter(seen))
@@ -363,10 +389,11 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
         word = f.words[-1]
         if word.endswith("s") and (word[:-1] in by_last or word[:-1] in titled_single):
             continue  # "the Steeles": a family
-        if word in dominant:
+        if word in alone_name:
             entity[k] = k
             continue
-        if word in by_first:
+        heading = by_first.get(word, set()) <= minor and f.count > 10 * sum(in_full[e] for e in by_first.get(word, ()))
+        if word in by_first and not heading:  # (not "Dobbin", hundreds of times, beside a heading's "Dobbin Licked")
             if f.count < 3:  # a first name alone twice may be anyone's ("John" beside John Yates)
                 entity[k] = k
             elif len(by_first[word]) == 1:
@@ -400,7 +427,40 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
         for owner, part in zip(owners, _split_by_nearest(forms[k], [groups[o] for o in owners])):
             if part.count:
                 groups[owner].append(part)
+    _fold_surnames(groups, by_last, by_first, minor, sex_of, titles_of, counts, first_of)
     return list(groups.values())
+
+
+def _fold_surnames(groups: dict, by_last: dict, by_first: dict, minor: set, sex_of: dict, titles_of: dict,
+                   counts: Counter, first_of: dict) -> None:
+    """A man's surname entry ("Venn", "Mr. Venn": 157 mentions) joins the one man the book names in
+    full with it ("Diggory Venn", 45) where no woman of that surname is named as often as a tenth of
+    it (a wife "Mrs. Venn" 3 times), the titles agree ("Mr. Elliot" is not Sir Walter Elliot) and the
+    book does not call that man "Mr." with his first name to tell him from a "Mr. Blake" ("Mr. Franklin")."""
+    for key in list(groups):
+        g = groups.get(key)
+        if not g or key in by_last.get(key[1][-1] if key[1] else "", set()):
+            continue
+        words = {f.words for f in g}
+        if len(words) != 1 or len(next(iter(words))) != 1:
+            continue
+        word = next(iter(words))[0]
+        titles = {f.title for f in g if f.title}
+        if word in by_first or any(t not in MALE for t in titles):
+            continue
+        n = sum(f.count for f in g)
+        women = sum(counts[(t, (word,))] for t in FEMALE)
+        owners = by_last.get(word, set()) - minor
+        if len(owners) != 1 or women >= 0.1 * n:
+            continue
+        e = next(iter(owners))
+        if e == key or sex_of.get(e) not in (None, "m") or e not in groups \
+                or counts[("Mr", (first_of.get(e, ""),))] >= max(3, 0.1 * n):
+            continue
+        theirs = _classes(titles_of.get(e, set()))
+        if not all((_classes({t}) <= {"Mr"} and theirs <= {"Mr"}) or (t in RANKS and theirs <= {t}) for t in titles):
+            continue
+        groups[e].extend(groups.pop(key))
 
 
 def _classes(titles: set) -> set:
@@ -484,7 +544,7 @@ def _kind(group: list[Form], classes: Counter) -> str | None:
         return None  # "the Musketeer" of "the Musketeers": a kind of person, not a name
     if article >= 0.3 * n:  # "the Hatter" is someone when he speaks and acts; "the Louvre" a place
         return "person" if person >= max(2, 0.1 * n) else "place" if place >= 0.2 * n else None
-    full = any(len(f.words) >= 2 for f in group)
+    full = sum(f.count for f in group if len(f.words) >= 2) >= max(2, 0.05 * n)  # not "Rousseau of Egdon" once
     if place >= max(2, (0.3 if full else 0.2) * n) and place > person:
         return "place"
     if person >= max(2, 0.05 * n) or full:
@@ -510,8 +570,8 @@ def cast(text: str, skip_spans: Sequence[tuple[int, int]] = ()) -> list[dict]:
         canon = group[0]
         rest = sorted(group[1:], key=lambda f: -f.count)
         kind = _kind(group, classes)
-        if kind is None:
-            continue
+        if kind is None or all(w in TITLE_WORDS for f in group for w in f.words):
+            continue  # no one, or a title alone ("the Major", "Baronet", "Reverend Colonel")
         named = any(f.title for f in group) or given_sex(canon.words[0]) is not None \
             or sum(f.person for f in group) >= 2  # a title, a given name, or speech and acts: someone
         out.append({"name": canon.text, "kind": kind, "mentions": n, "named": named,

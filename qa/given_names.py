@@ -51,3 +51,27 @@ Ursula Victoria Violet Virginia Wilhelmina Winifred
 def given_sex(word: str) -> str | None:
     """"m" or "f" for a given name these lists hold, else None."""
     return "m" if word in MALE_GIVEN else "f" if word in FEMALE_GIVEN else None
+
+
+# the familiar forms of given names (English usage of the period): "Becky" is Rebecca, "Jos" Joseph.
+# `qa.cast` joins a familiar form to the one person the book names in full with one of its given names.
+NICKNAMES = {
+    "Becky": ("Rebecca",), "Emmy": ("Amelia", "Emily", "Emma"), "Jos": ("Joseph",), "Joe": ("Joseph",),
+    "Georgy": ("George",), "Georgie": ("George",), "Bill": ("William",), "Billy": ("William",),
+    "Will": ("William",), "Willy": ("William",), "Bob": ("Robert",), "Bobby": ("Robert",), "Rob": ("Robert",),
+    "Dick": ("Richard",), "Tom": ("Thomas",), "Tommy": ("Thomas",), "Ned": ("Edward", "Edmund"),
+    "Teddy": ("Edward",), "Harry": ("Henry",), "Hal": ("Henry",), "Jack": ("John",), "Johnny": ("John",),
+    "Jem": ("James",), "Jim": ("James",), "Jemmy": ("James",), "Jamie": ("James",), "Sam": ("Samuel",),
+    "Sammy": ("Samuel",), "Ben": ("Benjamin",), "Nat": ("Nathaniel",), "Nick": ("Nicholas",),
+    "Kit": ("Christopher",), "Charley": ("Charles",), "Charlie": ("Charles",), "Fred": ("Frederick",),
+    "Freddy": ("Frederick",), "Fritz": ("Friedrich",), "Tony": ("Anthony",), "Matt": ("Matthew",),
+    "Kate": ("Catherine", "Katharine", "Katherine"), "Kitty": ("Catherine", "Katharine", "Katherine"),
+    "Katy": ("Catherine", "Katharine", "Katherine"), "Bess": ("Elizabeth",), "Betsy": ("Elizabeth",),
+    "Betty": ("Elizabeth",), "Lizzy": ("Elizabeth",), "Lizzie": ("Elizabeth",), "Eliza": ("Elizabeth",),
+    "Polly": ("Mary",), "Molly": ("Mary",), "Peggy": ("Margaret",), "Meg": ("Margaret",), "Maggie": ("Margaret",),
+    "Nelly": ("Ellen", "Eleanor", "Helen"), "Nell": ("Ellen", "Eleanor", "Helen"), "Sally": ("Sarah",),
+    "Patty": ("Martha",), "Matty": ("Matilda", "Martha"), "Fanny": ("Frances",), "Jenny": ("Jane",),
+    "Nancy": ("Ann", "Anne", "Anna"), "Sukey": ("Susan",), "Dolly": ("Dorothy",),
+    "Tamsin": ("Thomasin", "Thomasina"), "Tamsie": ("Thomasin", "Thomasina"), "Dora": ("Dorothea",),
+    "Gussie": ("Augusta",), "Lotty": ("Charlotte",), "Lottie": ("Charlotte",), "Milly": ("Millicent", "Amelia"),
+}
