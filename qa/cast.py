@@ -544,7 +544,8 @@ def _kind(group: list[Form], classes: Counter) -> str | None:
         return None  # "the Musketeer" of "the Musketeers": a kind of person, not a name
     if article >= 0.3 * n:  # "the Hatter" is someone when he speaks and acts; "the Louvre" a place
         return "person" if person >= max(2, 0.1 * n) else "place" if place >= 0.2 * n else None
-    full = sum(f.count for f in group if len(f.words) >= 2) >= max(2, 0.05 * n)  # not "Rousseau of Egdon" once
+    in_full = sum(f.count for f in group if len(f.words) >= 2)
+    full = in_full >= 0.05 * n and (in_full >= 2 or n < 20)  # not "Rousseau of Egdon" once in 98 "Egdon"s
     if place >= max(2, (0.3 if full else 0.2) * n) and place > person:
         return "place"
     if person >= max(2, 0.05 * n) or full:

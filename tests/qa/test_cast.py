@@ -231,3 +231,16 @@ def test_no_entry_for_a_title_alone_or_a_sentences_first_word():
     names = {o["name"] for o in cast(text)}
     assert not names & {"Major", "Captain", "Colonel", "Reverend Colonel", "Tis", "Hence", "Hence Yeobright"}
     assert "Queen" in names and "Clym Yeobright" in names
+
+
+def test_a_full_name_once_makes_a_few_mentions_a_person_but_not_a_place_named_a_hundred_times():
+    """Frankenstein's "Beaufort" (four times) named once in full, "Caroline Beaufort", is someone
+    (the outline's picture needs her); "Rousseau of Egdon" once does not make Egdon a person."""
+    few = ("We knew Beaufort well. We pitied Beaufort then. We visited Beaufort often. We mourned Beaufort long. "
+           "We loved Caroline Beaufort too. ")
+    story = six_times("Clym Yeobright", "Eustacia Vye")  # a story has a cast
+    assert {o["name"]: o["kind"] for o in cast(story + few)}.get("Caroline Beaufort") == "person"
+    many = "Egdon was dark that night. " * 40 + "He was the Rousseau of Egdon. "
+    kinds = {o["name"]: o["kind"] for o in cast(story + many)}
+    assert "Eustacia Vye" in kinds
+    assert kinds.get("Egdon", "none") != "person" and not any("Rousseau" in n for n in kinds)
