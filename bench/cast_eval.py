@@ -39,13 +39,13 @@ def score_book(entries: list[dict], rec: dict) -> dict:
     claimed: set[int] = set()
     right, wrong, rows = 0, 0, []
     for e in sorted((e for e in entries if e["kind"] == "person"), key=lambda e: -e["mentions"]):
-        who = set().union(*(owner.get(norm(f), set()) for f in [e["name"], *e.get("aliases", [])]))
+        forms = [e["name"], *e.get("aliases", [])]
+        who = set().union(*(owner.get(norm(f), set()) for f in forms))
         ok = len(who) == 1 and not (who & claimed)
         right += ok
         wrong += not ok
         claimed |= who if ok else set()
-        rows.append({"name": e["name"], "forms": [e["name"], *e.get("aliases", [])], "ok": ok,
-                     "persons": sorted(people[i][1]["name"] for i in who), "claimed": bool(who & claimed) and not ok})
+        rows.append({"name": e["name"], "forms": forms, "ok": ok, "persons": sorted(people[i][1]["name"] for i in who)})
     main = [i for i, (k, _) in enumerate(people) if k == "main"]
     typed_place = [e for e in entries if e["kind"] == "place"]
     forms_of = lambda e: {norm(f) for f in [e["name"], *e.get("aliases", [])]}  # noqa: E731

@@ -22,13 +22,13 @@ from pathlib import Path
 WEIGHTS = (0, 10, 20, 50, 100, 200)
 
 
-def read(model: str, questions: str, home: str, out: str) -> None:
+def pool_reads(model: str, questions: str, home: str):
+    """Each answerable question of FILE whose document the library at DIR holds, its pool read as
+    `ask` reads it (qa.ask.cross_read): yields (question, library, engine, doc id, state, the
+    reading, the checkpoint's trained reader or None)."""
     from drt_core.engine import Engine
-    from ingest.parts import document_text
     from qa import ask as A
-    from qa import rerank
-    from qa.eval_qa import TextFinder, gold_chunks, load_questions
-    from qa.reader import passage_around, quote_bounds
+    from qa.eval_qa import load_questions
     from store.library import Library
 
     eng = Engine.from_pretrained(model, device="cpu")
@@ -37,7 +37,6 @@ def read(model: str, questions: str, home: str, out: str) -> None:
         raise SystemExit(f"{model} ships no cross-encoder")
     lib = Library(home)
     reader = A._reader(eng)
-    rows_out = []
     for q in load_questions(questions):
         if not q["answerable"]:
             continue
@@ -46,7 +45,18 @@ def read(model: str, questions: str, home: str, out: str) -> None:
             print(f"not ingested: {q['doc']}", file=sys.stderr)
             continue
         state = A.ready_state(lib, eng, did)
-        ce = A.cross_read(lib, eng, state, did, q["question"], [], scorer)
+        yield q, lib, eng, did, state, A.cross_read(lib, eng, state, did, q["question"], [], scorer), reader
+
+
+def read(model: str, questions: str, home: str, out: str) -> None:
+    from ingest.parts import document_text
+    from qa import ask as A
+    from qa import rerank
+    from qa.eval_qa import TextFinder, gold_chunks
+    from qa.reader import quote_bounds
+
+    rows_out = []
+    for q, lib, eng, did, state, ce, reader in pool_reads(model, questions, home):
         s0 = eng.question_scores(state, q["question"])
         gold, _ = gold_chunks(TextFinder(document_text(lib, did)), lib.chunks(did), q["gold"])
         wins = ce["windows"]
@@ -55,10 +65,7 @@ def read(model: str, questions: str, home: str, out: str) -> None:
         olds = {}
         for W in ("ce", *WEIGHTS):
             key = (lambda cw: -cw[1].p) if W == "ce" else (lambda cw, W=W: -(float(s0[cw[0]]) + W * cw[1].p))
-            order = [c for c, _ in sorted(wins.items(), key=key)][:8]
-            near = sorted({c + d for c in order for d in (-1, 0, 1) if c + d >= 0})
-            by_idx = {r["idx"]: r for r in lib.chunks(did, near)}
-            ps = [x for x in (passage_around(by_idx.get, c, r, 1.0 / (1 + r)) for r, c in enumerate(order)) if x]
+            ps, _ = A.pool_passages(lib, did, [c for c, _ in sorted(wins.items(), key=key)])
             rd = reader.read(q["question"], ps, A._doc_stats(lib, did)) if reader is not None and ps else None
             if rd is not None:
                 p0 = rd.sentence.passage

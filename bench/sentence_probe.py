@@ -22,62 +22,37 @@ from pathlib import Path
 
 import numpy as np
 
+from qa.reader import standardise as _z  # z-scores over a question's candidates, as Reader.read mixes them
+
 
 def _sentence_span_scores(scorer, question: str, text: str, sents: list[tuple[int, int]]) -> list[float]:
-    """The span head's best start + end logit with both ends inside each sentence [a, b) of `text`."""
+    """The span head's best start + end logit with both ends inside each sentence [a, b) of `text`
+    (qa.cross_encoder.best_span over the sentence's tokens; -20 for a sentence with none)."""
     import torch
 
-    from qa.cross_encoder import MAX_SPAN_TOKENS, encode_pairs
+    from qa.cross_encoder import best_span, encode_pairs
 
     ids, mask, types, offsets = encode_pairs(scorer.tok, question, [text])
     with torch.inference_mode():
-        _, st, en = scorer.model(ids.to(torch.long), mask, types)
-    st, en, off = st[0].float(), en[0].float(), offsets[0]
-    out = []
-    for a, b in sents:
-        idx = [j for j, (t, x, y) in enumerate(off) if x >= a and y <= b]
-        if not idx:
-            out.append(-20.0)
-            continue
-        tok = torch.tensor([off[j][0] for j in idx])
-        s, e = st[tok], en[tok]
-        n = len(tok)
-        sc = s[:, None] + e[None, :]
-        ii = torch.arange(n)
-        ok = (ii[None, :] >= ii[:, None]) & (ii[None, :] - ii[:, None] < MAX_SPAN_TOKENS)
-        out.append(float(sc.masked_fill(~ok, float("-inf")).max()))
-    return out
+        _, st, en = scorer.model(ids, mask, types)
+    st, en = st[0].float(), en[0].float()
+    inside = ([o for o in offsets[0] if o[1] >= a and o[2] <= b] for a, b in sents)
+    return [best_span(st, en, toks)[1] if toks else -20.0 for toks in inside]
 
 
 def read(model: str, questions: str, home: str, out: str) -> None:
-    from drt_core.engine import Engine
+    from bench.ce_probe import pool_reads
     from qa import ask as A
-    from qa.eval_qa import contains, load_questions
-    from qa.reader import QuestionInfo, candidates, passage_around, quote_bounds, restates, sentence_features, \
-        sentence_unit
-    from store.library import Library
+    from qa.eval_qa import contains
+    from qa.reader import QuestionInfo, answer_candidates, quote_bounds, sentence_features, sentence_unit
 
-    eng = Engine.from_pretrained(model, device="cpu")
-    scorer = A.cross_encoder(eng)
-    reader = A._reader(eng)
-    lib = Library(home)
     rows_out = []
-    for q in load_questions(questions):
-        if not q["answerable"]:
-            continue
-        did = next((d["id"] for d in lib.documents() if d.get("source_name") == Path(q["doc"]).name), None)
-        if did is None:
-            print(f"not ingested: {q['doc']}", file=sys.stderr)
-            continue
-        state = A.ready_state(lib, eng, did)
-        ce = A.cross_read(lib, eng, state, did, q["question"], [], scorer)
-        wins, order = ce["windows"], ce["order"]
-        top = order[:A.READ_POOL]
-        want = sorted({c + d for c in top for d in (-1, 0, 1) if c + d >= 0})
-        by_idx = {r["idx"]: r for r in lib.chunks(did, want)}
-        ps = [x for x in (passage_around(by_idx.get, c, r, 1.0 / (1 + r)) for r, c in enumerate(top)) if x is not None]
+    for q, lib, _, did, _, ce, reader in pool_reads(model, questions, home):
+        scorer = ce["scorer"]
+        wins = ce["windows"]
+        ps, _ = A.pool_passages(lib, did, ce["order"])
         qi = QuestionInfo(q["question"], A._doc_stats(lib, did))
-        cands = [c for c in candidates(ps) if not restates(qi, c.passage.text[c.a:c.b])]
+        cands = answer_candidates(qi, ps)
         if not cands:
             continue
         s_reader = reader.sentence(sentence_features(qi, cands))
@@ -114,12 +89,6 @@ def read(model: str, questions: str, home: str, out: str) -> None:
             "label": np.asarray(labels), "sent_label": np.asarray(sent_labels), "sents": sents, "quotes": quotes})
         print(len(rows_out), file=sys.stderr, flush=True)
     Path(out).write_bytes(pickle.dumps(rows_out))
-
-
-def _z(x: np.ndarray) -> np.ndarray:
-    from qa.reader import standardise
-
-    return standardise(x)
 
 
 RULES = {

@@ -479,17 +479,24 @@ def causal_effects(engine: DocumentEngine, state: Any, question: str, ids: list[
 READ_POOL = 8  # the trained reader reads the pool's best 8 by the fused score, each with its neighbours
 
 
-def _read_pool(library: Library, doc_id: str, question: str, order: list[int], reader, scorer=None,
-               sentence_weight: float = 0.0) -> tuple[dict | None, list[int]]:
-    """The trained reader (qa.reader) on the pool's best READ_POOL chunks in the fused order, each
-    read with its neighbours, the cross-encoder's relevance of each sentence weighing in where the
-    calibration gives it a weight: (the quote, the chunks in the order shown: the quote's first)."""
+def pool_passages(library: Library, doc_id: str, order: list[int]) -> tuple[list, dict[int, dict]]:
+    """The passages the trained reader reads: the first READ_POOL chunks of `order`, each with its
+    neighbours (qa.reader.passage_around, ranked as ordered), and the library rows they were cut from."""
     from .reader import passage_around
 
     top = order[:READ_POOL]
     want = sorted({c + d for c in top for d in (-1, 0, 1) if c + d >= 0})
     by_idx = {r["idx"]: r for r in library.chunks(doc_id, want)}
     ps = [x for x in (passage_around(by_idx.get, c, r, 1.0 / (1 + r)) for r, c in enumerate(top)) if x is not None]
+    return ps, by_idx
+
+
+def _read_pool(library: Library, doc_id: str, question: str, order: list[int], reader, scorer=None,
+               sentence_weight: float = 0.0) -> tuple[dict | None, list[int]]:
+    """The trained reader (qa.reader) on the pool's best READ_POOL chunks in the fused order, each
+    read with its neighbours, the cross-encoder's relevance of each sentence weighing in where the
+    calibration gives it a weight: (the quote, the chunks in the order shown: the quote's first)."""
+    ps, by_idx = pool_passages(library, doc_id, order)
     relevance = None
     if scorer is not None and sentence_weight:
         def relevance(units: list[str]):

@@ -300,12 +300,12 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
     for words, k in names.items():
         by_first[words[0]].add(k)
         by_last[_surname(words)].add(k)
-    in_full_first = Counter()
+    in_full = Counter()  # an entry's mentions in full
     for k, f in full.items():
-        in_full_first[entity[k]] += f.count
+        in_full[entity[k]] += f.count
     for w, n in bare.items():  # "Emmy", "Miss Emmy": the one person named in full "Amelia" (or Emily, Emma)
         if w not in by_first and n >= 3 and w in NICKNAMES:
-            formal = {e for t in NICKNAMES[w] for e in by_first.get(t, ()) if in_full_first[e] >= 3}
+            formal = {e for t in NICKNAMES[w] for e in by_first.get(t, ()) if in_full[e] >= 3}
             if len(formal) == 1:
                 by_first[w] = formal
     titled_with = defaultdict(set)  # (title, first name) -> full entries seen with that title
@@ -321,9 +321,6 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
     for (title, words), n in counts.items():
         if len(words) == 1 and (title is None or title in DAUGHTERS):
             alone[words[0]] += n
-    in_full = Counter()  # an entry's mentions in full
-    for k, f in full.items():
-        in_full[entity[k]] += f.count
     weight = Counter(in_full)  # ... with its first name's alone
     for words, k in names.items():
         weight[k] += alone[words[0]] if len(by_first[words[0]]) == 1 else 0

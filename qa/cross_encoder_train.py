@@ -45,7 +45,7 @@ from drt_core.bm25 import BM25
 from drt_core.hardware import cpu_has_bf16
 
 from .cross_encoder import FILE, META, MAX_LEN, CrossEncoder, encode_pairs, load_tokenizer, passage_window
-from .reader import sentence_spans
+from .reader import sentence_spans, unit_bounds
 from .reader_train import paraphrase
 from .written import written_docs
 
@@ -161,17 +161,12 @@ def written_examples(text: str, items: list[dict], rng: random.Random, encode, g
     return out
 
 
-def sentence_unit(text: str, spans: list[tuple[int, int]], j: int) -> tuple[int, int]:
-    """Sentence j of `text` read with the sentence before it: [start, end) in `text` (what `ask`'s
-    sentence picker reads, qa.reader.sentence_units)."""
-    return (spans[j - 1][0] if j > 0 else spans[j][0]), spans[j][1]
-
-
 def sentence_group(ex: dict, rng: random.Random) -> dict | None:
-    """A group of sentences for a group with an answer span: the answer's sentence (with the one
-    before it) as the positive; as negatives, one of its window's other sentences that do not hold
-    the answer (the hardest: the same scene, often the question's own words) and the sentences of
-    the negative windows that share most of the question's words. None where too few are found."""
+    """A group of sentences for a group with an answer span: the answer's sentence after the one
+    before it (qa.reader.unit_bounds: what `ask`'s sentence picker reads) as the positive; as
+    negatives, one of its window's other sentences that do not hold the answer (the hardest: the
+    same scene, often the question's own words) and the sentences of the negative windows that share
+    most of the question's words. None where too few are found."""
     if ex.get("span") is None or ex.get("none"):
         return None
     text, (a0, a1) = ex["passages"][0], ex["span"]
@@ -182,19 +177,19 @@ def sentence_group(ex: dict, rng: random.Random) -> dict | None:
     avoid = _norm(text[a0:a1])
     if not avoid:
         return None
-    pa, pb = sentence_unit(text, spans, i)
+    pa, pb = unit_bounds(spans, i)
     pb = max(pb, a1)
     qw = set(_norm(ex["q"]).split())
 
     def overlap(u: str) -> int:
         return len(qw & set(_norm(u).split()))
 
-    same = [text[slice(*sentence_unit(text, spans, j))] for j in range(len(spans)) if j != i]
+    same = [text[slice(*unit_bounds(spans, j))] for j in range(len(spans)) if j != i]
     same = [u for u in same if avoid not in _norm(u) and len(u.split()) >= 4]
     other = []
     for w in ex["passages"][1:]:
         sp = sentence_spans(w)
-        other += [w[slice(*sentence_unit(w, sp, j))] for j in range(len(sp))]
+        other += [w[slice(*unit_bounds(sp, j))] for j in range(len(sp))]
     other = [u for u in other if avoid not in _norm(u) and len(u.split()) >= 4]
     rng.shuffle(other)
     other.sort(key=lambda u: -overlap(u))

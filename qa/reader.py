@@ -119,14 +119,18 @@ class Candidate:
     b: int
 
 
+def unit_bounds(spans: list[tuple[int, int]], j: int) -> tuple[int, int]:
+    """Sentence j of `spans` read after the sentence before it: [start, end) in their text."""
+    return (spans[j - 1][0] if j > 0 else spans[j][0]), spans[j][1]
+
+
 def sentence_unit(c: Candidate) -> str:
     """What the cross-encoder reads of a candidate sentence: the sentence after the one before it in
-    its passage (as it was trained: qa.cross_encoder_train.sentence_group)."""
+    its passage (`unit_bounds`, as it was trained: qa.cross_encoder_train.sentence_group)."""
     text = c.passage.text
     spans = sentence_spans(text)
     i = next((j for j, (a, _) in enumerate(spans) if a == c.a), None)
-    start = spans[i - 1][0] if i else c.a
-    return text[start:c.b]
+    return text[c.a:c.b] if i is None else text[unit_bounds(spans, i)[0]:c.b]
 
 
 def standardise(x: np.ndarray) -> np.ndarray:
@@ -211,6 +215,11 @@ def candidates(passages: Sequence[Passage]) -> list[Candidate]:
             seen.add(key)
             out.append(Candidate(p, a, b))
     return out
+
+
+def answer_candidates(q: QuestionInfo, passages: Sequence[Passage]) -> list[Candidate]:
+    """The sentences the reader chooses among: the passages' candidates that do not restate the question."""
+    return [c for c in candidates(passages) if not restates(q, c.passage.text[c.a:c.b])]
 
 
 def restates(q: QuestionInfo, sent: str) -> bool:
@@ -414,7 +423,7 @@ class Reader:
         reader's and the cross-encoder's, each standardised over the candidates: z(reader) + weight
         z(cross-encoder) (the weight chosen on validation: cross_encoder.json's calibration)."""
         q = QuestionInfo(question, stats)
-        cands = [c for c in candidates(passages) if not restates(q, c.passage.text[c.a:c.b])]
+        cands = answer_candidates(q, passages)
         if not cands:
             return None
         X = sentence_features(q, cands)
