@@ -21,6 +21,13 @@ def locate(text: str, finder, q: dict) -> tuple[int, int] | None:
     return (g[0] + in_gold[0], g[0] + in_gold[1]) if in_gold else g
 
 
+def doc_path(doc: str, root: str, question_file: str) -> Path:
+    """A written question's document: its `doc` under `root` (the training files' ../shared), else
+    beside its question file (a sealed set's texts, `doc` relative to docs/eval)."""
+    p = Path(root) / doc
+    return p if p.is_file() else Path(question_file).parent / doc
+
+
 def written_docs(files: list[str], root: str):
     """(doc, its text as the app parses it, its questions, each answerable one with `ans_char`, the
     answer's place, or left out where its gold is not found) for the written question files."""
@@ -28,12 +35,13 @@ def written_docs(files: list[str], root: str):
 
     from .eval_qa import TextFinder, load_questions
 
-    by_doc = defaultdict(list)
+    by_doc, path = defaultdict(list), {}
     for f in files:
         for q in load_questions(f):
             by_doc[q["doc"]].append(q)
+            path.setdefault(q["doc"], doc_path(q["doc"], root, f))
     for d in sorted(by_doc):
-        text = parse_file(Path(root) / d).text
+        text = parse_file(path[d]).text
         finder, items = TextFinder(text), []
         for q in by_doc[d]:
             at = locate(text, finder, q) if q["answerable"] else None

@@ -4,6 +4,7 @@ at the answer; its training examples are built as documented (qa.cross_encoder_t
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -145,3 +146,28 @@ def test_sentence_groups_hold_the_answer_only_in_the_positive_sentence():
     assert "The mill stood by the river." in g["passages"][1:]  # the same window's other sentence
     assert not any("never went back" in p for p in g["passages"])  # read after the answer's: not a negative
     assert sentence_group(dict(ex, span=None), random.Random(0)) is None  # no answer span, no group
+
+
+def test_written_documents_are_found_under_the_root_or_beside_their_question_file(tmp_path):
+    """Training files name documents under ../shared; a sealed set that joins them names its texts
+    relative to its own folder (docs/eval/texts_v4/...): both are read, each question located."""
+    from qa.written import written_docs
+
+    src = (Path(__file__).resolve().parents[1] / "assets" / "frankenstein_excerpt.txt").read_text()
+    i = src.index("Geneva")
+    gold = " ".join(src[max(0, i - 60): i + 40].split())
+    root, sealed = tmp_path / "shared", tmp_path / "eval"
+    (root / "books").mkdir(parents=True)
+    (sealed / "texts").mkdir(parents=True)
+    (root / "books" / "a.txt").write_text(src)
+    (sealed / "texts" / "b.txt").write_text(src)
+    row = {"type": "fact", "question": "Where was the narrator born?", "answer": "Geneva", "gold": gold,
+           "answerable": True}
+    (tmp_path / "train.jsonl").write_text(json.dumps({"id": "t1", "doc": "books/a.txt", **row}) + "\n")
+    (sealed / "sealed.jsonl").write_text(json.dumps({"id": "s1", "doc": "texts/b.txt", **row}) + "\n")
+    got = {d: items for d, _, items in written_docs([str(tmp_path / "train.jsonl"), str(sealed / "sealed.jsonl")],
+                                                    str(root))}
+    assert set(got) == {"books/a.txt", "texts/b.txt"}
+    for d, items in got.items():
+        (q,) = items
+        assert q["ans_char"] and src[q["ans_char"][0]:q["ans_char"][1]] == "Geneva"
