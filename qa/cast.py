@@ -91,7 +91,7 @@ Welsh British American Indian Indians Swiss Russian Greek Latin Roman Romans Cat
 Gutenberg Project Chapter Volume Book Part Section Madam Sir Miss Mrs Mr Esq Oh Ah Yes No Well Alas Hush
 St Bah Pshaw Hum Hem Ha Eh Hallo Halloa Parbleu Pardieu Mordieu Morbleu Sacre Adieu Amen Vive
 Englishman Englishmen Frenchman Frenchmen Scotchman Scotchmen Irishman Irishmen Spaniard Spaniards Dutchman
-Jesuit Jesuits Huguenot Huguenots Puritan Puritans
+Jesuit Jesuits Huguenot Huguenots Puritan Puritans Saxon Saxons Norman Normans
 """.split())
 SPEECH = frozenset("said says replied asked cried answered exclaimed whispered continued returned added "
                    "resumed observed remarked rejoined murmured shouted".split())
@@ -110,7 +110,7 @@ ACTS = SPEECH | frozenset("looked smiled laughed thought felt knew came went too
 LOOKS = SPEECH | frozenset("looked smiled laughed nodded bowed turned wrote whispered looking smiling laughing "
                            "glanced gazed stared spoke speaking talked listened".split())
 PLACE_PREP = frozenset("in at to from near towards toward into through".split())
-_CAP = r"(?:[dDO][’'])?[A-Z][a-zà-öø-ÿ]+(?:-[A-Z][a-zà-öø-ÿ]+)?"
+_CAP = r"(?:[dDO][’'])?[A-Z][a-zà-öø-ÿ]+(?:-(?:(?:de|du|des|la|le)-)?[A-Z][a-zà-öø-ÿ]+)?"  # "Front-de-Boeuf"
 _REGNAL = r"(?:[ \t]+(?=[IVX]{2,5}\b)X{0,3}(?:IX|IV|V?I{0,3}))?"  # "Louis XIV", "Charles II" (not "I")
 _TITLE_AHEAD = rf"(?:{'|'.join(TITLES)})\.?[ \t]+[A-Z]"
 _MENTION = re.compile(
