@@ -22,10 +22,9 @@ from pathlib import Path
 WEIGHTS = (0, 10, 20, 50, 100, 200)
 
 
-def pool_reads(model: str, questions: str, home: str):
-    """Each answerable question of FILE whose document the library at DIR holds, its pool read as
-    `ask` reads it (qa.ask.cross_read): yields (question, library, engine, doc id, state, the
-    reading, the checkpoint's trained reader or None)."""
+def library_questions(model: str, questions: str, home: str):
+    """Each answerable question of FILE whose document the library at DIR holds: yields (question,
+    library, engine, the checkpoint's cross-encoder, doc id, state)."""
     from drt_core.engine import Engine
     from qa import ask as A
     from qa.eval_qa import load_questions
@@ -36,7 +35,6 @@ def pool_reads(model: str, questions: str, home: str):
     if scorer is None:
         raise SystemExit(f"{model} ships no cross-encoder")
     lib = Library(home)
-    reader = A._reader(eng)
     for q in load_questions(questions):
         if not q["answerable"]:
             continue
@@ -44,7 +42,18 @@ def pool_reads(model: str, questions: str, home: str):
         if did is None:
             print(f"not ingested: {q['doc']}", file=sys.stderr)
             continue
-        state = A.ready_state(lib, eng, did)
+        yield q, lib, eng, scorer, did, A.ready_state(lib, eng, did)
+
+
+def pool_reads(model: str, questions: str, home: str):
+    """Each answerable question of FILE whose document the library at DIR holds, its pool read as
+    `ask` reads it (qa.ask.cross_read): yields (question, library, engine, doc id, state, the
+    reading, the checkpoint's trained reader or None)."""
+    from qa import ask as A
+
+    reader = None
+    for q, lib, eng, scorer, did, state in library_questions(model, questions, home):
+        reader = reader or A._reader(eng)
         yield q, lib, eng, did, state, A.cross_read(lib, eng, state, did, q["question"], [], scorer), reader
 
 
@@ -109,22 +118,28 @@ def report(path: str) -> None:
         print("gold in the pool", np.mean([float(bool(set(d["gold"]) & {r["chunk"] for r in d["rows"]})) for d in ds]))
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.ce_probe", description=__doc__.split("\n")[0])
+def probe_main(prog: str, doc: str, read, report, argv=None, *, model: str | None = None, many: bool = False) -> int:
+    """A probe's command line: `read --model M --questions F --home DIR --out X.pkl` (`model`: the
+    default checkpoint, else --model is required), then `report` of one pickle (or several: `many`)."""
+    ap = argparse.ArgumentParser(prog=prog, description=doc.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("read")
-    r.add_argument("--model", required=True)
+    r.add_argument("--model", required=model is None, default=model)
     r.add_argument("--questions", required=True)
     r.add_argument("--home", required=True)
     r.add_argument("--out", required=True)
     p = sub.add_parser("report")
-    p.add_argument("reads")
+    p.add_argument("reads", nargs="+" if many else None)
     a = ap.parse_args(argv)
     if a.cmd == "read":
         read(a.model, a.questions, a.home, a.out)
     else:
         report(a.reads)
     return 0
+
+
+def main(argv=None) -> int:
+    return probe_main("python -m bench.ce_probe", __doc__, read, report, argv)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
     python -m bench.pool_probe read --model CHECKPOINT --questions FILE --home DIR --out pools.pkl
     python -m bench.pool_probe report pools.pkl [pools2.pkl ...]
 
-`read`: for each question of FILE (documents already ingested in the library at DIR), a pool WIDE
+`read`: for each answerable question of FILE (documents already ingested in the library at DIR), a pool WIDE
 times deeper than `ask`'s (the model's best POOL x WIDE chunks by its question-time scores s0, BM25's
 best BM25_POOL x WIDE, "Who is X?"'s introducing chunks), every chunk read by the cross-encoder as
 `ask` reads it (qa.rerank.windows, read_pool), with its s0, BM25 score, both ranks and the gold chunks.
@@ -14,7 +14,6 @@ docs/history/2026-12-07-pool-ordering-ce-v5.md has its figures.
 
 from __future__ import annotations
 
-import argparse
 import pickle
 import sys
 from pathlib import Path
@@ -27,38 +26,21 @@ WEIGHTS = (10, 20, 40, 80, 1000)
 def read(model: str, questions: str, home: str, out: str) -> None:
     import numpy as np
 
-    from drt_core.engine import Engine
+    from bench.ce_probe import library_questions
     from ingest.parts import document_text
     from qa import ask as A
     from qa import rerank
-    from qa.eval_qa import TextFinder, gold_chunks, load_questions
-    from store.library import Library
+    from qa.eval_qa import TextFinder, gold_chunks
 
-    eng = Engine.from_pretrained(model, device="cpu")
-    scorer = A.cross_encoder(eng)
-    if scorer is None:
-        raise SystemExit(f"{model} ships no cross-encoder")
-    lib = Library(home)
     rows, (k0, kb) = [], (rerank.POOL, rerank.BM25_POOL)
-    for q in load_questions(questions):
-        did = next((d["id"] for d in lib.documents() if d.get("source_name") == Path(q["doc"]).name), None)
-        if did is None:
-            print(f"not ingested: {q['doc']}", file=sys.stderr)
-            continue
-        state = A.ready_state(lib, eng, did)
+    for q, lib, eng, scorer, did, state in library_questions(model, questions, home):
         s0 = np.nan_to_num(np.asarray(eng.question_scores(state, q["question"]), np.float64), nan=-1e30)
         bm = np.asarray(eng.bm25_index(state).scores(q["question"]), np.float64)
         first = A.introduction(lib, did, q["question"])
-        try:
-            rerank.POOL, rerank.BM25_POOL = k0 * WIDE, kb * WIDE
-            chunks = rerank.pool(s0, bm, frozenset(), first, state.n_chunks)
-        finally:
-            rerank.POOL, rerank.BM25_POOL = k0, kb
+        chunks = rerank.pool(s0, bm, frozenset(), first, state.n_chunks, k0 * WIDE, kb * WIDE)
         wins = rerank.windows(lib, did, chunks, frozenset())
         rerank.read_pool(scorer, q["question"], wins)
-        gold = []
-        if q["answerable"]:
-            gold, _ = gold_chunks(TextFinder(document_text(lib, did)), lib.chunks(did), q["gold"])
+        gold, _ = gold_chunks(TextFinder(document_text(lib, did)), lib.chunks(did), q["gold"])
         r0 = {int(c): i for i, c in enumerate(np.argsort(-s0, kind="stable")[: 20 * k0])}
         rb = {int(c): i for i, c in enumerate(np.argsort(-bm, kind="stable")[: 20 * kb])}
         rows.append({"id": q["id"], "answerable": q["answerable"], "gold": list(gold), "first": list(first),
@@ -91,21 +73,10 @@ def report(paths: list[str]) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.pool_probe", description=__doc__.split("\n")[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("read")
-    r.add_argument("--model", default="checkpoints/drt-tiny")
-    r.add_argument("--questions", required=True)
-    r.add_argument("--home", required=True)
-    r.add_argument("--out", required=True)
-    p = sub.add_parser("report")
-    p.add_argument("reads", nargs="+")
-    a = ap.parse_args(argv)
-    if a.cmd == "read":
-        read(a.model, a.questions, a.home, a.out)
-    else:
-        report(a.reads)
-    return 0
+    from bench.ce_probe import probe_main
+
+    return probe_main("python -m bench.pool_probe", __doc__, read, report, argv, model="checkpoints/drt-tiny",
+                      many=True)
 
 
 if __name__ == "__main__":

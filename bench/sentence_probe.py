@@ -15,7 +15,6 @@ answer" for each picking rule, written and mined questions apart (ids `val-...` 
 
 from __future__ import annotations
 
-import argparse
 import pickle
 import sys
 from pathlib import Path
@@ -127,21 +126,9 @@ def report(paths: list[str]) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.sentence_probe", description=__doc__.split("\n")[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("read")
-    r.add_argument("--model", required=True)
-    r.add_argument("--questions", required=True)
-    r.add_argument("--home", required=True)
-    r.add_argument("--out", required=True)
-    p = sub.add_parser("report")
-    p.add_argument("reads", nargs="+")
-    a = ap.parse_args(argv)
-    if a.cmd == "read":
-        read(a.model, a.questions, a.home, a.out)
-    else:
-        report(a.reads)
-    return 0
+    from bench.ce_probe import probe_main
+
+    return probe_main("python -m bench.sentence_probe", __doc__, read, report, argv, many=True)
 
 
 if __name__ == "__main__":

@@ -67,9 +67,9 @@ class Window:
 
 
 def pool(scores: np.ndarray | None, bm25: np.ndarray | None, barred: frozenset[int], first: list[int],
-         n_chunks: int) -> list[int]:
+         n_chunks: int, k: int = POOL, k_bm25: int = BM25_POOL) -> list[int]:
     """The chunks the cross-encoder reads: `first` (the introducing chunks of "Who is X?"), the
-    model's best POOL by its question-time scores, BM25's best BM25_POOL; none barred."""
+    model's best `k` (POOL) by its question-time scores, BM25's best `k_bm25` (BM25_POOL); none barred."""
     out: list[int] = []
 
     def add(cs):
@@ -79,11 +79,11 @@ def pool(scores: np.ndarray | None, bm25: np.ndarray | None, barred: frozenset[i
                 out.append(c)
 
     add(first)
-    for s, k in ((scores, POOL), (bm25, BM25_POOL)):
+    for s, depth in ((scores, k), (bm25, k_bm25)):
         if s is not None and len(s):
             s = np.asarray(s, np.float64)[:n_chunks]
             order = np.lexsort((np.arange(len(s)), -np.nan_to_num(s, nan=-np.inf, neginf=-1e30)))
-            add([c for c in order if np.isfinite(s[c])][:k])
+            add([c for c in order if np.isfinite(s[c])][:depth])
     return out
 
 
