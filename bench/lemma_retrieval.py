@@ -42,7 +42,7 @@ def drt_selection(model, ids: list[int]) -> torch.Tensor:
     """Group 0's top-k selection [C, k] of every landmark row over the whole chapter (one pass of
     the layers group 0's scores depend on: model.landmarks, the forward's scores without the upper
     layers)."""
-    from drt_core.modeling import retrieval_scores, select_topk
+    from drt_core.drt import retrieval_scores, select_topk
 
     keys, queries = model.landmarks(torch.tensor(ids))
     c = torch.arange(keys.shape[0])

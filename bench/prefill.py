@@ -168,7 +168,7 @@ def worker(arch: str, length: int, preset: str, tokens: Path, tmp_dir: str | Non
            device: str = "cpu", model_dir: str | None = None) -> dict:
     import torch
 
-    from drt_core.config import DRTConfig
+    from drt_core.hf_config import DRTConfig
     from drt_core.engine import Engine
     from drt_core.modeling import DRTForCausalLM
     from kernels.gca import resolve_backend

@@ -348,7 +348,7 @@ def fit_batch(preset: str, overrides: dict, seq_len: int, bf16: bool, memory_gib
               max_batch: int | None = None) -> int:
     """The largest per-device batch of seq_len tokens whose estimated training memory fits the device
     (drt_core.train.plan.fit_batch_size): memory_gib, or the CUDA device's total memory."""
-    from drt_core.config import DRTConfig
+    from drt_core.hf_config import DRTConfig
     from drt_core.train.plan import fit_batch_size
 
     if memory_gib is None:

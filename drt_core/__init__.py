@@ -14,7 +14,7 @@ import importlib
 
 # name -> the submodule that defines it, imported when the name is first asked for
 _LAZY = {
-    "DRTConfig": ".config",
+    "DRTConfig": ".hf_config",
     "PRESETS": ".config",
     "DRTForCausalLM": ".modeling",
     "DRTOutput": ".modeling",

@@ -6,6 +6,8 @@ Landmark Attention (landmark.py) subclasses SelfAttention."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -14,7 +16,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .config import DRTConfig
+if TYPE_CHECKING:
+    from .hf_config import DRTConfig
+
 
 NEG_INF = float("-inf")
 

@@ -17,10 +17,11 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from .config import DRTConfig
+from .hf_config import DRTConfig
 from .landmark import LandmarkAttention
 from .layers import Block, RMSNorm
-from .pretrained import DRTOutput, DRTPreTrainedModel, augment, frozen, unaugment
+from .base import augment, frozen, unaugment
+from .pretrained import DRTOutput, DRTPreTrainedModel
 
 
 class BaselineForCausalLM(DRTPreTrainedModel):

@@ -1,6 +1,9 @@
-"""DRTConfig: the configuration of the Differentiable Retrieval Transformer and its baselines.
+"""The configuration of the Differentiable Retrieval Transformer and its baselines: its fields, their
+checks, the presets, and the two classes that hold them: `DRTConfig` (drt_core/hf_config.py, the
+transformers PretrainedConfig of the fixed contract) and `RunConfig` (here: a checkpoint's config.json
+read without importing transformers, what the engine serves with).
 
-One config class for all architectures of this repository, so they share layers and checkpoint
+One config for all architectures of this repository, so they share layers and checkpoint
 format (`arch` selects):
     "drt"              the DRT of docs/spec.md §1-§3 (landmarks, chunk encoder, causal retrieval, GCA)
     "sliding_window"   a plain ALiBi sliding-window LM (the paper's "Base LM +2 layers")
@@ -21,8 +24,8 @@ keys, and a retired extension (RETIRED) loads only at its "off" value.
 
 from __future__ import annotations
 
-from transformers import AutoConfig, PretrainedConfig
-from transformers.utils import logging as _hf_logging
+import json
+from pathlib import Path
 
 ARCHS = ("drt", "sliding_window", "full_attention", "fixed_retriever", "landmark")
 
@@ -177,32 +180,14 @@ PRESETS: dict[str, dict] = {
     ),
 }
 
-# what PretrainedConfig itself writes into a config.json or takes as a keyword
-_HF_KEYS = frozenset(PretrainedConfig().to_dict()) | {"transformers_version", "architectures", "model_type",
-                                                      "name_or_path", "_name_or_path", "torch_dtype", "dtype"}
 
-
-class DRTConfig(PretrainedConfig):
-    """The keyword arguments are the keys of FIELDS (above, each with its default and what it is;
-    docs/model.md draws the data flow and tabulates the extensions) and PretrainedConfig's own.
-    `extensions_on()` lists the extensions a config switches on."""
-
-    model_type = "drt"
-
-    def __init__(self, tie_word_embeddings: bool = True, **kwargs):
-        v = {k: kwargs.pop(k, d) for k, d in FIELDS.items()}
-        _check_keys(kwargs)
-        _validate(v)
-        v["upper_groups"] = list(v["upper_groups"])
-        v["softmax_one"] = bool(v["softmax_one"])
-        for k, off in PAPER_FLAVOUR.items():  # each extension as the type of its "off" value (JSON gives 1 for 1.0)
-            if isinstance(off, (bool, int, float, str)):
-                v[k] = type(off)(v[k])
-        v["stream_preamble"] = None if not v["stream_preamble"] else [int(t) for t in v["stream_preamble"]]
-        pad, eos = v.pop("pad_token_id"), v.pop("eos_token_id")
-        for k, x in v.items():
-            setattr(self, k, x)
-        super().__init__(pad_token_id=pad, eos_token_id=eos, tie_word_embeddings=tie_word_embeddings, **kwargs)
+class ConfigFields:
+    """What every configuration of this repository is, whichever class holds it: the FIELDS as
+    attributes (each with its default and what it is above; docs/model.md draws the data flow and
+    tabulates the extensions) and the sizes derived from them. `DRTConfig` is these with transformers'
+    PretrainedConfig (the model's config by the fixed contract, docs/design.md; drt_core/hf_config.py,
+    also `drt_core.DRTConfig`); `RunConfig` is these alone, what the
+    engine serves a checkpoint with, without importing transformers."""
 
     # derived sizes
     @property
@@ -238,7 +223,7 @@ class DRTConfig(PretrainedConfig):
         return {k: getattr(self, k) for k in EXTENSIONS if getattr(self, k) != PAPER_FLAVOUR[k]}
 
     @classmethod
-    def from_preset(cls, name: str, **overrides) -> "DRTConfig":
+    def from_preset(cls, name: str, **overrides):
         """`tiny`, `small` or `paper`, with keyword overrides (e.g. arch="sliding_window")."""
         if name not in PRESETS:
             raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
@@ -247,19 +232,61 @@ class DRTConfig(PretrainedConfig):
         return cls(**kw)
 
 
-def _check_keys(kwargs: dict) -> None:
-    """Drop retired extensions at their "off" value (RETIRED); refuse them at any other value, and
-    refuse every key that is neither a field nor PretrainedConfig's, naming the valid ones: a
-    typo (`copy_heads=true`) must not train a model without the extension it meant."""
+def settle(kwargs: dict) -> dict:
+    """The FIELDS' values taken out of `kwargs` (what is left is not ours), checked (_validate) and
+    each as its type (JSON gives 1 for 1.0, a list for a tuple)."""
+    v = {k: kwargs.pop(k, d) for k, d in FIELDS.items()}
+    drop_retired(kwargs)
+    _validate(v)
+    v["upper_groups"] = list(v["upper_groups"])
+    v["softmax_one"] = bool(v["softmax_one"])
+    for k, off in PAPER_FLAVOUR.items():
+        if isinstance(off, (bool, int, float, str)):
+            v[k] = type(off)(v[k])
+    v["stream_preamble"] = None if not v["stream_preamble"] else [int(t) for t in v["stream_preamble"]]
+    return v
+
+
+# transformers' own keys at PretrainedConfig's defaults, as `DRTConfig.to_dict()` gives them: the
+# fingerprint of the stored states hashes them (drt_core/state_io.state_config), so RunConfig, which
+# does not import transformers, gives the same dict; tests/drt_core/test_runtime.py checks it
+HF_DEFAULTS: dict = {
+    "output_hidden_states": False, "output_attentions": False, "return_dict": True, "chunk_size_feed_forward": 0,
+    "is_encoder_decoder": False, "id2label": {0: "LABEL_0", 1: "LABEL_1"}, "label2id": {"LABEL_0": 0, "LABEL_1": 1},
+    "problem_type": None, "model_type": "drt",
+}
+
+
+class RunConfig(ConfigFields):
+    """A checkpoint's configuration read without transformers (`RunConfig.from_json(folder /
+    "config.json")`): the fields as DRTConfig sets them, transformers' keys kept as written, and
+    `to_dict()` as DRTConfig's. What the engine serves with (drt_core/runtime.py)."""
+
+    def __init__(self, tie_word_embeddings: bool = True, **kwargs):
+        for k, x in settle(kwargs).items():
+            setattr(self, k, x)
+        self.tie_word_embeddings = bool(tie_word_embeddings)
+        self._hf = kwargs  # transformers' keys a config.json holds (model_type, architectures, ...)
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> "RunConfig":
+        return cls(**json.loads(Path(path).read_text()))
+
+    def to_dict(self) -> dict:
+        id2label = self._hf.get("id2label")
+        hf = {**HF_DEFAULTS, **self._hf}
+        if id2label is not None:  # JSON keys are strings; PretrainedConfig makes them ints
+            hf["id2label"] = {int(k): x for k, x in id2label.items()}
+        return {**hf, **{k: getattr(self, k) for k in FIELDS}, "tie_word_embeddings": self.tie_word_embeddings}
+
+
+def drop_retired(kwargs: dict) -> None:
+    """Drop retired extensions at their "off" value (RETIRED); refuse them at any other value."""
     for k in [k for k in kwargs if k in RETIRED]:
         x = kwargs.pop(k)
         if x not in (RETIRED[k], None, 0, 0.0, False):
             raise ValueError(f"config {k}={x!r}: this extension was retired (docs/model.md, 'Retired extensions'); "
                              "the checkpoint needs an older drt-reader")
-    unknown = sorted(k for k in kwargs if k not in _HF_KEYS)
-    if unknown:
-        raise ValueError(f"unknown config key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
-                         f"valid keys: {', '.join(VALID_KEYS)}")
 
 
 def _validate(v: dict) -> None:
@@ -331,8 +358,3 @@ def _validate(v: dict) -> None:
         need(v["lmk_token_id"] not in [int(t) for t in pre], "stream_preamble must not hold the landmark token")
         need(arch != "landmark", "stream_preamble is not built for arch 'landmark' (its blocks start at position 0)")
 
-
-# every model load goes through this module: no "Loading weights" bars on the command line, and
-# AutoConfig knows "drt" (drt_core/__init__ is lazy: it used to do both on `import drt_core`)
-_hf_logging.disable_progress_bar()
-AutoConfig.register("drt", DRTConfig, exist_ok=True)

@@ -10,14 +10,18 @@ every query-side feature is derived.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .config import DRTConfig
 from .layers import OwnInit, RMSNorm
+
+if TYPE_CHECKING:
+    from .hf_config import DRTConfig
 
 
 class CopyHead(OwnInit):

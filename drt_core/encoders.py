@@ -10,13 +10,17 @@ one from run to run (drt_core/stream.py, `Carry.key_tail`).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from .attention import apply_rope, rope_cos_sin
-from .config import DRTConfig
 from .layers import MLP, RMSNorm, ZeroLinear
+
+if TYPE_CHECKING:
+    from .hf_config import DRTConfig
 
 
 class EncoderBlock(nn.Module):

@@ -25,17 +25,19 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
 
-from . import counterfactual, decode, state_io
-from .config import DRTConfig
+from . import counterfactual, decode, runtime, state_io
 from .decode import GenEvent, Sampling
 from .memory_index import OverlayMemory, PrefixMemory
-from .modeling import DRTForCausalLM
 from .stream import DocState, Stream
+
+if TYPE_CHECKING:
+    from .hf_config import DRTConfig
+    from .drt import DRT
 
 
 @dataclass
@@ -50,7 +52,7 @@ class Engine:
     """The model behind the library (see the module's docstring): `model` run on `device`, states'
     memories stored in `memory_dtype` on disk, `use_faiss` for an exact faiss top-k over many chunks."""
 
-    def __init__(self, model: DRTForCausalLM, tokenizer=None, device: str | torch.device = "cpu",
+    def __init__(self, model: DRT, tokenizer=None, device: str | torch.device = "cpu",
                  memory_dtype=np.float16, fingerprint: str | None = None, use_faiss: bool = False):
         self.model = model.eval().to(device)
         self.cfg: DRTConfig = model.config
@@ -73,16 +75,21 @@ class Engine:
         from safetensors import SafetensorError
 
         try:
-            model = DRTForCausalLM.from_pretrained(str(p), use_safetensors=True)
+            # a DRT without importing transformers (runtime.py); other architectures through it
+            model = runtime.load(p)
+            if model is None:
+                from .modeling import DRTForCausalLM
+
+                model = DRTForCausalLM.from_pretrained(str(p), use_safetensors=True)
         except SafetensorError as e:
             from .errors import CorruptCheckpoint
 
             raise CorruptCheckpoint(f"{p / 'model.safetensors'} is damaged and cannot be loaded: {e}") from e
         tok = None
         if (p / "tokenizer.json").exists():
-            from .tokenizer import load_tokenizer
+            from .tokenizer import EngineTokenizer
 
-            tok = load_tokenizer(p)
+            tok = EngineTokenizer(p)  # PreTrainedTokenizerFast's calls, without importing transformers
             if getattr(model, "lexical", None) is not None and model.lexical.words is not None:
                 from .words import word_tables
 

@@ -6,7 +6,7 @@ DRT's learned landmark scores. We use all-MiniLM-L6-v2 (sentence-transformers), 
 then L2 normalisation (the model's own modules.json: Transformer -> Pooling(mean) -> Normalize).
 
 `embed_chunks(input_ids, cfg)` cuts the ids into the model's chunks of `cfg.chunk_tokens` (63) real
-tokens exactly as `pretrained.augment` does (the last chunk padded), decodes each chunk's text
+tokens exactly as `base.augment` does (the last chunk padded), decodes each chunk's text
 with the repository tokenizer and embeds it. The landmark slot has no text. The retrieval scores are
 then cosine similarities (dot products of these unit vectors): `fixed_scores`, which the batch forward
 (`batch_scores`, modeling.FixedRetrieverForCausalLM's scores) and the engine both call.

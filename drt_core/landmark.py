@@ -1,7 +1,7 @@
 """Landmark Attention (Mohtashami & Jaggi, NeurIPS 2023): a baseline, in this framework.
 
 A transformer on the token stream with a landmark token after every 63 tokens: blocks of
-S = chunk_size = 64 slots, the layout of DRT's chunks (`pretrained.insert_landmarks`). The reference is
+S = chunk_size = 64 slots, the layout of DRT's chunks (`base.insert_landmarks`). The reference is
 epfml/landmark-attention: lm_benchmark/models/landmark.py (the grouped softmax, training) and
 lm_benchmark/models/caches/mem_cache.py (retrieval from the cache, inference).
 

@@ -4,12 +4,16 @@ transformer block, and `OwnInit`, the mark of a module that initialises its own 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from .attention import KVWindow, SelfAttention
-from .config import DRTConfig
+
+if TYPE_CHECKING:
+    from .hf_config import DRTConfig
 
 
 class RMSNorm(nn.Module):

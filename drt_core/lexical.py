@@ -10,12 +10,16 @@ per stored document (same numbers, linear in the new chunks).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .config import DRTConfig
 from .layers import OwnInit
+
+if TYPE_CHECKING:
+    from .hf_config import DRTConfig
 
 
 class LexicalScorer(OwnInit):

@@ -15,6 +15,7 @@ indexes derived from the stored chunks.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -26,7 +27,7 @@ from store.chunk_store import ChunkMemory, RamChunkMemory
 from .bm25 import BM25
 from .fixed_retriever import EMBED_DIM, embed_chunks
 from .lexical import LexicalStats, distinct_tokens
-from .modeling import select_topk
+from .drt import select_topk
 
 FAISS_MARGIN = 8  # extra hits fetched so near-ties at the k-th place resolve on the exact scores
 
@@ -217,12 +218,24 @@ class MemoryIndex:
         while root.base is not None:
             root = root.base
         have = root.bm25_index
-        if have is None or have.n != root.memory.n:
-            toks = root.tokens().cpu().tolist()
-            dec = getattr(tokenizer, "batch_decode", None)
-            texts = (dec(toks, skip_special_tokens=True) if dec is not None
-                     else [tokenizer.decode(t) for t in toks])
-            have = root.bm25_index = BM25(texts, window=window)
+        if have is None or have.n != root.memory.n or have.window != window:
+            # a stored memory keeps its index beside its files: built once, not on each new process's
+            # first question (the state directory is the model's and tokenizer's: their fingerprint)
+            folder = getattr(root.memory, "dir", None)
+            path = None if folder is None else Path(folder) / f"bm25-w{int(window)}.npz"
+            have = None if path is None else BM25.load(path)
+            if have is None or have.n != root.memory.n or have.window != window:
+                toks = root.tokens().cpu().tolist()
+                dec = getattr(tokenizer, "batch_decode", None)
+                texts = (dec(toks, skip_special_tokens=True) if dec is not None
+                         else [tokenizer.decode(t) for t in toks])
+                have = BM25(texts, window=window)
+                if path is not None and path.parent.is_dir():
+                    try:
+                        have.save(path)
+                    except OSError:  # a read-only library answers all the same
+                        pass
+            root.bm25_index = have
         return have
 
     def faiss_topk(self, q: torch.Tensor, q_chunk: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -14,6 +14,8 @@ a library holds onto the new one.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import hashlib
 import json
 from pathlib import Path
@@ -23,7 +25,10 @@ import torch
 
 from store.chunk_store import ChunkMemory, MemmapChunkMemory, atomic_write_bytes
 
-from .config import PAPER_FLAVOUR, DRTConfig
+from .config import PAPER_FLAVOUR
+
+if TYPE_CHECKING:
+    from .hf_config import DRTConfig
 
 # bump when the state format, the state-changing computation or the fingerprint's recipe changes; a
 # recipe's change alone comes with a migration (state_migration.py): version 2 hashes state_config

@@ -34,7 +34,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import torch
@@ -43,16 +43,19 @@ import torch.nn.functional as F
 from store.chunk_store import ChunkMemory, MemmapChunkMemory, RamChunkMemory
 
 from .attention import KVWindow
-from .config import DRTConfig
 from .copy_head import mix_copy
+from .base import insert_landmarks
 from .counterfactual import apply_mask
 from .encoders import key_tail
 from .fixed_retriever import fixed_scores
+from .drt import heads_first, no_gca, read_chunks, select_topk
 from .memory_index import MemoryIndex, OverlayMemory
-from .modeling import DRTForCausalLM, heads_first, no_gca, read_chunks, select_topk
-from .pretrained import insert_landmarks
 from .state_io import save_carry
 from .stream_copy import copy_pointer
+
+if TYPE_CHECKING:
+    from .hf_config import DRTConfig
+    from .drt import DRT
 
 
 # ----------------------------------------------------------------------------------------------
@@ -189,7 +192,7 @@ class Stream:
 
     full_attention_capacity = 65536  # positions a full-attention baseline can hold while streaming
 
-    def __init__(self, model: DRTForCausalLM, device: torch.device, use_faiss: bool = False):
+    def __init__(self, model: DRT, device: torch.device, use_faiss: bool = False):
         self.model, self.cfg, self.device, self.use_faiss = model, model.config, device, use_faiss
         c: DRTConfig = self.cfg
         if c.uses_chunks:
@@ -236,7 +239,7 @@ class Stream:
     # -- feeding -------------------------------------------------------------------------------------
 
     def augment(self, carry: Carry, ids: Sequence[int]) -> tuple[list[int], list[bool]]:
-        """The run's ids laid out as the batch forward lays out a stream (pretrained.insert_landmarks),
+        """The run's ids laid out as the batch forward lays out a stream (base.insert_landmarks),
         continuing from carry.pos: a landmark after every completed chunk."""
         c = self.cfg
         if not c.inserts_landmarks:
@@ -531,7 +534,7 @@ class Stream:
     def gca_fn(self, state: DocState, sel_idx: torch.Tensor, sel_w: torch.Tensor, pos0: int, group: int):
         """GCA for a run of positions from pos0 touching n_seg chunks; segment s uses selection s:
         sel_idx and sel_w [n_seg, k], or [Bv, n_seg, k] for Bv variants of the run (its input then
-        [Bv, T, D]); modeling.read_chunks over the gathered K/V.
+        [Bv, T, D]); drt.read_chunks over the gathered K/V.
 
         The selected chunks' K/V are gathered from the chunk memory (RAM or disk, on the CPU) and
         moved to the engine's device once per selection: the gather is kept on `state.gathered`

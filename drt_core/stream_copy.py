@@ -9,14 +9,18 @@ stored, or the carry's buffer while being filled).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from store.chunk_store import ChunkMemory
 
-from .config import DRTConfig
 from .copy_head import copy_selection, copy_slots
+
+if TYPE_CHECKING:
+    from .hf_config import DRTConfig
 
 
 def copy_pointer(model, mem: ChunkMemory, reads: list, pos0: int, x: torch.Tensor, emb: torch.Tensor,

@@ -213,6 +213,36 @@ def load_tokenizer(path: str | os.PathLike | None = None):
     return tok
 
 
+class EngineTokenizer:
+    """The checkpoint's tokenizer as the engine uses it, without importing transformers: the calls
+    of `PreTrainedTokenizerFast` the tree makes (encode, decode, batch_decode, the special ids,
+    backend_tokenizer), with its results for our tokenizer.json (special-token strings matched in
+    `encode`, as HF does; no clean-up of spaces in `decode`, as tokenizer_config.json says). The
+    same ids and texts as load_tokenizer's (tests/drt_core/test_runtime.py)."""
+
+    def __init__(self, path: str | os.PathLike | None = None):
+        from tokenizers import Tokenizer
+
+        p = _resolve(path)
+        self.backend_tokenizer = Tokenizer.from_file(str(p / "tokenizer.json"))
+        self.backend_tokenizer.no_truncation()
+        self.backend_tokenizer.no_padding()
+        _check_special_ids(self.backend_tokenizer)
+        self.pad_token_id, self.eos_token_id = PAD_ID, EOT_ID
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        return self.backend_tokenizer.encode(text, add_special_tokens=add_special_tokens).ids
+
+    def decode(self, ids, skip_special_tokens: bool = False) -> str:
+        return self.backend_tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+    def batch_decode(self, seqs, skip_special_tokens: bool = False) -> list[str]:
+        return self.backend_tokenizer.decode_batch([list(s) for s in seqs], skip_special_tokens=skip_special_tokens)
+
+    def __len__(self) -> int:
+        return self.backend_tokenizer.get_vocab_size(with_added_tokens=True)
+
+
 @lru_cache(maxsize=8)
 def _backend_cached(path: str):
     from tokenizers import Tokenizer

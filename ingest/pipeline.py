@@ -445,7 +445,7 @@ def _prefill_locked(
     if int(state.n_tokens) >= total:
         recorded = row is not None and row["status"] == "done"
         if not recorded or library.latest_trace(doc_id, fp, "dependency_map") is None:
-            return _complete(library, doc_id, fp, total, doc["n_chunks"], sdir, state)
+            return _complete(library, engine, doc_id, fp, total, doc["n_chunks"], sdir, state)
         emit(Progress("prefill", total, total, message="already prefilled"))
         return row
     opts = prefill_options()
@@ -488,7 +488,7 @@ def _prefill_locked(
             raise _disk_full(e, sdir) from e
         raise
     if int(state.n_tokens) >= total:
-        return _complete(library, doc_id, fp, total, doc["n_chunks"], sdir, state)
+        return _complete(library, engine, doc_id, fp, total, doc["n_chunks"], sdir, state)
     row = save("partial")
     emit(Progress("prefill", row["n_tokens_done"], total, message="cancelled: run ingest again to resume"))
     return row
@@ -516,14 +516,48 @@ def _disk_full(e: OSError, sdir: Path) -> IngestError:
 
 
 def _complete(
-    library: Library, doc_id: str, fp: str, total: int, n_chunks: int, sdir: Path, state: Any
+    library: Library, engine: DocumentEngine, doc_id: str, fp: str, total: int, n_chunks: int, sdir: Path,
+    state: Any,
 ) -> dict:
-    """Mark the prefill done and record the dependency map, in one transaction."""
+    """Mark the prefill done and record the dependency map, in one transaction; then build what a
+    question reads besides the states (question_indexes)."""
     dep = state.dependency_map()
     library.complete_prefill(
         doc_id, fp, n_tokens_total=total, n_chunks=n_chunks, state_dir=str(sdir), dependency_map=dep
     )
+    question_indexes(library, engine, doc_id, state)
     return library.prefill_state(doc_id, fp) or {}
+
+
+def chunk_index(library: Library, doc_id: str):
+    """The BM25 index (drt_core.bm25, units = single chunks) of the document's chunk texts as the
+    library stores them: what qa's reader reads a document's term statistics from. Kept in the
+    document's states folder (removed with it), built when missing or stale: once at the end of the
+    prefill, not on every new process's first question."""
+    from drt_core.bm25 import BM25
+
+    path = Path(library.home) / "states" / doc_id / "chunks-bm25-w0.npz"
+    n = int((library.document(doc_id) or {}).get("n_chunks") or 0)
+    have = BM25.load(path)
+    if have is None or have.n != n or have.window != 0:
+        have = BM25([r["text"] for r in library.chunks(doc_id)], window=0)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            have.save(path)
+        except OSError:  # a full disk or a read-only library: the index is rebuilt next time
+            logger.warning("could not keep the chunk index of %s", doc_id[:12])
+    return have
+
+
+def question_indexes(library: Library, engine: DocumentEngine, doc_id: str, state: Any) -> None:
+    """Build and keep what a question reads besides the states (the engine's BM25, the chunk
+    index), so that the first question in a new process does not build them."""
+    try:
+        chunk_index(library, doc_id)
+        if getattr(engine, "bm25_index", None) is not None and float(getattr(engine.cfg, "bm25_weight", 0) or 0) > 0:
+            engine.bm25_index(state)
+    except Exception:  # an answer builds them anyway: a failure here must not fail the ingest
+        logger.exception("could not build the question indexes of %s", doc_id[:12])
 
 
 def ready_state(library: Library, engine: DocumentEngine, doc_id: str) -> Any:

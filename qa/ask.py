@@ -207,7 +207,13 @@ def _doc_stats(library: Library, doc_id: str):
     if key not in _STATS:
         while len(_STATS) >= 4:
             _STATS.pop(next(iter(_STATS)))
-        _STATS[key] = DocStats([r["text"] for r in library.chunks(doc_id)])
+        if getattr(library, "limit", None) is None and hasattr(library, "document"):
+            # the whole document of a library on disk: its stored index (ingest.pipeline.chunk_index)
+            from ingest.pipeline import chunk_index
+
+            _STATS[key] = DocStats(index=chunk_index(library, doc_id))
+        else:  # a spoiler-safe view: its chunks only
+            _STATS[key] = DocStats([r["text"] for r in library.chunks(doc_id)])
     return _STATS[key]
 
 

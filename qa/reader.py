@@ -144,15 +144,15 @@ class DocStats:
     """A document's chunk-level term statistics: idf and, per term, the chunks that hold it (for the
     'first named here' feature). Built once per document from its chunk texts."""
 
-    def __init__(self, texts: Sequence[str]):
-        self.index = BM25(texts, window=0)
-        self.n = len(texts)
+    def __init__(self, texts: Sequence[str] | None = None, index: BM25 | None = None):
+        self.index = index if index is not None else BM25(texts, window=0)  # index: the stored one
+        self.n = self.index.n
 
     def idf(self, t: str) -> float:
         return self.index.idf(t)
 
     def chunks_of(self, t: str) -> list[int]:
-        return [i for i, _ in self.index.postings.get(t, [])]
+        return self.index.chunks_of(t)
 
 
 def _q_terms(question: str) -> list[str]:

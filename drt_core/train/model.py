@@ -19,7 +19,7 @@ logger = logging.getLogger(__name__)
 def build_model(cfg: TrainConfig):
     """The model of cfg.model: the preset's (with `arch` and the overrides), freshly initialised, or
     the --init checkpoint's with the overrides, its new parts initialised as the docstring says."""
-    from ..config import DRTConfig
+    from ..hf_config import DRTConfig
     from ..modeling import DRTForCausalLM
 
     if cfg.model.init:
@@ -170,7 +170,7 @@ def shard_model(model, bf16: bool):
 
 def model_config(cfg: TrainConfig):
     """The DRTConfig that build_model(cfg) will build (without building it)."""
-    from ..config import DRTConfig
+    from ..hf_config import DRTConfig
 
     if cfg.model.init:
         return DRTConfig.from_pretrained(cfg.model.init, **cfg.model.model_overrides)

@@ -11,7 +11,9 @@ from contextlib import nullcontext
 
 import torch
 
-from ..modeling import NEG_INF, DRTOutput, fusion_weights, lm_loss
+from ..base import lm_loss
+from ..drt import NEG_INF, fusion_weights
+from ..pretrained import DRTOutput
 
 
 def force_selection(idx: torch.Tensor, scores: torch.Tensor, forced: torch.Tensor, oracle: bool = False):

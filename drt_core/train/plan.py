@@ -51,7 +51,8 @@ def activation_bytes(mc, batch_size: int, seq_len: int, bf16: bool = False) -> i
     1.725 against 1.728 GiB). The lexical term counts tokens with torch.unique, which has no meta
     kernel: it is left out of the count (its tensors are chunks x chunks, a few KiB a sample). None
     where the forward cannot run on meta otherwise (fixed_retriever's MiniLM)."""
-    from ..config import PAPER_FLAVOUR, DRTConfig
+    from ..config import PAPER_FLAVOUR
+    from ..hf_config import DRTConfig
     from ..modeling import DRTForCausalLM
 
     if mc.lexical:  # the lexical fields at their "off" values

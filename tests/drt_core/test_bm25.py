@@ -62,3 +62,21 @@ def test_search_ranks_and_leaves_out_zero_scores():
     assert [i for i, _ in hits] == [0]
     assert ix.search("What is it?", 4) == []  # stop-words only
     assert BM25([]).scores("cottage").shape == (0,)
+
+
+@pytest.mark.parametrize("window", [0, 1])
+def test_a_saved_index_loads_with_the_same_scores(tmp_path, window):
+    """A stored document's index is built once and loaded by each new process (BM25.save / load):
+    the same scores, idf and chunks; a damaged or foreign file is None (the caller builds again)."""
+    ix = BM25(DOCS, window=window)
+    ix.save(tmp_path / "ix.npz")
+    back = BM25.load(tmp_path / "ix.npz")
+    for q in ("Which colonel owned the cottage and a horse?", "village horse days", "absent words only"):
+        np.testing.assert_array_equal(back.scores(q), ix.scores(q))
+    assert (back.n, back.window, back.idf("cottag")) == (4, window, ix.idf("cottag"))
+    assert back.chunks_of("colonel") == ix.chunks_of("colonel") == ([1] if window == 0 else [0, 1, 2])
+    (tmp_path / "bad.npz").write_bytes(b"not a zip file")
+    assert BM25.load(tmp_path / "bad.npz") is None and BM25.load(tmp_path / "missing.npz") is None
+    empty = BM25([])
+    empty.save(tmp_path / "empty.npz")
+    assert BM25.load(tmp_path / "empty.npz").scores("cottage").shape == (0,)

@@ -11,8 +11,9 @@ import torch
 
 from drt_core.train.tasks import cite, common, needles, repeat
 from drt_core import tokenizer as T
-from drt_core.config import DRTConfig
-from drt_core.modeling import DRTForCausalLM, select_topk
+from drt_core.hf_config import DRTConfig
+from drt_core.drt import select_topk
+from drt_core.modeling import DRTForCausalLM
 from drt_core.train.objective import force_selection, forced_retrieval_loss, scorer_loss, training_forward
 
 

@@ -45,17 +45,17 @@ def test_copy_groups_is_validated():
 def test_copy_head_reads_the_selections_copy_groups_names(monkeypatch, mode):
     """The batch forward hands the copy head the last group's (idx, w), or with "all" both groups'
     side by side, each weight halved; the groups do select different chunks here."""
-    from drt_core import modeling
+    from drt_core import drt
 
     m = make(copy_head=True, copy_groups=mode)
     seen = {}
-    orig = modeling.batch_copy
+    orig = drt.batch_copy
 
     def spy(head, embed, x, emb, aug, flat_k, idx, w, *rest):
         seen["idx"], seen["w"] = idx, w
         return orig(head, embed, x, emb, aug, flat_k, idx, w, *rest)
 
-    monkeypatch.setattr(modeling, "batch_copy", spy)
+    monkeypatch.setattr(drt, "batch_copy", spy)
     with torch.no_grad():
         r = m(ids_of(12 * S1), output_retrieval=True).retrieval
     assert not torch.equal(r[0]["idx"], r[1]["idx"])

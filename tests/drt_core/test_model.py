@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from drt_core import DRTConfig, DRTForCausalLM, modeling
+from drt_core import DRTConfig, DRTForCausalLM, drt, modeling
 from drt_core.attention import alibi_slopes
 from drt_core.config import EXTENSIONS, PAPER_FLAVOUR
 from drt_core.train.model import init_added_encoder_layers, init_retrieval_encoders
@@ -231,7 +231,7 @@ def test_gumbel_noise_only_in_training():
 def test_upper_block_gca_bypasses_residual():
     """y = a + MLP(norm2(a + GCA(a))): GCA enters the FFN input only (spec §3.2)."""
     cfg = DRTConfig.from_preset("tiny", **TINY)
-    blk = modeling.UpperBlock(cfg)
+    blk = drt.UpperBlock(cfg)
     x = torch.randn(1, 128, 64)
     gca_out = torch.randn(1, 128, 64)
     seen = []
@@ -248,10 +248,10 @@ def test_model_gca_reaches_logits_only_through_ffn(monkeypatch):
     A model that put GCA on the residual stream would fail the first assertion."""
     model = make("drt", upper_groups=[1, 1])
     ids = rand_ids(1, 5 * S1)
-    real_fwd = modeling.GCA.forward
-    monkeypatch.setattr(modeling.GCA, "forward", lambda self, *a: 100.0 * real_fwd(self, *a))
+    real_fwd = drt.GCA.forward
+    monkeypatch.setattr(drt.GCA, "forward", lambda self, *a: 100.0 * real_fwd(self, *a))
     loud = logits_of(model, ids)
-    monkeypatch.setattr(modeling.GCA, "forward", real_fwd)
+    monkeypatch.setattr(drt.GCA, "forward", real_fwd)
     assert not torch.allclose(loud, logits_of(model, ids))
 
     class Zero(torch.nn.Module):
@@ -262,7 +262,7 @@ def test_model_gca_reaches_logits_only_through_ffn(monkeypatch):
         for blk in group:
             blk.mlp = Zero()
     quiet = logits_of(model, ids)
-    monkeypatch.setattr(modeling.GCA, "forward", lambda self, *a: 100.0 * real_fwd(self, *a))
+    monkeypatch.setattr(drt.GCA, "forward", lambda self, *a: 100.0 * real_fwd(self, *a))
     torch.testing.assert_close(logits_of(model, ids), quiet, rtol=0, atol=0)
 
 
@@ -279,8 +279,8 @@ def test_gradients_flow_through_fusion_weights(monkeypatch, groups):
     """d(f(w))/dθ is non-zero and finite for the query norms, the encoder (its landmark output), the
     lower layers and the embedding: the retriever learns only through w (spec §2)."""
     captured = []
-    real = modeling.select_topk
-    monkeypatch.setattr(modeling, "select_topk",
+    real = drt.select_topk
+    monkeypatch.setattr(drt, "select_topk",
                         lambda *a, **kw: captured.append(real(*a, **kw)) or captured[-1])
     model = make("drt", upper_groups=groups, chunk_topk=2).train()
     torch.manual_seed(0)
@@ -404,7 +404,7 @@ CHECKPOINTS = Path(__file__).resolve().parents[2] / "checkpoints"
 @pytest.mark.parametrize("name", sorted(p.name for p in CHECKPOINTS.iterdir() if (p / "config.json").exists()))
 def test_shipped_checkpoints_load_every_key(name):
     """Every checkpoint in checkpoints/ loads into the class of its arch with no key missing,
-    unexpected or reshaped: the modules that left modeling.py (encoders, baselines, pretrained)
+    unexpected or reshaped: the modules that left modeling.py (encoders, baselines, pretrained, drt, base)
     kept their state-dict keys. The tied head is the one key the file does not hold."""
     from safetensors import safe_open
 
@@ -453,7 +453,7 @@ def test_landmark_insertion_continues_a_stream():
     """insert_landmarks, the one layout of the batch forward (a whole sequence) and of the engine
     (each run, continuing from the real tokens it has): runs of any length laid out one after the
     other give the whole sequence's layout, a landmark after every 63rd real token."""
-    from drt_core.pretrained import insert_landmarks
+    from drt_core.base import insert_landmarks
 
     ids = rand_ids(1, 300)[0]
     whole, real = insert_landmarks(ids, 2, 64)
@@ -785,7 +785,7 @@ def test_landmarks_hold_no_segment_states(monkeypatch):
         held.extend(tensors)
         return real_cat(tensors, *args, **kw)
 
-    monkeypatch.setattr(modeling.torch, "cat", cat)
+    monkeypatch.setattr(drt.torch, "cat", cat)
     with torch.no_grad():
         model.landmarks(rand_ids(1, 7 * S1, seed=1)[0], segment_chunks=2)
     monkeypatch.undo()
@@ -813,7 +813,7 @@ def test_landmarks_equal_the_forward_scores(lower, window, seg, qenc, kctx):
     C = 10
     assert keys.shape == queries.shape == (C, 64)
     c = torch.arange(C)
-    got = modeling.retrieval_scores(queries[None], keys[None], c, c)[0]
+    got = drt.retrieval_scores(queries[None], keys[None], c, c)[0]
     with torch.no_grad():
         want = model(ids, output_retrieval=True).retrieval[0]["scores"][0]
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)

@@ -303,7 +303,7 @@ def test_a_state_saved_before_token_ids_is_prefilled_again(library, tmp_path):
     import numpy as np
 
     from cli_io import UserError
-    from drt_core.config import DRTConfig
+    from drt_core.hf_config import DRTConfig
     from drt_core.engine import Engine
     from drt_core.modeling import DRTForCausalLM
     from ingest.pipeline import ready_state
@@ -338,3 +338,37 @@ def test_a_state_saved_before_token_ids_is_prefilled_again(library, tmp_path):
     assert np.array_equal(mem.tokens(np.arange(n)), toks)
     row = library.prefill_state(res.doc_id, engine.fingerprint)
     assert row["status"] == "done" and row["n_tokens_done"] == len(ids)
+
+
+def test_a_finished_prefill_keeps_the_question_indexes(library, tmp_path):
+    """The end of a prefill builds what a question reads besides the states, and keeps it on disk: the
+    chunk texts' BM25 (qa's reader statistics) beside the document's states, the engine's BM25 (its
+    question-time selection term) in the state folder. A new process loads them instead of building
+    them on its first question (the same scores); a stale file is built again."""
+    import numpy as np
+
+    from drt_core.bm25 import BM25
+    from drt_core.engine import Engine
+    from ingest.pipeline import chunk_index
+
+    engine = Engine.from_pretrained(Path(__file__).resolve().parents[2] / "checkpoints" / "drt-tiny")
+    assert engine.cfg.bm25_weight > 0
+    src = tmp_path / "doc.txt"
+    src.write_text("The lighthouse keeper counted the ships that passed in the night. " * 30
+                   + "His sister Margaret kept the lamp burning on the northern cliff. " * 30)
+    res = ingest(src, library=library, engine=engine)
+    texts = [r["text"] for r in library.chunks(res.doc_id)]
+    kept = BM25.load(Path(library.home) / "states" / res.doc_id / "chunks-bm25-w0.npz")
+    q = "Who kept the lamp burning?"
+    np.testing.assert_array_equal(kept.scores(q), BM25(texts, window=0).scores(q))
+    sdir = state_dir(library.home, res.doc_id, engine.fingerprint)
+    w = engine.cfg.bm25_window
+    stored = BM25.load(sdir / f"bm25-w{w}.npz")
+    fresh = Engine.from_pretrained(engine.model_dir)  # a new process: nothing cached in memory
+    state = pipeline.ready_state(library, fresh, res.doc_id)
+    assert stored is not None and stored.n == state.memory.n >= len(texts) - 1 and stored.window == w
+    np.testing.assert_array_equal(fresh.bm25_index(state).scores(q), stored.scores(q))
+    # a file of another document's size is stale: built again, and kept
+    BM25(texts[:2], window=0).save(Path(library.home) / "states" / res.doc_id / "chunks-bm25-w0.npz")
+    assert chunk_index(library, res.doc_id).n == len(texts)
+    assert BM25.load(Path(library.home) / "states" / res.doc_id / "chunks-bm25-w0.npz").n == len(texts)

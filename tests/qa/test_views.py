@@ -22,7 +22,7 @@ def engine(request):
 
     import torch
 
-    from drt_core.config import DRTConfig
+    from drt_core.hf_config import DRTConfig
     from drt_core.engine import Engine
     from drt_core.modeling import DRTForCausalLM
     import shutil

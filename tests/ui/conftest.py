@@ -20,7 +20,7 @@ def tiny_model(tmp_path_factory) -> Path:
         pytest.skip("no shipped tokenizer in checkpoints/drt-tiny")
     import torch
 
-    from drt_core.config import DRTConfig
+    from drt_core.hf_config import DRTConfig
     from drt_core.modeling import DRTForCausalLM
 
     out = tmp_path_factory.mktemp("drt-tiny-random")

@@ -12,11 +12,12 @@ import pytest
 import torch
 
 from drt_core.evals import harness, lengths, niah, ppl
-from drt_core.config import DRTConfig
+from drt_core.hf_config import DRTConfig
 from drt_core.engine import Engine
 from drt_core.errors import DRTError
 from drt_core.memory_index import MemoryIndex
-from drt_core.modeling import DRTForCausalLM, retrieval_scores
+from drt_core.drt import retrieval_scores
+from drt_core.modeling import DRTForCausalLM
 from drt_core.tokenizer import DEFAULT_PATH, encode, load_tokenizer
 from store.chunk_store import RamChunkMemory
 
@@ -325,7 +326,7 @@ def test_semantic_hit_finds_the_chunk_with_the_same_text(assets):
     """Row r's text is an exact copy of chunk 2: with k = 1 the MiniLM retriever must select chunk 2
     and nothing else; chunks at or after the row are never candidates."""
     from bench.niah_retrieval import semantic_hit
-    from drt_core.config import DRTConfig
+    from drt_core.hf_config import DRTConfig
     from drt_core.tokenizer import encode
 
     cfg = DRTConfig.from_preset("tiny", chunk_topk=1)

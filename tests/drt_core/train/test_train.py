@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from drt_core.config import DRTConfig
+from drt_core.hf_config import DRTConfig
 from drt_core.modeling import DRTForCausalLM
 from drt_core.train.loop import lr_at, train
 from drt_core.train.options import TrainConfig
