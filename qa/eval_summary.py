@@ -1,13 +1,15 @@
 """`drt-reader eval summary`: chapter summaries against summaries written by reading.
 
-The sets (docs/eval/summaries/: `sealed_v2.jsonl`, 15 chapters of three books outside every
-split, read once per shipped round; `sealed.jsonl`, 12 test-split chapters, read once as the first
-sealed set and now for development; `val.jsonl`, 6 validation-split chapters, for choices) give per chapter the
-book, its line span, a summary written in the reader's own words and three key sentences copied
-verbatim. Each book is ingested and prefilled (resumable), as the record's `read_as` file when it
-has one (a PDF of the same book; its line span still refers to `doc`); each chapter is found in
-the stored text by its first and last lines, and summarised by every system with the same budget (SENTENCES whole
-sentences; the model's generation: up to --max-new-tokens):
+The sets (docs/eval/summaries/: `sealed_v3.jsonl`, 15 chapters of three books outside every
+split and every other set, texts in texts_v3/, read once per shipped round; `sealed_v2.jsonl`, 15
+chapters of three books of ../shared/fresh, and `sealed.jsonl`, 12 test-split chapters, each read
+once as the sealed set of its round and now for development; `val.jsonl`, 6 validation-split
+chapters, for choices) give per chapter the book, its line span, a summary written in the reader's
+own words and three key sentences copied verbatim. Each book is ingested and prefilled (resumable),
+as the record's `read_as` file when it has one (a PDF of the same book; its line span still refers
+to `doc`); each chapter is found in the stored text by its first and last lines, and summarised by
+every system with the same budget (SENTENCES whole sentences; the model's generation: up to
+--max-new-tokens):
 
   drt          the extractive summary (qa.summary.extractive): the narrative pick (qa.narrate)
   lead         the chapter's first sentences (the strongest plain baseline of news summarisation)
@@ -39,8 +41,10 @@ logger = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parent.parent
 SETS = {"val": ROOT / "docs" / "eval" / "summaries" / "val.jsonl",
         "sealed": ROOT / "docs" / "eval" / "summaries" / "sealed.jsonl",
-        "sealed_v2": ROOT / "docs" / "eval" / "summaries" / "sealed_v2.jsonl"}
-SET_ROOTS = {"sealed_v2": ROOT.parent / "shared"}  # its `doc` paths are relative to ../shared
+        "sealed_v2": ROOT / "docs" / "eval" / "summaries" / "sealed_v2.jsonl",
+        "sealed_v3": ROOT / "docs" / "eval" / "summaries" / "sealed_v3.jsonl"}
+# where each set's `doc` paths start: ../shared for sealed_v2, the repository for sealed_v3 (its texts ship)
+SET_ROOTS = {"sealed_v2": ROOT.parent / "shared", "sealed_v3": ROOT}
 SENTENCES = 5
 SYSTEMS = ("drt", "lead", "centroid", "abstractive")
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
@@ -234,12 +238,12 @@ def write_check(res: dict, model_dir: str | Path, command: str) -> Path:
 def register_eval(esub) -> None:
     s = esub.add_parser("summary", help="chapter summaries against summaries written by reading (ROUGE-L)")
     s.add_argument("--set", dest="summary_set", default="val",
-                   help="val (validation chapters, for choices), sealed_v2 (unseen books' chapters: once per "
-                        "shipped round), sealed (the first sealed set's test chapters, now development), "
+                   help="val (validation chapters, for choices), sealed_v3 (unseen books' chapters: once per "
+                        "shipped round), sealed and sealed_v2 (earlier rounds' sealed sets, now development), "
                         "or a JSONL path (default val)")
     s.add_argument("--docs-root", metavar="DIR", default=None,
                    help="where the records' `doc` paths are (default: the repository's ../shared/corpora; "
-                        "../shared for sealed_v2)")
+                        "../shared for sealed_v2, the repository for sealed_v3)")
     s.add_argument("--home", dest="summary_home", metavar="DIR", default=None,
                    help="library the books are ingested into (default: <--home>/eval-summary)")
     s.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated, from {', '.join(SYSTEMS)}")
@@ -262,7 +266,7 @@ def cmd_summary(args) -> int:
     set_path = SETS.get(args.summary_set, args.summary_set)
     if args.docs_root is None:
         args.docs_root = str(SET_ROOTS.get(args.summary_set, DEFAULT_DOCS_ROOT))
-    if args.write_check and Path(set_path).resolve() in {SETS["sealed"].resolve(), SETS["sealed_v2"].resolve()}:
+    if args.write_check and Path(set_path).resolve() in {SETS[k].resolve() for k in SETS if k != "val"}:
         raise QAError("--write-check decides on validation chapters only: use --set val")
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     unknown = [s for s in systems if s not in SYSTEMS]
