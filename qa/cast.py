@@ -22,15 +22,18 @@ not count. The forms are then merged into people:
     the book names three times as often, if the book calls her by her first name ("Miss Woodhouse"
     is Emma Woodhouse, "Miss Hale" Margaret beside her brother Frederick Hale, "Miss Verinder"
     Rachel beside her mother Julia Verinder; "Miss Steele" with two Steele sisters stays apart), under
-    her earliest surname only ("Miss Osborne" is not Amelia Sedley, Mrs. Osborne by marriage); a
-    rank ("Captain", "Sergeant", "Dr") joins the one man's ("Captain Wentworth"); "Mr." joins the
+    her earliest surname only ("Miss Osborne" is not Amelia Sedley, Mrs. Osborne by marriage), else
+    the one woman named in full only once or twice whose first name the book uses more than "Miss X"
+    (a heroine called "Catherine": "Miss Morland"; not "Miss Jemima" for her elder sister); a rank
+    ("Captain", "Sergeant", "Dr") joins the one man's, or the one full name of that surname whose sex
+    nothing tells ("Captain Wentworth", "Dr. Sloper" and "Austin Sloper"); "Mr." joins the
     one man of that surname named in full ("Mr. Crawford" is Henry Crawford) unless a "Mrs." of that
     surname or "Mr." with his first name ("Mr. Franklin" beside "Mr. Blake") says "Mr." is the
     family's father; none of them joins a full name written with another title. A name's sex is its
     title's, else its first name's (as the book titles it, else qa.given_names), else the pronouns
-    after it. "Aunt" and "Uncle" join the family's "Mrs." and "Mr."; a rank alone ("the Sergeant")
-    the one man of that rank; any title but a wife's joins a first name used alone far more than in
-    full ("Monsieur d'Artagnan"); a titled plural ("the Miss Musgroves") is no one;
+    after it. "Aunt" and "Uncle" join the family's "Mrs." and "Mr."; a rank alone ("the Sergeant",
+    "the Doctor") the one man of that rank; any title but a wife's joins a first name used alone far
+    more than in full ("Monsieur d'Artagnan"); a titled plural ("the Miss Musgroves") is no one;
   * any other title with a surname ("Mr. Knightley", "Mrs. Dashwood", "Lady Middleton") is a person of
     its own: a book writes "Mr. John Knightley" to tell him from Mr. Knightley, and women known
     by their title are kept apart from their daughters;
@@ -44,7 +47,9 @@ A place ends with a word such as "Park", "Abbey" or "Street", or is named after 
 "to", "from" and the like and has no title or speech; a person has a title, a speech verb before a
 mention or a person's act after one ("said Lucy", "Lucy replied", "Lucy smiled"), or a full name;
 a name mostly written after "the" is someone only when it speaks and acts ("said the Hatter", and
-a role for a name: "the Queen"), else a place ("the Louvre") or no one ("the Musketeers");
+a role for a name: "the Queen"), else a place ("the Louvre") or no one ("the Musketeers"); a word
+mostly written after "the" and before a capitalised ordinary word is an epithet's first word, no one
+("the Grand Master", "the Disinherited Knight": the book also writes "master" and "knight");
 a single word mostly followed by "!" that neither speaks nor acts is an oath ("Mordioux!"), no one;
 anything else is a name. A document where under a fifth of the entries (or fewer than two) have a
 title, a given name (qa.given_names) or speech has no cast: a manual's or a paper's capitalised
@@ -119,6 +124,7 @@ _MENTION = re.compile(
 # line (`_unwrap`); a title inside starts the next mention ("Then | Mr. Thornton came", not "Then Mr" and "Thornton")
 _WORD = re.compile(r"[A-Za-zà-öø-ÿ’']+")
 _PRONOUN = re.compile(r"\b(?:[Hh]e|[Hh]is|him|[Ss]he|[Hh]er)\b")
+_CUT = re.compile(r"[ \t]+[A-Z]")  # a name's next word, capitalised
 _ELIDED = re.compile(r"[dD][’'][A-Z]")  # d’Artagnan
 ARTICLES = frozenset("the a an his her your their my our its this that these those".split())
 SAME_TITLE = {"M": "Monsieur", "Mister": "Mr", "Mme": "Madame", "Mlle": "Mademoiselle", "Doctor": "Dr"}
@@ -136,6 +142,7 @@ class Form:
     article: int = 0  # mentions after an article or a possessive
     of: int = 0  # mentions after "of"
     bang: int = 0  # mentions followed by "!" ("Mordioux!", "Peste!": an oath)
+    cut: int = 0  # mentions cut before a capitalised ordinary word ("the Grand | Master")
     he: int = 0  # mentions whose next pronoun is "he", "his", "him"
     she: int = 0  # ... "she", "her"
     positions: list[int] = field(default_factory=list)
@@ -191,6 +198,8 @@ def mentions(text: str, skip_spans: Sequence[tuple[int, int]] = ()) -> dict[tupl
         f.first = pos if f.first is None else f.first
         f.positions.append(pos)
         f.bang += text[m.end():m.end() + 1] == "!"
+        end = pos + len(" ".join(words))
+        f.cut += end < m.end() and bool(_CUT.match(text, end))
         pronoun = _PRONOUN.search(text, m.end(), m.end() + 60)
         if pronoun:
             f.he += pronoun.group().lower() in ("he", "his", "him")
@@ -354,11 +363,15 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
                 # or the one woman's among them, or the one of them the book names far most ("Miss Verinder"
                 # is Rachel, not her mother Julia Verinder), a young woman the book calls by her first name
                 # ("Miss Thornton" is not her mother Hannah Thornton, named twice)
-                seen = {e for e in _one_of(by_last.get(word, set()) - minor, "f", sex_of, weight)
+                kin = by_last.get(word, set())  # (else of all, a full name written once or twice too where her
+                # first name is used more than "Miss X": "Catherine Morland" once beside "Catherine" 420 times)
+                seen = {e for e in _one_of(kin - minor, "f", sex_of, weight) or
+                        {e for e in _one_of(kin, "f", sex_of, weight) if alone[first_of[e]] > f.count}
                         if alone[first_of[e]] >= max(5, 0.1 * f.count) and _classes(titles_of[e]) <= {"Miss"}
                         and maiden.get(e) == word}  # "Miss Osborne" is not Amelia, Mrs. Osborne by marriage
             elif f.title in RANKS and not seen:  # "Captain Wentworth": the one man's, as for "Miss"
-                seen = {e for e in _one_of(by_last.get(word, set()), "m", sex_of)
+                men = by_last.get(word, set())  # (or the one full name whose sex nothing tells: "Austin Sloper")
+                seen = {e for e in _one_of(men, "m", sex_of) or {e for e in men if len(men) == 1 and not sex_of.get(e)}
                         if titles_of[e] <= {f.title}}  # ("Captain Lennox" is not Mr. Henry Lennox)
             elif f.title == "Mr" and not seen and counts[("Mrs", (word,))] < f.count / 4:
                 # "Mr." with a surname is the one man of that surname named in full ("Mr. Crawford" is Henry
@@ -411,8 +424,9 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
             if len(one) == 1:
                 entity[k] = next(iter(one))
             continue
-        if word in RANKS:  # "the Sergeant" is the one sergeant the book names
-            held = {entity.get(j, j) for j, g in forms.items() if g.title == word and j in entity}
+        rank = SAME_TITLE.get(word, word)  # "the Doctor" is the book's one "Dr."
+        if rank in RANKS:  # "the Sergeant" is the one sergeant the book names
+            held = {entity.get(j, j) for j, g in forms.items() if g.title == rank and j in entity}
             if len(held) == 1:
                 entity[k] = next(iter(held))
                 continue
@@ -533,6 +547,8 @@ def _kind(group: list[Form], classes: Counter) -> str | None:
     if any(f.words[-1] in PLACE_WORDS for f in group):
         return "place"
     bang = sum(f.bang for f in group)
+    if article >= 0.5 * n and sum(f.cut for f in group) >= 0.5 * n:
+        return None  # "the Grand Master", "the Disinherited Knight": an epithet's first word, no one's name
     if all(len(f.words) == 1 and not f.title for f in group) and (bang >= 0.9 * n or bang >= 0.5 * n > person):
         return None  # "Mordioux!": an oath (a name called out is also written without "!")
     if titled >= max(2, 0.1 * n):

@@ -253,3 +253,27 @@ def test_a_hyphenated_name_with_a_particle_is_one_name_and_a_people_is_no_one():
         f"Front-de-Boeuf laughed at the Saxon, and the Normans cheered. Said Front-de-Boeuf: no. {i}" for i in range(8))
     names = {o["name"] for o in cast(text)}
     assert "Front-de-Boeuf" in names and not names & {"Front", "Boeuf", "Saxon", "Normans", "Norman"}
+
+
+def test_miss_joins_a_heroine_named_in_full_once_not_a_younger_sister():
+    """A heroine the book calls by her first name, named in full once, is its "Miss" of her surname; a
+    woman it calls "Miss" with her first name is a younger sister, not the elder "Miss" of the surname."""
+    text = six_times("Miss Pell", "Miss Quill", "Miss Quill", "Miss Tabitha", "Tabitha") + " "
+    text += " ".join(["Honoria wept; she said so."] * 40) + " Honoria Pell came. Tabitha Quill came."
+    owner = owners(text)
+    assert owner["Miss Pell"] == owner["Honoria"]
+    assert owner["Miss Quill"] != owner["Tabitha"]
+
+
+def test_a_rank_joins_the_one_man_of_that_surname_and_the_rank_alone_him():
+    """"Dr. Pym" is Rufus Pym (whose sex no given name tells), and "the Doctor" is the book's one doctor."""
+    text = " ".join(f"{n} came in. Then {n} sat. {n} smiled. {n} went out. At last {n} spoke. So {n} ran."
+                    for n in ("Rufus Pym", "Rufus", "Dr. Pym", "the Doctor"))
+    owner = owners(text)
+    assert owner["Dr. Pym"] == owner["Rufus Pym"] == owner["Doctor"]
+
+
+def test_an_epithets_first_word_is_no_one():
+    """"the Grand Warden" (the book also writes "warden") is no entry "Grand"."""
+    text = six_times("the Grand Warden", "the Grand Warden", "Edmund Hale") + " The warden came. A warden sat." * 3
+    assert "Grand" not in owners(text)
