@@ -100,22 +100,34 @@ def _find_title(text: str, title: str) -> int:
 def headings(text: str) -> list[tuple[str, int]]:
     """(title, char start) of the headings of the most frequent family (see the module docstring)."""
     fams: dict[str, list[tuple[str, int]]] = {}
+    run_in: dict[str, list[tuple[str, int]]] = {}  # keyword headings with no blank line before (a PDF's text)
     prev_blank = True
     pos = 0
     for line in text.splitlines(keepends=True):
         s = line.strip()
-        if s and prev_blank and len(s) <= 100:
+        if s and len(s) <= 100:
             for name, rx in HEADING_FORMS:
-                m = rx.match(s)
+                m = rx.match(s) if prev_blank or name == "keyword" else None
                 if m:
                     key = m.groupdict().get("key")
                     fam = f"{name}:{key.lower()}" if key else name
                     fam += ":indented" if line[:1].isspace() else ""  # a centred contents list is its own family
                     title = m.group("title") if name == "tex" else s
-                    fams.setdefault(fam, []).append((title.strip(), pos + line.index(s[0])))
+                    hit = (title.strip(), pos + line.index(s[0]))
+                    run_in.setdefault(fam, []).append(hit) if name == "keyword" else None
+                    if prev_blank:
+                        fams.setdefault(fam, []).append(hit)
                     break
         prev_blank = not s or (s.startswith("\\") and not s.startswith("\\section") and not s.startswith("\\chapter"))
         pos += len(line)
+    # a PDF's text keeps no blank line between a heading and the paragraph before it, so a chapter that
+    # opens mid-page ("...went home.\nCHAPTER V. Anne's History\n...") reads as a keyword line anywhere;
+    # such lines count only as the chain numbered 1, 2, 3 ... (a line of prose that opens with "Chapter
+    # 3" rarely extends it)
+    for fam, hits in run_in.items():
+        chain = _numbered_chain(_not_contents(hits))
+        if len(chain) > len(fams.get(fam, ())):
+            fams[fam] = chain
     best: list[tuple[str, int]] = []
     best_fam = ""
     for fam, hits in fams.items():
@@ -123,17 +135,38 @@ def headings(text: str) -> list[tuple[str, int]]:
         # the heading itself ("Chapter 1", no page number) stays though its running head repeats its words
         seen = Counter(_running(t) for t, _ in hits if _running(t) != t)
         hits = [h for h in hits if _running(h[0]) == h[0] or seen[_running(h[0])] < 3 or fam.startswith("tex")]
-        # drop contents-list entries: a heading followed closely by the next of its family has no
-        # body; the last entry of a list (close to the one before) is dropped when its title recurs
-        close = [i > 0 and h[1] - hits[i - 1][1] < MIN_CONTENTS_GAP for i, h in enumerate(hits)]
-        kept = [h for i, h in enumerate(hits)
-                if not (i + 1 < len(hits) and close[i + 1])
-                and not (close[i] and any(t == h[0] for t, _ in hits[i + 1:]))]
+        kept = _not_contents(hits)
         if len(kept) < 2 or kept[-1][1] - kept[0][1] < MIN_SPAN * len(text):
             continue  # a contents list: its headings sit together at one end of the text
         if len(kept) > len(best):
             best, best_fam = kept, fam
     return _missing_first(text, best, best_fam) if best else best
+
+
+def _not_contents(hits: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """A family's headings without a contents list's entries: a heading followed closely by the next of
+    its family has no body; the last entry of a list (close to the one before) goes when its title recurs."""
+    close = [i > 0 and h[1] - hits[i - 1][1] < MIN_CONTENTS_GAP for i, h in enumerate(hits)]
+    return [h for i, h in enumerate(hits)
+            if not (i + 1 < len(hits) and close[i + 1]) and not (close[i] and any(t == h[0] for t, _ in hits[i + 1:]))]
+
+
+def _numbered_chain(hits: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """The longest run of `hits` numbered 1 (or 2), then each the one before's number plus 1 or 2 (one
+    heading may be missed), in the text's order: a book's chapters, not the prose lines that name one."""
+    nums = [heading_number(t) for t, _ in hits]
+    best: list[tuple[str, int]] = []
+    for i, n in enumerate(nums):
+        if n is None or n[1] > 2:
+            continue
+        run, last = [hits[i]], n[1]
+        for h, m in zip(hits[i + 1:], nums[i + 1:]):
+            if m is not None and last < m[1] <= last + 2:
+                run.append(h)
+                last = m[1]
+        if len(run) > len(best):
+            best = run
+    return best
 
 
 _ROMAN = {"i": 1, "v": 5, "x": 10, "l": 50, "c": 100, "d": 500, "m": 1000}

@@ -57,3 +57,17 @@ def test_dot_leader_pages_are_contents_or_index():
                       for i in range(12))
     assert matter_of(contents) == "contents" and matter_of(index) == "index"
     assert matter_of(prose) is None
+
+
+def test_a_contents_list_run_on_as_one_paragraph_is_contents():
+    """A PDF made from a plain-text edition sets its contents list as one paragraph: lines like
+    "Surprised CHAPTER II Matthew" (tried as a new user would; the cast then 'introduced' its main
+    characters by the contents page). A commentary that names a chapter a paragraph is not contents."""
+    from ingest.boilerplate import matter_of
+
+    romans = "I II III IV V VI VII VIII IX X".split()
+    run_on = "Table of Contents\n" + " ".join(f"CHAPTER {r} The Title of Part {r} Is Here" for r in romans)
+    wrapped = "\n".join(run_on[i:i + 34] for i in range(0, len(run_on), 34))
+    commentary = "\n\n".join(f"Chapter {r}. The Title.\n\n" + STORY[:400] for r in romans[:6])
+    assert matter_of(wrapped) == "contents"
+    assert matter_of(commentary) is None

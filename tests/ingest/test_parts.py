@@ -169,3 +169,25 @@ def test_a_heading_printed_twice_in_a_row_is_one_part(library):
     doc = store_text(library, text, page_chars=1500)
     got = [p.title for p in document_parts(library, doc)]
     assert got == [f"CHAPTER {t}" for t in ALICE_TITLES[:3]]
+
+
+def test_chapters_that_open_mid_page_in_a_pdfs_text():
+    """A PDF made from a plain-text edition (tried as a new user would, 2026-12-07): its text has no
+    blank line before a heading, chapters open mid-page, and the contents list runs on as one
+    paragraph wrapped into lines that open with "CHAPTER". The parts were 5 of 38, the first titled
+    from the contents ("CHAPTER XXXVI The Glory and the"). The chapters are the chain I, II, III ...;
+    a line of prose that opens with "Chapter 3" inside chapter 4 is none of them."""
+    romans = ["I", "II", "III", "IV", "V", "VI"]
+    contents = "Table of Contents\n" + "\n".join(
+        f"CHAPTER {r} The Day Number {r} Came and" if i % 2 == 0 else f"Went Away CHAPTER {r} Another Title"
+        for i, r in enumerate(romans)) + "\n"
+    body = ""
+    for r in romans:
+        body += f"CHAPTER {r}. The Day Number {r}\n" + BODY.replace(". ", ".\n", 3).rstrip() + "\n"
+        if r == "IV":
+            body += "Chapter 3 of his diary was lost that winter, and he never wrote it again.\n"
+    text = "A NOVEL\nBy A. Writer\n" + contents + body
+    got = headings(text)
+    assert [t.split(".")[0] for t, _ in got] == [f"CHAPTER {r}" for r in romans]
+    assert got[0][1] == len("A NOVEL\nBy A. Writer\n" + contents)  # chapter I's heading, not a contents line
+    assert all(text[pos:pos + len(t)] == t for t, pos in got)
