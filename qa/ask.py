@@ -16,6 +16,7 @@ from __future__ import annotations
 import bisect
 import functools
 import math
+import re
 import threading
 import time
 from typing import Any, Callable
@@ -194,6 +195,7 @@ def cross_read(library: Library, engine: DocumentEngine, state: Any, doc_id: str
     fused = {c: (float(scores[c]) if scores is not None and c < len(scores) and np.isfinite(scores[c]) else 0.0)
              + float(terms[c]) for c in wins}
     return {"windows": wins, "terms": terms, "cal": cal, "introduces": first, "reader": _reader(engine),
+            "named": named(library, doc_id, question) if first else 0,
             "scorer": scorer, "order": sorted(wins, key=lambda c: (-fused[c], c))}
 
 
@@ -239,11 +241,22 @@ def introduction(library: Library, doc_id: str, question: str) -> list[int]:
     """For "Who is X?", the chunks that introduce X (qa.outline.first_mention: X's first mention
     outside front and back matter, and the chunks after it); [] for other questions or an unknown name."""
     from .outline import first_mention, who_name
-    from ingest.parts import document_text
 
     name = who_name(question)
     if not name:
         return []
+    text, skip, starts = _doc_texts(library, doc_id)
+    pos = first_mention(text, name, skip)
+    if pos is None:
+        return []
+    c = max(0, bisect.bisect_right(starts, pos) - 1)
+    return [i for i in range(c, c + INTRO_CHUNKS) if i < len(starts)]
+
+
+def _doc_texts(library: Library, doc_id: str) -> tuple[str, list, list]:
+    """The document's text, the character spans of its front and back matter, its chunks' starts (cached)."""
+    from ingest.parts import document_text
+
     key = (str(library.home), doc_id, getattr(library, "limit", None))
     if key not in _TEXTS:
         while len(_TEXTS) >= 4:
@@ -253,12 +266,20 @@ def introduction(library: Library, doc_id: str, question: str) -> list[int]:
         _TEXTS[key] = (document_text(library, doc_id),
                        [(chunks[i]["char_start"], chunks[i]["char_end"]) for i in boiler],
                        [c["char_start"] for c in chunks])
-    text, skip, starts = _TEXTS[key]
-    pos = first_mention(text, name, skip)
-    if pos is None:
-        return []
-    c = max(0, bisect.bisect_right(starts, pos) - 1)
-    return [i for i in range(c, c + INTRO_CHUNKS) if i < len(starts)]
+    return _TEXTS[key]
+
+
+WHO_MENTIONS = 3  # "Who is X?" of a person the document names this often is answered, never "Not found"
+
+
+def named(library: Library, doc_id: str, question: str) -> int:
+    """How often the document names the X of "Who is X?" (whole words, as written); 0 for other questions."""
+    from .outline import who_name
+
+    name = who_name(question)
+    if not name:
+        return 0
+    return len(re.findall(rf"(?<!\w){re.escape(name)}(?!\w)", _doc_texts(library, doc_id)[0]))
 
 
 def confidence(reader, library: Library, doc_id: str, question: str, reading: Any, bm) -> dict | None:
@@ -553,12 +574,19 @@ def _cross_answer(library: Library, doc_id: str, question: str, evidence: list[d
     wins, cal = ce["windows"], ce["cal"]
     retrieved = [int(e["chunk"]) for e in evidence]
     unsure, best = rerank.decide(wins, cal)
+    order = ce.get("order") or []
+    # "Who is X?" of someone the document names again and again: the book does say who X is, so the
+    # answer is the passage that introduces X (first), not "Not found" (Gilbert Blythe, 107 mentions,
+    # got "Not found" when tried as a new user would); on development sets no such question abstained
+    introduced = unsure and not missing and bool(ce.get("introduces")) and ce.get("named", 0) >= WHO_MENTIONS
+    if introduced:
+        unsure = False
+        order = [c for c in ce["introduces"] if c in wins] + [c for c in order if c not in ce["introduces"]]
     abstained = bool(missing) or unsure
     reader = ce.get("reader")
     quote, shown = None, rerank.shown(wins, retrieved, k=len(wins))
-    if reader is not None and ce.get("order"):  # the trained reader picks the sentence (validation's choice)
-        quote, order = _read_pool(library, doc_id, question, ce["order"], reader, ce.get("scorer"),
-                                  cal.sentence_weight)
+    if reader is not None and order:  # the trained reader picks the sentence (validation's choice)
+        quote, order = _read_pool(library, doc_id, question, order, reader, ce.get("scorer"), cal.sentence_weight)
         shown = [wins[c] for c in order if c in wins]
     elif shown:
         quote = rerank.quote_of(shown[0])
@@ -582,7 +610,7 @@ def _cross_answer(library: Library, doc_id: str, question: str, evidence: list[d
     return {"quote": quote, "abstained": abstained, "short_answer": short,
             "passages": passages,
             "confidence": {"p": round(best, 4), "threshold": cal.abstain_below, "abstain": unsure,
-                           "by": "cross-encoder"}}
+                           "by": "cross-encoder", **({"named": ce["named"]} if introduced else {})}}
 
 
 def _make_answer(library: Library, engine: DocumentEngine, doc_id: str, question: str, state: Any,

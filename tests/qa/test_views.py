@@ -198,3 +198,29 @@ def test_a_masked_chunk_never_shows_in_the_answer(library, engine, assets, quest
     assert all(e["chunk"] not in barred for e in out["evidence"])
     for t in _shown_texts(out):
         assert not (_ngrams(t) & secret), t
+
+
+def test_who_is_someone_the_document_names_often_is_answered_by_the_introduction(library, engine, tmp_path,
+                                                                                monkeypatch):
+    """Tried as a new user would: "Who is Gilbert Blythe?" of a novel naming him 107 times said "Not
+    found" (the cross-encoder's best P below the threshold). A person the document names at least
+    WHO_MENTIONS times is answered with the passage that introduces them (their first mention),
+    whatever the P; a name the document lacks still gets "Not found"."""
+    from qa import ask as ask_mod
+    from qa import rerank
+
+    if engine.model_dir is None or not (engine.model_dir / "cross_encoder.safetensors").exists():
+        pytest.skip("the reader-only engine has no cross-encoder: this is the cross-encoder's abstention")
+    story = tmp_path / "mill.txt"
+    story.write_text("THE MILL\n\n" + "The river ran past the old mill all summer long, and the wheel turned. " * 30
+                     + "Then Jonas Whitmore came to the valley, the new miller's apprentice from the coast. "
+                     + "The wheel turned and the river ran on past the mill through the long dry summer. " * 30
+                     + "Jonas Whitmore mended the sluice. " * 4)
+    doc = ingest(story, library=library, engine=engine).doc_id
+    assert ask_mod.named(library, doc, "Who is Jonas Whitmore?") == 5
+    monkeypatch.setattr(rerank, "decide", lambda wins, cal: (True, 0.01))  # every P below the threshold
+    out = ask(library, engine, doc, "Who is Jonas Whitmore?", max_new_tokens=8, causal=False)
+    assert not out["abstained"] and out["quote"]["introduces"] == "Jonas Whitmore"
+    assert "Jonas Whitmore came to the valley" in out["answer"]
+    gone = ask(library, engine, doc, "Who is Ada Pennington?", max_new_tokens=8, causal=False)
+    assert gone["abstained"] and gone["answer"].startswith("Not found in this document")
