@@ -200,6 +200,7 @@ def test_a_masked_chunk_never_shows_in_the_answer(library, engine, assets, quest
         assert not (_ngrams(t) & secret), t
 
 
+@pytest.mark.parametrize("engine", ["cross-encoder"], indirect=True)  # the cross-encoder's abstention
 def test_who_is_someone_the_document_names_often_is_answered_by_the_introduction(library, engine, tmp_path,
                                                                                 monkeypatch):
     """Tried as a new user would: "Who is Gilbert Blythe?" of a novel naming him 107 times said "Not
@@ -209,8 +210,7 @@ def test_who_is_someone_the_document_names_often_is_answered_by_the_introduction
     from qa import ask as ask_mod
     from qa import rerank
 
-    if engine.model_dir is None or not (engine.model_dir / "cross_encoder.safetensors").exists():
-        pytest.skip("the reader-only engine has no cross-encoder: this is the cross-encoder's abstention")
+    assert (engine.model_dir / "cross_encoder.safetensors").exists()
     story = tmp_path / "mill.txt"
     story.write_text("THE MILL\n\n" + "The river ran past the old mill all summer long, and the wheel turned. " * 30
                      + "Then Jonas Whitmore came to the valley, the new miller's apprentice from the coast. "
