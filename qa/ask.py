@@ -581,7 +581,8 @@ def _cross_answer(library: Library, doc_id: str, question: str, evidence: list[d
     introduced = unsure and not missing and bool(ce.get("introduces")) and ce.get("named", 0) >= WHO_MENTIONS
     if introduced:
         unsure = False
-        order = [c for c in ce["introduces"] if c in wins] + [c for c in order if c not in ce["introduces"]]
+        intro = [c for c in ce["introduces"] if c in wins][:1]  # its first mention; the passages after it are
+        order = intro + [c for c in order if c not in intro]   # the model's others, not the next chunks
     abstained = bool(missing) or unsure
     reader = ce.get("reader")
     quote, shown = None, rerank.shown(wins, retrieved, k=len(wins))
