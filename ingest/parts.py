@@ -127,7 +127,7 @@ def headings(text: str) -> list[tuple[str, int]]:
     for fam, hits in run_in.items():
         chain = _numbered_chain(_not_contents(hits))
         if len(chain) > len(fams.get(fam, ())):
-            fams[fam] = chain
+            fams[fam] = [(_wrapped_title(text, t, pos), pos) for t, pos in chain]
     best: list[tuple[str, int]] = []
     best_fam = ""
     for fam, hits in fams.items():
@@ -141,6 +141,26 @@ def headings(text: str) -> list[tuple[str, int]]:
         if len(kept) > len(best):
             best, best_fam = kept, fam
     return _missing_first(text, best, best_fam) if best else best
+
+
+_TITLE_SMALL = frozenset("a an and as at by for from in into of on or the to with".split())
+_NOT_TITLE = re.compile(r"[.,;:!?\"“”‘’()\[\]]")
+
+
+def _wrapped_title(text: str, title: str, pos: int) -> str:
+    """A PDF's heading set over two lines ("CHAPTER I. Mrs. Rachel Lynde is" / "Surprised"): the title
+    and its next line, when the title ends without punctuation and that line is short, in title case
+    and without a sentence's marks (not the first line of the chapter's text, nor a line of speech)."""
+    end = text.find("\n", pos)
+    if end < 0 or _NOT_TITLE.search(title[-1:]):
+        return title
+    stop = text.find("\n", end + 1)
+    nxt = text[end + 1: stop if stop >= 0 else len(text)].strip()
+    words = nxt.split()
+    if (not words or len(nxt) > 40 or _NOT_TITLE.search(nxt) or not words[0][:1].isupper()
+            or not all(w[:1].isupper() or w in _TITLE_SMALL for w in words)):
+        return title
+    return f"{title} {nxt}"
 
 
 def _not_contents(hits: list[tuple[str, int]]) -> list[tuple[str, int]]:

@@ -191,3 +191,19 @@ def test_chapters_that_open_mid_page_in_a_pdfs_text():
     assert [t.split(".")[0] for t, _ in got] == [f"CHAPTER {r}" for r in romans]
     assert got[0][1] == len("A NOVEL\nBy A. Writer\n" + contents)  # chapter I's heading, not a contents line
     assert all(text[pos:pos + len(t)] == t for t, pos in got)
+
+
+def test_a_pdf_heading_wrapped_over_two_lines_keeps_its_whole_title():
+    """The same PDF's headings were set large, so long ones wrapped ("CHAPTER I. Mrs. Rachel Lynde is" /
+    "Surprised") and the part was titled with the first line only. The next line joins the title when
+    it is short and in title case; the chapter's first line of text, or of speech, does not."""
+    lines = {
+        "I": "CHAPTER I. Mrs. Rachel Lynde Is\nSurprised\n",
+        "II": "CHAPTER II. A Concert a\nCatastrophe and a Confession\n",
+        "III": "CHAPTER III. The Walk\n\"Yes,\" said Anne.\n",
+        "IV": "CHAPTER IV. Morning at\nGreen Gables the farmhouse stood by the long road that ran to the town\n",
+    }
+    text = "A NOVEL\n" + "".join(head + BODY.replace(". ", ".\n", 3).rstrip() + "\n" for head in lines.values())
+    got = [t for t, _ in headings(text)]
+    assert got == ["CHAPTER I. Mrs. Rachel Lynde Is Surprised", "CHAPTER II. A Concert a Catastrophe and a Confession",
+                   "CHAPTER III. The Walk", "CHAPTER IV. Morning at"]
