@@ -26,7 +26,7 @@ from typing import Sequence
 
 from ingest.boilerplate import chunk_matter
 from ingest.parse import page_ranges
-from ingest.parts import document_parts, document_text, joined_text
+from ingest.parts import document_parts, joined_text
 from .cast import cast, introducing_sentence
 
 STATEMENT_KINDS = ("definition", "lemma", "proposition", "theorem", "corollary", "remark", "example")
@@ -77,12 +77,15 @@ def _chunk_index(chunks: list[dict]):
     return at
 
 
-def statements(text: str, kind: str, chunks: list[dict]) -> list[dict]:
+def statements(text: str, kind: str, chunks: list[dict], pages: list[dict] | None = None) -> list[dict]:
     """The statements of the document in order: {kind, label, number, title, char_start, char_end,
-    chunks, page, restates}. A printed statement's span is its heading and text, up to its proof,
-    an end marker or the paragraph that closes it (at most STATEMENT_MAX characters). `restates`:
-    the index of the statement's first occurrence when the paper states it again under the same
-    number (a theorem of the introduction restated before its proof), else None."""
+    cut, chunks, page, restates}. A printed statement's span is its heading and text, up to its proof,
+    an end marker or the paragraph that closes it (at most STATEMENT_MAX characters, then up to a word's
+    end, and `cut` is true). `page`: the page its heading is printed on, from `pages` (their
+    char_start; a chunk running over a page break holds the end of one page and the start of the
+    next), else its first chunk's first page. `restates`: the index of the statement's first
+    occurrence when the paper states it again under the same number (a theorem of the introduction
+    restated before its proof), else None."""
     at = _chunk_index(chunks)
     out = []
     if kind == "tex":
@@ -93,7 +96,7 @@ def statements(text: str, kind: str, chunks: list[dict]) -> list[dict]:
             lab = TEX_LABEL.match(text, m.end())
             out.append({"kind": kind, "label": lab.group(1) if lab else "", "number": str(i),
                         "title": (m.group("title") or m.group("rtitle") or "").strip(), "char_start": m.start(),
-                        "char_end": end})
+                        "char_end": end, "cut": False})
     else:
         found = {m.start("kind"): m for m in PRINTED_ALONE.finditer(text)}
         found |= {m.start("kind"): m for m in PRINTED.finditer(text)}
@@ -112,15 +115,24 @@ def statements(text: str, kind: str, chunks: list[dict]) -> list[dict]:
                         "char_start": m.start("kind"), "char_end": m.end("head"), "head": head})
         for i, s in enumerate(out):
             stop = out[i + 1]["char_start"] if i + 1 < len(out) else len(text)
-            end = _STATEMENT_END.search(text, s["char_end"], min(stop, s["char_start"] + STATEMENT_MAX))
-            s["char_end"] = end.start() + (1 if end and end.group(0)[:1] in ".!?" else 0) if end else \
-                min(stop, s["char_start"] + STATEMENT_MAX)
+            cap = s["char_start"] + STATEMENT_MAX
+            end = _STATEMENT_END.search(text, s["char_end"], min(stop, cap))
+            s["cut"] = end is None and stop > cap
+            if end:
+                s["char_end"] = end.start() + (1 if end.group(0)[:1] in ".!?" else 0)
+            elif s["cut"]:  # at a space, not inside a word ("its past random bit")
+                space = max(text.rfind(" ", s["char_end"], cap + 1), text.rfind("\n", s["char_end"], cap + 1))
+                s["char_end"] = space if space > 0 else cap
+            else:
+                s["char_end"] = stop
             del s["head"]
     first: dict[tuple[str, str], int] = {}
+    page_starts = [p["char_start"] for p in pages or ()]
     for i, s in enumerate(out):
         a, b = at(s["char_start"]), at(max(s["char_start"], s["char_end"] - 1))
         s["chunks"] = list(range(a, b + 1))
-        s["page"] = chunks[a]["page_first"] if chunks else 1
+        s["page"] = pages[max(0, bisect_right(page_starts, s["char_start"]) - 1)]["number"] if pages else \
+            chunks[a]["page_first"] if chunks else 1
         s["restates"] = first.setdefault((s["kind"], s["number"]), i) if kind != "tex" else None
         if s["restates"] == i:
             s["restates"] = None
@@ -354,7 +366,8 @@ def statement_name(s: dict) -> str:
 def document_statements(library, doc_id: str, chunks: list[dict] | None = None) -> list[dict]:
     """`statements` of a stored document (its chunks read once when the caller has them)."""
     chunks = library.chunks(doc_id) if chunks is None else chunks
-    return statements(document_text(library, doc_id, pages_apart=True), library.document(doc_id)["kind"], chunks)
+    pages = library.pages(doc_id, with_text=True)
+    return statements(joined_text(pages, pages_apart=True), library.document(doc_id)["kind"], chunks, pages)
 
 
 def named_links(dependency_map: Sequence[dict], skip: set[int], stmts: list[dict], chunks: list[dict],
@@ -382,7 +395,7 @@ def build(library, doc_id: str, dependency_map: Sequence[dict]) -> dict:
     labels = {p["number"]: p["label"] for p in pages}
     text = joined_text(pages)
     boiler = set(chunk_matter(library, doc_id, chunks))
-    stmts = statements(joined_text(pages, pages_apart=True), doc["kind"], chunks)
+    stmts = statements(joined_text(pages, pages_apart=True), doc["kind"], chunks, pages)
     used_by(stmts, dependency_map, boiler)
     for i, st in enumerate(stmts):  # what each relies on: cited in it or its proof, retrieved while read
         st["uses"] = [] if st.get("restates") is not None else \

@@ -31,11 +31,12 @@ def statement_asked(library: Library, doc_id: str, question: str) -> dict | None
     if key not in _STATEMENTS:
         while len(_STATEMENTS) >= 4:
             _STATEMENTS.pop(next(iter(_STATEMENTS)))
-        from ingest.parts import document_text
+        from ingest.parts import joined_text
 
         chunks = library.chunks(doc_id)
-        text = document_text(library, doc_id, pages_apart=True)  # a heading atop a page starts its line
-        _STATEMENTS[key] = (text, statements(text, doc["kind"], chunks), chunks)
+        pages = library.pages(doc_id, with_text=True)
+        text = joined_text(pages, pages_apart=True)  # a heading atop a page starts its line
+        _STATEMENTS[key] = (text, statements(text, doc["kind"], chunks, pages), chunks)
     text, stmts, chunks = _STATEMENTS[key]
     i = find_statement(stmts, q["kind"], q["number"])
     if i is None or set(stmts[i]["chunks"]) & set(getattr(library, "_barred", ())):
@@ -56,6 +57,8 @@ def statement_answer(library: Library, engine: DocumentEngine, doc_id: str, aske
     body = statement_text(text, s)
     if len(body) > STATEMENT_QUOTE_MAX:
         body = body[:STATEMENT_QUOTE_MAX].rsplit(" ", 1)[0] + " ..."
+    elif s.get("cut"):  # the outline's span stopped at a word before the statement's end
+        body += " ..."
     weights = {int(e["chunk"]): float(e["weight"]) for e in out["evidence"]}
     hit = [c for c in s["chunks"] if c in weights]
     retrieved = [int(e["chunk"]) for e in out["evidence"]]

@@ -188,3 +188,25 @@ def test_a_heading_atop_a_page_starts_its_line():
 
     assert "here.  Corollary" in document_text(Library(), "d")  # a sentence runs on over the break
     assert [(s["kind"], s["number"]) for s in document_statements(Library(), "d")] == [("corollary", "6")]
+
+
+def test_a_statement_is_on_the_page_of_its_heading_and_a_long_one_ends_at_a_word(library):
+    """A chunk over a page break holds the heading at the next page's top: the statement is on that page
+    (itcs20's Definition 9 was listed on p. 5, the page before its own). A statement with no end within
+    STATEMENT_MAX stops at a space ("its past random bit" was a word cut), marked `cut`."""
+    from ingest.parts import document_text
+    from qa.outline import STATEMENT_MAX, document_statements
+    from tests.ingest.docstore import store_text
+
+    page1 = "Some prose about graphs that runs on. " * 20
+    long = "▶Definition 9. " + "A long definition goes on and on about oracles " * 40
+    text = page1[:398] + "\n\n" + long
+    doc = store_text(library, text, page_chars=400, chunk_chars=500, kind="pdf")
+    st = document_statements(library, doc)
+    assert [(s["kind"], s["number"], s["page"]) for s in st] == [("definition", "9", 2)]
+    assert library.chunks(doc)[st[0]["chunks"][0]]["page_first"] == 1
+    assert st[0]["cut"] and st[0]["char_end"] - st[0]["char_start"] <= STATEMENT_MAX
+    joined = document_text(library, doc, pages_apart=True)
+    assert joined[st[0]["char_end"]].isspace() and statement_text(joined, st[0]).endswith(" oracles A long")
+    assert not statements(PRINTED, "pdf", _chunks(PRINTED))[0]["cut"]
+
