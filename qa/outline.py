@@ -416,6 +416,8 @@ def build(library, doc_id: str, dependency_map: Sequence[dict]) -> dict:
                                             for q in o["positions"]})})
     links = named_links(dependency_map, boiler, stmts, chunks, labels)
     parts = [p.to_json() for p in document_parts(library, doc_id)]
+    for pt in parts:  # the printed label, as the statements and links show theirs
+        pt["page_label"] = labels.get(pt["page_first"], str(pt["page_first"]))
     for s in stmts:
         s["page_label"] = labels.get(s["page"], str(s["page"]))
     return {"doc_id": doc_id, "kind": doc["kind"], "parts": parts, "statements": stmts, "names": people,
@@ -435,16 +437,18 @@ def relied_on(stmts: list[dict], dependency_map: Sequence[dict], chunk: int) -> 
 
 def outline_text(o: dict, title: str = "") -> str:
     """The outline as the CLI prints it."""
-    lines = [f"{title or o['doc_id'][:12]}: {len(o['parts'])} parts, {len(o['statements'])} statements, "
-             f"{len(o['names'])} names"]
+    again = sum(s.get("restates") is not None for s in o["statements"])
+    lines = [f"{title or o['doc_id'][:12]}: {len(o['parts'])} parts, {len(o['statements'])} statements"
+             f"{f' ({again} restated)' if again else ''}, {len(o['names'])} names"]
     lines.append("\nParts:")
-    lines += [f"  {p['number']:3}. {p['title'][:70]}  (p. {p['page_first']})" for p in o["parts"]]
+    lines += [f"  {p['number']:3}. {p['title'][:70]}  (p. {p['page_label']})" for p in o["parts"]]
     if o["statements"]:
         lines.append("\nStatements (used by: the later chunks that retrieved them while reading):")
         for s in o["statements"]:
             used = ", ".join(str(u["chunk"]) for u in s["used_by"][:8]) or "-"
             more = f" (+{len(s['used_by']) - 8})" if len(s["used_by"]) > 8 else ""
-            lines.append(f"  {s['kind']:11} {s['label'] or s['number']:40} p. {s['page_label']:>5}  "
+            name = f"{s['label'] or s['number']}{' (restated)' if s.get('restates') is not None else ''}"
+            lines.append(f"  {s['kind']:11} {name:40} p. {s['page_label']:>5}  "
                          f"chunk {s['chunks'][0]:5}  used by {used}{more}")
             cites = [u["statement"] for u in s.get("uses") or [] if u["cited"]]
             seen = [u["statement"] for u in s.get("uses") or [] if not u["cited"]]

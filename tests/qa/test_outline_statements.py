@@ -210,3 +210,18 @@ def test_a_statement_is_on_the_page_of_its_heading_and_a_long_one_ends_at_a_word
     assert joined[st[0]["char_end"]].isspace() and statement_text(joined, st[0]).endswith(" oracles A long")
     assert not statements(PRINTED, "pdf", _chunks(PRINTED))[0]["cut"]
 
+
+def test_outline_text_marks_restated_statements_and_prints_part_labels():
+    from qa.outline import outline_text
+
+    st = [{"kind": "theorem", "label": "", "number": "1", "page_label": "3", "chunks": [4], "used_by": [],
+           "restates": None},
+          {"kind": "theorem", "label": "", "number": "1", "page_label": "18", "chunks": [40], "used_by": [],
+           "restates": 0}]
+    o = {"doc_id": "d" * 12, "parts": [{"number": 1, "title": "Related Work", "page_first": 9, "page_label": "5"}],
+         "statements": st, "names": [], "links": []}
+    lines = outline_text(o).splitlines()
+    assert lines[0] == "dddddddddddd: 1 parts, 2 statements (1 restated), 0 names"
+    assert "Related Work  (p. 5)" in lines[3]  # the printed page, as the statements' own
+    assert [ln.split()[:3] for ln in lines if ln.startswith("  theorem")] == [["theorem", "1", "p."],
+                                                                            ["theorem", "1", "(restated)"]]
