@@ -233,8 +233,9 @@ def extractive(
             last_part = r["part"]
         lines.append(f"{r['text']} ({pages_ref(r['pages'], labels)})")
     covered = len({r["part"] for r in rows})
+    source = next((p.source for p in chosen if p.number), chosen[0].source)  # where the parts come from, not part 0's
     intro = (f"Extractive summary: {len(rows)} sentences quoted from {covered} of {len(chosen)} "
-             f"part(s) ({chosen[0].source}), in order: in each part, from its start to its end, the ones "
+             f"part(s) ({source}), in order: in each part, from its start to its end, the ones "
              "that tell who does what.")
     top = max((r["score"] for r in rows), default=0.0) or 1.0
     ev_pairs: dict[int, float] = {}

@@ -57,6 +57,15 @@ def test_every_chapter_is_told_from_its_start_to_its_end(library):
     assert "## CHAPTER III" in out["summary"] and out["trace"]["parts"][0]["source"] == "headings"
 
 
+def test_the_summary_names_where_its_parts_come_from_not_the_front_matter(library):
+    """A paper's long front matter is part 0: the head line said "32 of 32 part(s) (front matter)"."""
+    front = " ".join(f"Preface sentence {i} says what the reader will find in the long book." for i in range(20))
+    doc = store_text(library, front + "".join(chapter(r, 12) for r in ("I", "II", "III")))
+    out = extractive(library, doc, [], per_part=2)
+    assert out["trace"]["parts"][0]["source"] == "front matter"
+    assert out["summary"].startswith("Extractive summary: ") and "part(s) (headings)," in out["summary"].split("\n")[0]
+
+
 def test_the_models_centrality_breaks_ties(library):
     text = "".join(chapter(r, 12) for r in ("I", "II", "III", "IV"))
     doc = store_text(library, text)
