@@ -19,6 +19,7 @@ from ingest.pipeline import Progress
 from tests.ui.conftest import fake_upload
 from ui import context
 from ui import jobs
+from ui import plots
 from ui import render
 from ui.tabs import ask as ask_tab
 from ui.tabs import library as library_tab
@@ -429,6 +430,26 @@ def test_outline_and_what_a_chunk_relied_on(lib):
     with pytest.raises(context.UIError, match="not in this document"):
         outline_tab.relied_on_view(ctx, doc_id, 10**6)
     assert "Pick a document" in outline_tab.relied_on_view(ctx, doc_id, None)
+
+
+def test_outline_parts_and_statements_as_a_reader_sees_them(lib):
+    """itcs20's outline tab read "32 parts (front matter)", cut titles inside a word ("...Run-of-0's Sam"),
+    gave statements the printed label alone ("3") beside the parts' "p. 9 (5)" and listed a restated
+    theorem as a second Theorem 1."""
+    ctx, doc_id = lib["ctx"], lib["doc_id"]
+    o = outline_tab.outline_doc(ctx, doc_id)
+    title = "Next-Neighbor Queries via Run-of-0's Sampling and a Title Longer Than Sixty"
+    o["parts"] = [{"number": 0, "title": "front matter", "page_first": 1, "source": "front matter"},
+                  {"number": 1, "title": title, "page_first": 3, "source": "outline"}]
+    first = o["statements"][0]
+    o["statements"] = [first, dict(first, restates=0)]
+    md = outline_tab.outline_view(ctx, doc_id, o)
+    _, labels = ctx.layout(doc_id)
+    assert "**2 parts** (outline): " in md
+    assert f"1. {render.md_escape(title[:57])} … (p. {plots.page_label(3, labels)})" in md  # "... and a Title …"
+    rows = [ln for ln in md.splitlines() if ln.startswith(f"| {first['kind']} ")]
+    page = render.md_escape(plots.page_label(first["page"], labels))
+    assert [r.split(" | ")[1] for r in rows] == [page, page] and "restated" in rows[1] and "restated" not in rows[0]
 
 
 def test_document_map_and_picks(lib):

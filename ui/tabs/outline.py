@@ -34,9 +34,11 @@ def outline_view(ctx: UIContext, doc_id: str | None, o: dict | None = None) -> s
 
     o = o if o is not None else outline_doc(ctx, doc_id)
     _, labels = ctx.layout(o["doc_id"])
-    out = [f"**{len(o['parts'])} parts** ({o['parts'][0]['source'] if o['parts'] else '-'}): "
-           + "; ".join(f"{p['number']}. {md_escape(p['title'][:40])} (p. {plots.page_label(p['page_first'], labels)})"
-                       for p in o["parts"][:40]) + (" …" if len(o["parts"]) > 40 else "")]
+    source = next((p["source"] for p in o["parts"] if p["number"]), o["parts"][0]["source"] if o["parts"] else "-")
+    out = [f"**{len(o['parts'])} parts** ({source}): "  # where they come from, not the front matter's source
+           + "; ".join(f"{p['number']}. {md_escape(_short(p['title']))} "
+                       f"(p. {plots.page_label(p['page_first'], labels)})" for p in o["parts"][:40])
+           + (" …" if len(o["parts"]) > 40 else "")]
     if o["statements"]:
         out.append(f"\n### Statements ({len(o['statements'])})\n\n*Used by: the later chunks that retrieved the "
                    "statement while the document was read (strongest first). Type one in “What did a chunk rely "
@@ -46,8 +48,10 @@ def outline_view(ctx: UIContext, doc_id: str | None, o: dict | None = None) -> s
             used = ", ".join(str(u["chunk"]) for u in st["used_by"][:6]) or "—"
             if len(st["used_by"]) > 6:
                 used += f" (+{len(st['used_by']) - 6})"
-            name = f"{st['kind']} {st['label'] or st['number']}" + (f" ({st['title']})" if st.get("title") else "")
-            out.append(f"| {md_escape(name)} | {md_escape(st['page_label'])} | {st['chunks'][0]} | {used} |")
+            name = f"{st['kind']} {st['label'] or st['number']}" + (f" ({st['title']})" if st.get("title") else "") \
+                + (" (restated)" if st.get("restates") is not None else "")
+            page = plots.page_label(st["page"], labels)  # as the parts' pages: "7 (3)"
+            out.append(f"| {md_escape(name)} | {md_escape(page)} | {st['chunks'][0]} | {used} |")
     for kind, head in (("person", "People"), ("place", "Places"), ("name", "Other names")):
         got = [n for n in o["names"] if n["kind"] == kind]
         if not got:
@@ -64,6 +68,12 @@ def outline_view(ctx: UIContext, doc_id: str | None, o: dict | None = None) -> s
     if not o["statements"] and not o["names"]:
         out.append("\nNo statements (definitions, lemmas, theorems) and no frequent names found.")
     return "\n".join(out)
+
+
+def _short(title: str, limit: int = 60) -> str:
+    """A part's title for the one-line list, cut at a word with "…" (a cut at 40 characters showed
+    "Next-Neighbor Queries via Run-of-0's Sam")."""
+    return title if len(title) <= limit else title[:limit].rsplit(" ", 1)[0] + " …"
 
 
 def outline_picture(ctx: UIContext, doc_id: str | None, o: dict | None = None) -> str:
