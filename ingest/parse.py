@@ -165,6 +165,15 @@ def clean_text(s: str) -> str:
     return s
 
 
+_TEX_QUOTES = re.compile(r"``(.+?)''")
+
+
+def bookmark_title(s: str) -> str:
+    """A bookmark's title as the page prints it: hyperref keeps TeX's quotes in them (itcs20's
+    "Supporting ``First Return'' Queries" is Supporting “First Return” Queries)."""
+    return _TEX_QUOTES.sub("\u201c\\1\u201d", clean_text(s)).strip()
+
+
 _LEAD_WS = re.compile(r"^[ \t]{3,}", re.M)  # sort=True pads lines with spaces to mimic their x position
 _TRAIL_WS = re.compile(r"[ \t]+$", re.M)
 _INNER_WS = re.compile(r"(?<=\S)[ \t]{2,}(?=\S)")  # justified lines come back with padded gaps
@@ -307,7 +316,7 @@ def _assemble(title: str, kind: str, pages: list[list[str]], warnings: list[str]
     full = PAGE_SEPARATOR.join(p.text for p in out)
     assert len(full) == pos, f"page spans {pos} != text length {len(full)}"
     n = len(out)
-    toc = [(int(lv), clean_text(str(t)).strip(), int(pg)) for lv, t, pg in (outline or []) if 1 <= int(pg) <= n]
+    toc = [(int(lv), bookmark_title(str(t)), int(pg)) for lv, t, pg in (outline or []) if 1 <= int(pg) <= n]
     return ParsedDocument(title=title, kind=kind, pages=out, text=full, warnings=list(warnings),
                           outline=[x for x in toc if x[1]])
 

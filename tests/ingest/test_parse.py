@@ -285,6 +285,16 @@ def test_pdf_bookmarks_are_kept(assets):
     assert parse_file(assets / "geotopo-pp1-10.pdf").outline == []  # an extract without bookmarks
 
 
+def test_bookmarks_read_tex_quotes_as_printed():
+    """itcs20's bookmark "Supporting ``First Return'' Queries" showed TeX's quotes in the outline and the
+    summary's headings; a prime (f'') stays."""
+    from ingest.parse import _assemble
+
+    doc = _assemble("t", "pdf", [("1", "text")], [], [(2, "Supporting ``First Return'' Queries ", 1),
+                                                       (2, "Bounds on f'' and g''", 1)])
+    assert [t for _, t, _ in doc.outline] == ["Supporting \u201cFirst Return\u201d Queries", "Bounds on f'' and g''"]
+
+
 def test_ingest_stores_the_bookmarks(assets, library, fake_engine):
     from ingest.pipeline import ingest
 
