@@ -57,6 +57,7 @@ PRINTED_KINDS = {"satz": "theorem", "korollar": "corollary", "bemerkung": "remar
 # where a printed statement's text ends: its proof, an end marker (LIPIcs's "◀"), or a sentence closing a paragraph
 _STATEMENT_END = re.compile(r"\n[ \t]*(?:Proof\b|Beweis\b)|◀|[.!?]\s*\n[ \t]*\n")
 STATEMENT_MAX = 1200  # characters of a printed statement's text at most
+RESTATED_OPENING = 6  # letters and digits a restatement repeats at its start (a formula's text layer differs after)
 DUPLICATE_GAP = 600  # characters: the same heading again this close is the text layer repeating it
 LONG_LINK = 8  # chunks: nearer links are the text's own continuity
 TITLES = frozenset("""mr mrs miss ms dr sir lady lord madame monsieur mme mlle m captain capt colonel col
@@ -84,8 +85,8 @@ def statements(text: str, kind: str, chunks: list[dict], pages: list[dict] | Non
     end, and `cut` is true). `page`: the page its heading is printed on, from `pages` (their
     char_start; a chunk running over a page break holds the end of one page and the start of the
     next), else its first chunk's first page. `restates`: the index of the statement's first
-    occurrence when the paper states it again under the same number (a theorem of the introduction
-    restated before its proof), else None."""
+    occurrence when the paper states it again under the same number and in the same words (a theorem
+    of the introduction restated before its proof), else None."""
     at = _chunk_index(chunks)
     out = []
     if kind == "tex":
@@ -114,6 +115,7 @@ def statements(text: str, kind: str, chunks: list[dict], pages: list[dict] | Non
             out.append({"kind": k, "label": "", "number": m.group("number"), "title": title[:80],
                         "char_start": m.start("kind"), "char_end": m.end("head"), "head": head})
         for i, s in enumerate(out):
+            s["opening"] = re.sub(r"\W+", "", text[s["char_end"]:s["char_end"] + 200])[:RESTATED_OPENING]
             stop = out[i + 1]["char_start"] if i + 1 < len(out) else len(text)
             cap = s["char_start"] + STATEMENT_MAX
             end = _STATEMENT_END.search(text, s["char_end"], min(stop, cap))
@@ -126,14 +128,15 @@ def statements(text: str, kind: str, chunks: list[dict], pages: list[dict] | Non
             else:
                 s["char_end"] = stop
             del s["head"]
-    first: dict[tuple[str, str], int] = {}
+    first: dict[tuple[str, str, str], int] = {}
     page_starts = [p["char_start"] for p in pages or ()]
     for i, s in enumerate(out):
         a, b = at(s["char_start"]), at(max(s["char_start"], s["char_end"] - 1))
         s["chunks"] = list(range(a, b + 1))
         s["page"] = pages[max(0, bisect_right(page_starts, s["char_start"]) - 1)]["number"] if pages else \
             chunks[a]["page_first"] if chunks else 1
-        s["restates"] = first.setdefault((s["kind"], s["number"]), i) if kind != "tex" else None
+        # the same heading over other words is another statement (an appendix that numbers from 1.1 again)
+        s["restates"] = first.setdefault((s["kind"], s["number"], s.pop("opening", "")), i) if kind != "tex" else None
         if s["restates"] == i:
             s["restates"] = None
     return out

@@ -225,3 +225,14 @@ def test_outline_text_marks_restated_statements_and_prints_part_labels():
     assert "Related Work  (p. 5)" in lines[3]  # the printed page, as the statements' own
     assert [ln.split()[:3] for ln in lines if ln.startswith("  theorem")] == [["theorem", "1", "p."],
                                                                             ["theorem", "1", "(restated)"]]
+
+
+def test_the_same_number_over_other_words_is_another_statement():
+    """ccc16's appendix numbers from 1.1 again: its "Theorem 1.1 (Brill's Equation)" was taken for the
+    introduction's Theorem 1.1 restated (listed "(restated)", its uses dropped); a restatement keeps its words."""
+    prose = "Some prose between the statements, long enough to keep them apart. " * 10 + "\n"
+    text = ("▶Theorem 1.1 (Reconstruction). Let f be a circuit. Then f is found.\n\n" + prose +
+            "▶Theorem 1.1 (Brill's Equation). A form f(x) is a product of linear forms.\n\n" + prose +
+            "▶Theorem 1.1 (Reconstruction). Let f be a circuit. Then f is found.\n")
+    st = statements(text, "pdf", _chunks(text, page_chars=10**6))
+    assert [(s["number"], s["restates"]) for s in st] == [("1.1", None), ("1.1", None), ("1.1", 0)]
