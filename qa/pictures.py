@@ -99,9 +99,13 @@ def statement_graph(o: dict) -> str:
                    f'{escape(_name(st[i]))}</title></path>')
     for i, s in enumerate(st):
         x = 20 + i * step
-        out.append(f'<circle cx="{x}" cy="{base}" r="3" fill="#333"><title>{escape(_name(s))}, p. '
+        # a statement stated again (itcs20's Theorem 1 before its proof) is hollow and unlabelled: its
+        # number among the later ones' ("19, 4, 21") read as a misordered axis
+        again = s.get("restates") is not None
+        out.append(f'<circle cx="{x}" cy="{base}" r="3" fill="{"#fff" if again else "#333"}" stroke="#333">'
+                   f'<title>{escape(_name(s))}{" (restated)" if again else ""}, p. '
                    f'{escape(str(s.get("page_label", s.get("page", ""))))}</title></circle>')
-        if i % max(1, len(st) // 25) == 0:
+        if i % max(1, len(st) // 25) == 0 and not again:
             out.append(f'<text x="{x}" y="{base + 16}" font-size="9" text-anchor="middle">'
                        f'{escape(str(s["label"] or s["number"]))[:8]}</text>')
     out.append("</svg>")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from pathlib import Path
 
 from ingest.parts import document_text
@@ -50,3 +52,15 @@ def test_statement_graph_cites_and_retrieved(tmp_path, library):
     assert svg.count("<circle") == len(st) and svg.count("<path") == len(arcs)
     out = png(svg, tmp_path / "graph.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_statement_graph_draws_a_restated_statement_hollow_and_unlabelled():
+    """itcs20's picture labelled its axis "... 19, 4, 21 ...": Theorem 4 stated again before its proof."""
+    st = [{"kind": "theorem", "label": "", "number": str(n), "page": n, "uses": [], "restates": None}
+          for n in range(1, 6)]
+    st.insert(3, dict(st[1], restates=1))
+    svg = statement_graph({"statements": st})
+    circles = re.findall(r'<circle[^>]*fill="(#[0-9a-f]+)"[^>]*><title>([^<]*)</title>', svg)
+    assert [fill for fill, _ in circles] == ["#333", "#333", "#333", "#fff", "#333", "#333"]
+    assert circles[3][1].startswith("theorem 2 (restated)")
+    assert re.findall(r'<text[^>]*text-anchor="middle">([^<]*)</text>', svg) == ["1", "2", "3", "4", "5"]
