@@ -33,7 +33,7 @@ from ingest.pipeline import ready_state
 from .errors import QAError
 from .evidence import evidence_rows, trace_json
 from .reader import sentence_spans  # quotes are cut as the reader cuts
-from .statement_qa import statement_answer, statement_asked
+from .statement_qa import absent_answer, statement_absent, statement_answer, statement_asked
 from .views import BeforePage, Redacted, prefix_state
 
 # answers and summaries never repeat a 4-gram of their own (engine.generate's no_repeat_ngram): the
@@ -97,6 +97,14 @@ def missing_words(library: Library, engine: DocumentEngine, doc_id: str, questio
 
 def abstain_reason(out: dict) -> str:
     """Why `ask` abstained, in one sentence for the reader (the CLI and the UI show it)."""
+    absent = out.get("statement_absent")
+    if absent:
+        name = f"{absent['kind'].capitalize()} {absent['number']}"
+        listed = absent["listed"]
+        more = " ..." if len(listed) > 12 else ""
+        have = (f"the {absent['kind']}s it lists are numbered {', '.join(listed[:12])}{more}" if listed
+                else f"it lists no {absent['kind']} at all")
+        return f"The outline of this document finds no {name}: {have}."
     missing = out.get("missing_words") or []
     if missing:
         named = ", ".join(f"\u201c{w}\u201d" for w in missing[:5])
@@ -732,6 +740,8 @@ def ask(
     asked = statement_asked(library, doc_id, question)
     if asked is not None:  # "What is Definition 1.4?": the outline's statement, the model's evidence
         out = original = statement_answer(library, engine, doc_id, asked, out)
+    elif (absent := statement_absent(library, doc_id, question)) is not None:  # a number the paper lacks
+        out = original = absent_answer(out, absent)
     if barred:  # read again without the masked chunks: no quote, window or passage shows their text
         hidden = Redacted(library, doc_id, frozenset(barred))
         ce_m = cross_read(hidden, engine, state, doc_id, question, barred, scorer) if scorer is not None else None
@@ -741,6 +751,8 @@ def ask(
         asked_m = statement_asked(hidden, doc_id, question)
         if asked_m is not None:
             out = statement_answer(hidden, engine, doc_id, asked_m, out)
+        elif (absent := statement_absent(hidden, doc_id, question)) is not None:
+            out = absent_answer(out, absent)
     if cancel is not None and cancel.is_set():
         raise Cancelled("generation was stopped")
     if on_answer is not None:  # the answer now; its causal effects (a batched pass) follow

@@ -13,17 +13,12 @@ STATEMENT_QUOTE_MAX = 1200  # characters of a statement shown as the answer at m
 _STATEMENTS: dict[tuple, tuple[str, list, list]] = {}  # a document's text, statements and chunks (RAM, four kept)
 
 
-def statement_asked(library: Library, doc_id: str, question: str) -> dict | None:
-    """For "What is Definition 1.4?" / "What does Theorem 8 use?" (qa.outline.statement_question),
-    the statement the outline finds under that kind and number in a PDF or text document: {"index",
-    "statement", "stmts", "text", "chunks", "uses"}; None for other questions, a statement the
-    outline does not list (the question is then answered as any other), a TeX source (its outline
-    numbers statements in order, not as LaTeX prints them) or a statement in a masked chunk."""
-    from .outline import find_statement, statement_question, statements
+def _outline_of(library: Library, doc_id: str) -> tuple[str, list, list] | None:
+    """A PDF or text document's text, statements (as its outline finds them) and chunks, kept in RAM
+    (four documents); None for a TeX source (its outline numbers statements in order, not as LaTeX
+    prints them)."""
+    from .outline import statements
 
-    q = statement_question(question)
-    if q is None:
-        return None
     doc = library.document(doc_id)
     if doc["kind"] == "tex":
         return None
@@ -37,11 +32,46 @@ def statement_asked(library: Library, doc_id: str, question: str) -> dict | None
         pages = library.pages(doc_id, with_text=True)
         text = joined_text(pages, pages_apart=True)  # a heading atop a page starts its line
         _STATEMENTS[key] = (text, statements(text, doc["kind"], chunks, pages), chunks)
-    text, stmts, chunks = _STATEMENTS[key]
+    return _STATEMENTS[key]
+
+
+def statement_asked(library: Library, doc_id: str, question: str) -> dict | None:
+    """For "What is Definition 1.4?" / "What does Theorem 8 use?" (qa.outline.statement_question),
+    the statement the outline finds under that kind and number in a PDF or text document: {"index",
+    "statement", "stmts", "text", "chunks", "uses"}; None for other questions, a statement the
+    outline does not list (`statement_absent` says so), a TeX source or a statement in a masked chunk."""
+    from .outline import find_statement, statement_question
+
+    q = statement_question(question)
+    found = _outline_of(library, doc_id) if q is not None else None
+    if found is None:
+        return None
+    text, stmts, chunks = found
     i = find_statement(stmts, q["kind"], q["number"])
     if i is None or set(stmts[i]["chunks"]) & set(getattr(library, "_barred", ())):
         return None
     return {"index": i, "statement": stmts[i], "stmts": stmts, "text": text, "chunks": chunks, "uses": q["uses"]}
+
+
+ABSENT_MIN = 3  # numbered statements a document's outline must list before a number it lacks is called absent
+
+
+def statement_absent(library: Library, doc_id: str, question: str) -> dict | None:
+    """For "What is Definition 2.1?" of a paper whose outline lists numbered statements but none
+    printed so: {"kind", "number", "listed": the numbers of that kind it does list}, which `ask`
+    answers with "Not found" and the closest passages (tried as a new user would, such a question
+    quoted an unrelated formula from p. 40 as its answer); None otherwise (not a statement question,
+    the statement is listed, a TeX source, or a document with fewer than ABSENT_MIN statements, a book
+    whose "Chapter 2" is no statement)."""
+    from .outline import PRINTED_KINDS, find_statement, statement_question
+
+    q = statement_question(question)
+    found = _outline_of(library, doc_id) if q is not None else None
+    if found is None or len(found[1]) < ABSENT_MIN or find_statement(found[1], q["kind"], q["number"]) is not None:
+        return None
+    kind = PRINTED_KINDS.get(q["kind"].lower(), q["kind"].lower())
+    listed = list(dict.fromkeys(s["number"] for s in found[1] if s["kind"] == kind))
+    return {"kind": kind, "number": q["number"], "listed": listed}
 
 
 def statement_answer(library: Library, engine: DocumentEngine, doc_id: str, asked: dict, out: dict) -> dict:
@@ -108,3 +138,13 @@ def uses_sentence(info: dict) -> str:
     if seen:
         out += f" While reading it, the model also retrieved {', '.join(map(where, seen[:6]))}."
     return out
+
+
+def absent_answer(out: dict, absent: dict) -> dict:
+    """`out` (`_make_answer`'s) as the abstention for a statement the outline does not list
+    (`statement_absent`): no quote and no short answer; its passages, if any, are the closest ones."""
+    from .ask import NOT_FOUND
+
+    made = dict(out["made"], quote=None, short_answer=None, abstained=True, statement_absent=absent)
+    return dict(out, answer=NOT_FOUND, made=made)
+

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from qa.statement_qa import statement_answer, statement_asked
+from qa.statement_qa import statement_absent, statement_answer, statement_asked
 from tests.ingest.docstore import store_text
 
 
@@ -16,4 +16,38 @@ def test_a_statement_cut_by_the_outline_is_quoted_with_an_ellipsis(library):
     got = statement_answer(library, None, doc, asked, {"evidence": [], "made": {"passages": None}})
     quote = got["made"]["quote"]["text"]
     assert got["answer"] == quote and quote.startswith("Definition 9. An oracle")
-    assert quote.endswith(" ...") and quote[:-4].split()[-1] in "An oracle answers each query with its past random bits".split()
+    words = "An oracle answers each query with its past random bits".split()
+    assert quote.endswith(" ...") and quote[:-4].split()[-1] in words
+
+
+def _paper(library):
+    text = ("Intro.\n\n▶Definition 1. A sampler is local when it answers each query alone.\n\n"
+            "▶Lemma 2. Every local sampler is consistent.\n\n▶Theorem 3. There is a local sampler for graphs.\n\n"
+            "▶Definition 4. A graph is huge when it has too many vertices to be written down.\n\n")
+    return store_text(library, text * 2, page_chars=4000, chunk_chars=300, kind="pdf")
+
+
+def test_a_statement_the_paper_lacks_is_not_found_with_the_numbers_it_has(library):
+    """Tried as a new user would, "What is Definition 2.1?" of a paper with no such definition quoted an
+    unrelated formula as its answer: it is now "Not found", saying which definitions the outline lists."""
+    from qa.ask import NOT_FOUND, abstain_reason
+    from qa.statement_qa import absent_answer
+
+    doc = _paper(library)
+    absent = statement_absent(library, doc, "What is Definition 2.1?")
+    assert absent == {"kind": "definition", "number": "2.1", "listed": ["1", "4"]}
+    assert statement_absent(library, doc, "What is Lemma 2?") is None  # listed: answered with the statement
+    assert statement_absent(library, doc, "Who is Alice?") is None
+    out = {"answer": "a quote", "evidence": [], "made": {"quote": {"text": "a quote"}, "short_answer": "x",
+                                                          "abstained": False, "passages": [{"chunk": 0}]}}
+    got = absent_answer(out, absent)
+    assert got["answer"] == NOT_FOUND and got["made"]["quote"] is None and got["made"]["abstained"]
+    assert got["made"]["passages"] == [{"chunk": 0}]  # still shown, as the closest
+    assert abstain_reason(got["made"]) == ("The outline of this document finds no Definition 2.1: "
+                                           "the definitions it lists are numbered 1, 4.")
+
+
+def test_a_book_without_numbered_statements_never_calls_one_absent(library):
+    doc = store_text(library, "Chapter 2. The storm came at night and the ship was lost. " * 40,
+                     page_chars=4000, chunk_chars=300, kind="pdf")
+    assert statement_absent(library, doc, "What is Definition 2?") is None
