@@ -96,23 +96,29 @@ def _matter(e: dict) -> str:
     return f", {label}" if label else ""
 
 
-def _evidence_text(evidence: list[dict]) -> str:
+def page_labels(lib, doc_id: str) -> dict[int, str]:
+    """A document's printed page labels by page number: what `outline`, export and the UI print, so
+    `ask` prints the same pages (a paper's answer read "Theorem 29 (p. 27)", then "pp. 30-31")."""
+    return {p["number"]: p["label"] for p in lib.pages(doc_id) if p.get("label")}
+
+
+def _evidence_text(evidence: list[dict], labels: dict[int, str] | None = None) -> str:
     from .evidence import snippet as text_snippet
 
     lines = []
     for e in evidence:
         snippet = text_snippet(e["text"], 160)
-        lines.append(f"  [chunk {e['chunk']}, {pages_ref(e['pages'])}{_matter(e)}, "
+        lines.append(f"  [chunk {e['chunk']}, {pages_ref(e['pages'], labels)}{_matter(e)}, "
                      f"weight {e['weight']:.3f}{_effect(e)}] {snippet}")
     return "\n".join(lines)
 
 
-def _passage_lines(passages: list[dict]) -> list[str]:
+def _passage_lines(passages: list[dict], labels: dict[int, str] | None = None) -> list[str]:
     """A shown passage a line: its pages, chunk and the reader's probability, then its text."""
     from .evidence import snippet as text_snippet
 
-    return [f"  [{pages_ref(p['pages'])}, chunk {p['chunk']}, {100 * p['p']:.0f}%] {text_snippet(p['text'], 200)}"
-            for p in passages]
+    return [f"  [{pages_ref(p['pages'], labels)}, chunk {p['chunk']}, {100 * p['p']:.0f}%] "
+            f"{text_snippet(p['text'], 200)}" for p in passages]
 
 
 def quoted(text: str) -> str:
@@ -121,11 +127,12 @@ def quoted(text: str) -> str:
     return text if text.startswith(("\u201c", "\"")) else f"\u201c{text}\u201d"
 
 
-def answer_text(out: dict) -> str:
-    """The text-mode answer: the quote with its pages, or the abstention, then the model's short
-    answer when it copied one from the quote."""
+def answer_text(out: dict, labels: dict[int, str] | None = None) -> str:
+    """The text-mode answer: the quote with its pages (printed labels where `labels` has them), or the
+    abstention, then the model's short answer when it copied one from the quote."""
     if (out.get("statement") or {}).get("uses") is not None and not out.get("abstained"):
-        return f"{out['answer']}\n\n{answer_text(dict(out, statement=None))}"  # what it uses, then the statement
+        # what it uses, then the statement
+        return f"{out['answer']}\n\n{answer_text(dict(out, statement=None), labels)}"
     q = out.get("quote")
     passages = out.get("passages") or []
     if out.get("abstained"):
@@ -133,19 +140,19 @@ def answer_text(out: dict) -> str:
 
         if passages:  # the cross-encoder's closest passages, shown as what they are
             return "\n".join([f"{out['answer']} {abstain_reason(out)}",
-                              "The closest passages (closest, not an answer):", *_passage_lines(passages)])
+                              "The closest passages (closest, not an answer):", *_passage_lines(passages, labels)])
         return f"{out['answer']} {abstain_reason(out)} The passages the model scored highest are below."
     if q and passages:  # evidence first: the best passage's quote, then the next two passages
         from .ask import quote_origin
 
         origin = quote_origin(q)
-        lines = [f"{quoted(q['text'])} ({pages_ref(q['pages'])}{_matter(q)}, chunk {q['chunk']}"
+        lines = [f"{quoted(q['text'])} ({pages_ref(q['pages'], labels)}{_matter(q)}, chunk {q['chunk']}"
                  f"{f'; {origin}' if origin else ''})"]
         if out.get("short_answer"):
             lines.append(f"Short answer: {out['short_answer']}")
         rest = [p for p in passages if p["chunk"] != q["chunk"]]
         if rest:
-            lines += ["Also relevant:", *_passage_lines(rest)]
+            lines += ["Also relevant:", *_passage_lines(rest, labels)]
         return "\n".join(lines)
     if q:
         if q.get("introduces"):
@@ -154,7 +161,7 @@ def answer_text(out: dict) -> str:
             after = f"; scored #{q.get('rank')} by the model, after the chunks it retrieved"
         else:
             after = ""
-        lines = [f"{quoted(q['text'])} ({pages_ref(q['pages'])}{_matter(q)}, chunk {q['chunk']}{after})"]
+        lines = [f"{quoted(q['text'])} ({pages_ref(q['pages'], labels)}{_matter(q)}, chunk {q['chunk']}{after})"]
         if out.get("short_answer"):
             lines.append(f"Short answer: {out['short_answer']}")
         return "\n".join(lines)
@@ -174,18 +181,19 @@ def cmd_ask(args: argparse.Namespace) -> int:
         engine = load_engine(args)
         out = ask(lib, engine, doc_id, args.question, max_new_tokens=args.max_new_tokens, mask=mask,
                   before_page=args.before_page)
+        labels = page_labels(lib, doc_id)
     if not args.json:
         if mask:
             before = out["unmasked"]
             print(f"Without chunk{'s' if len(mask) > 1 else ''} {', '.join(map(str, out['masked']))} (masked):")
-            print(answer_text(out))
-            print("\nBefore masking:\n" + answer_text(before))
+            print(answer_text(out, labels))
+            print("\nBefore masking:\n" + answer_text(before, labels))
         else:
-            print(answer_text(out))
+            print(answer_text(out, labels))
         on = {"generated": "generated text"}.get(out.get("effects_on") or "answer", out.get("effects_on") or "answer")
         print(f"\nEvidence (what the model retrieved; causal effect: how much less likely, in nats, the {on} "
               "above is with that chunk alone hidden from retrieval; + = the chunk supports it):\n"
-              + (_evidence_text(out["evidence"]) or "  (none)"))
+              + (_evidence_text(out["evidence"], labels) or "  (none)"))
     else:
         emit(args, {k: out[k] for k in CONTRACT_KEYS})
     return 0
@@ -205,6 +213,7 @@ def _ask_all(args: argparse.Namespace) -> int:
     with open_library(args) as lib:
         out = ask_all(lib, load_engine(args), question, max_new_tokens=args.max_new_tokens,
                       before_page=args.before_page)
+        labels = {d["doc_id"]: page_labels(lib, d["doc_id"]) for d in out["documents"]}
     if args.json:
         emit(args, {"question": out["question"], "documents": [
             {"doc_id": d["doc_id"], "title": d["title"], **{k: d[k] for k in CONTRACT_KEYS}}
@@ -212,8 +221,8 @@ def _ask_all(args: argparse.Namespace) -> int:
         return 0
     blocks = []
     for d in out["documents"]:
-        ev = _evidence_text(d["evidence"][:3]) or "  (none)"
-        blocks.append(f"== {d['title']} ({d['doc_id'][:12]})\n{answer_text(d)}\n{ev}")
+        ev = _evidence_text(d["evidence"][:3], labels[d["doc_id"]]) or "  (none)"
+        blocks.append(f"== {d['title']} ({d['doc_id'][:12]})\n{answer_text(d, labels[d['doc_id']])}\n{ev}")
     print("\n\n".join(blocks))
     return 0
 

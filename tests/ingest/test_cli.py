@@ -291,6 +291,19 @@ def test_a_quote_that_opens_with_dialogue_gets_no_second_mark():
     assert answer_text(out).startswith("\u201cWho is Planchet?\u201d said he. (")
 
 
+def test_ask_prints_the_printed_page_labels_as_outline_does():
+    """Tried as a new user would on a paper: `ask` printed physical pages ("pp. 30-31") where the outline,
+    export and the "uses" sentence print the labels ("p. 27"); it now prints the labels."""
+    from qa.cli import answer_text
+
+    out = {"quote": {"text": "A sampler is local.", "pages": [31], "chunk": 7},
+           "passages": [{"chunk": 7, "pages": [31], "p": 0.9, "text": "A sampler is local."},
+                        {"chunk": 9, "pages": [33, 34], "p": 0.5, "text": "Another passage."}]}
+    text = answer_text(out, {31: "27", 33: "29", 34: "30"})
+    assert "(p. 27, chunk 7" in text and "[pp. 29-30, chunk 9, 50%]" in text
+    assert "(p. 31, chunk 7" in answer_text(out)  # no labels: the page numbers
+
+
 def test_a_closed_pipe_is_no_traceback(tmp_path):
     """`drt-reader ... | head`: the reader closing the pipe ends the command quietly (exit 141, as
     a shell reports SIGPIPE), never with a BrokenPipeError traceback."""
