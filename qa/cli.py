@@ -21,8 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--all", action="store_true", dest="all_docs",
                    help="ask every prefilled document: each retrieves on its own, answers grouped by document")
     p.add_argument("--before-page", type=int, metavar="N", default=None,
-                   help="spoiler-safe: read and retrieve only what ends before page N (the answer the "
-                        "document truncated there would get)")
+                   help="spoiler-safe: read and retrieve only what ends before page N, the file's page number "
+                        "counted from 1 (a printed label may differ; the answer the document truncated there "
+                        "would get)")
     p.add_argument("--max-new-tokens", type=int, default=64, help="longest answer in tokens (default 64)")
     p.add_argument(
         "--mask", default=None, metavar="CHUNK[,CHUNK...]",
@@ -49,7 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     where.add_argument("--chapter", type=int, metavar="N", default=None,
                        help="only part N (chapters or sections; `drt-reader outline DOC` lists them)")
     p.add_argument("--before-page", type=int, metavar="N", default=None,
-                   help="the story so far: summarize only what ends before page N (nothing from page N on)")
+                   help="the story so far: summarize only what ends before page N, the file's page number "
+                        "counted from 1 (nothing from page N on)")
     json_flag(p)
     p.set_defaults(func=cmd_summarize)
 
