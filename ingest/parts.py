@@ -3,9 +3,11 @@
 Four sources, tried in order:
   outline   a PDF's bookmarks (stored at ingest; a PDF with none, or one, gets its numbered section
             headings set in bold larger than its text: ingest.pdf_structure.styled_headings): the level with
-            the most entries, boilerplate entries ("Contents", "Index", the licence) left out; a part
-            starts where its title is printed on its page (the page's start when the title is not
-            found there; of two titles placed at one position, the first)
+            the most entries, and a shallower entry with no part among its children or half a page of
+            its own text before the first (a paper's Introduction, Open Problems), boilerplate entries
+            ("Contents", "Index", the licence) left out; a part starts where its title is printed on
+            its page (the page's start when the title is not found there; of two titles placed at one
+            position, the first)
   headings  lines that look like headings in the text, after a blank line: "CHAPTER IV", "Book V",
             "Lecture II. ...", "12 THE JOURNEY" (a number and a title in capitals), a lone Roman
             numeral, or TeX's \\chapter / \\section. Each form (indented or not) is a family; the
@@ -22,6 +24,8 @@ Four sources, tried in order:
             none of these is found.
 Text before the first part (title page, preface) is part 0 only when it is long enough to matter
 (a tenth of the document); otherwise it joins part 1.
+A paper's one "References" (or "Bibliography") line starts a part of its own, "back matter", whatever
+the source: bookmarks often leave it out.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from .boilerplate import matter_of
 from .errors import IngestError
 
 MIN_CONTENTS_GAP = 400  # characters: headings closer than this to the next of their family are a contents list
+OWN_TEXT_PAGES = 0.5  # pages (the mean) of its own text that make a bookmark above the parts' level a part
 MIN_SPAN = 0.25  # a family's headings must spread over a quarter of the text at least
 _NUM_WORDS = (r"one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|"
               r"sixteen|seventeen|eighteen|nineteen|twenty|first|second|third|fourth|fifth|sixth|seventh|"
@@ -59,7 +64,7 @@ class Part:
     char_end: int
     page_first: int
     page_last: int
-    source: str  # "outline" | "headings" | "pages" | "front matter"
+    source: str  # "outline" | "headings" | "pages" | "front matter" | "back matter"
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -71,21 +76,43 @@ def _page_of(pages: list[dict], pos: int) -> int:
 
 
 def _from_outline(outline: list[dict], pages: list[dict]) -> list[tuple[str, int]]:
-    """(title, char start) of the bookmarks of the best level."""
+    """(title, char start) of the bookmarks of the best level, and of the shallower ones that open
+    text of their own: a paper's "Introduction" or "Open Problems" beside the subsections of its other
+    sections (see `_own_text`)."""
     entries = [o for o in outline if not _BOILER_TITLES.match(o["title"])]
     if not entries:
         return []
     levels = sorted({o["level"] for o in entries}, key=lambda lv: (-sum(o["level"] == lv for o in entries), lv))
     by_number = {p["number"]: p for p in pages}
-    out = []
+    placed = []  # (entry, char start) of the entries on a page of the document
     for o in entries:
-        if o["level"] != levels[0] or o["page"] not in by_number:
+        if o["page"] not in by_number:
             continue
         pg = by_number[o["page"]]
-        text = pg.get("text") or ""
-        at = _find_title(text, o["title"])
-        out.append((o["title"], pg["char_start"] + (at if at >= 0 else 0)))
-    return out
+        at = _find_title(pg.get("text") or "", o["title"])
+        placed.append((o, pg["char_start"] + (at if at >= 0 else 0)))
+    keep = _own_text(placed, levels[0], OWN_TEXT_PAGES * pages[-1]["char_end"] / len(pages) if pages else 0)
+    return [(o["title"], pos) for i, (o, pos) in enumerate(placed) if keep[i]]
+
+
+def _own_text(placed: list[tuple[dict, int]], level: int, min_chars: float) -> list[bool]:
+    """Which bookmarks make parts: those of `level`, and each shallower one with no part among its
+    children (itcs20's Open Problems) or with `min_chars` of text or more before its first child that
+    makes one (itcs20's Introduction: 4 pages before its Related Work; Sections 3-5: 0.7-0.9 of a page);
+    deeper ones join the part they lie in. The shallower ones are decided deepest first, so a kept
+    section counts as a part for its chapter."""
+    keep = [o["level"] == level for o, _ in placed]
+    for lv in sorted({o["level"] for o, _ in placed if o["level"] < level}, reverse=True):
+        for i, (o, pos) in enumerate(placed):
+            if o["level"] != lv:
+                continue
+            inside = []  # the children that make parts, up to the next entry at this level or shallower
+            for j in range(i + 1, len(placed)):
+                if placed[j][0]["level"] <= lv:
+                    break
+                inside += [placed[j][1]] if keep[j] else []
+            keep[i] = not inside or inside[0] - pos >= min_chars
+    return keep
 
 
 def _find_title(text: str, title: str) -> int:
@@ -301,6 +328,8 @@ def document_parts(library, doc_id: str) -> list[Part]:
         starts, source = _heading_starts(text, pages), "headings"
         if len(starts) < 2:
             starts = numbered_sections(text)
+    if len(starts) >= 2:
+        starts += _references(joined_text(pages, pages_apart=True), pages, starts)
     if len(starts) < 2:
         k = equal_spans(len(pages))
         per = len(pages) / k
@@ -326,6 +355,7 @@ def document_parts(library, doc_id: str) -> list[Part]:
         end = starts[i + 1][0] if i + 1 < len(starts) else n_chars
         parts.append(Part(i + 1, title, pos, end, 0, 0, source))
     for p in parts:
+        p.source = "back matter" if _REFERENCES.fullmatch(p.title.strip()) else p.source
         p.page_first = _page_of(pages, p.char_start)
         p.page_last = _page_of(pages, max(p.char_start, p.char_end - 1))
     return parts
@@ -371,6 +401,22 @@ def _heading_starts(text: str, pages: list[dict]) -> list[tuple[str, int]]:
     """Headings not on a licence page (contents lists are told apart by their spacing: `headings`)."""
     kinds = {p["number"]: matter_of(p["text"]) for p in pages}
     return [(t, pos) for t, pos in headings(text) if kinds.get(_page_of(pages, pos)) != "licence"]
+
+
+_REFERENCES = re.compile(r"(?:\d{1,2}\.?[ \t]+)?(?:references|bibliography)", re.I)
+_REFERENCES_LINE = re.compile(rf"^[ \t]*({_REFERENCES.pattern})[ \t]*$", re.I | re.M)
+
+
+def _references(text: str, pages: list[dict], starts: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """A paper's bibliography as a part of its own (back matter): its heading, the one line of the
+    document that reads "References" or "Bibliography" (numbered or not) outside contents and licence
+    pages, after the first part's start. A paper's bookmarks often leave it out (itcs20's run from
+    Open Problems to the appendices, so its entries were quoted as sentences of the section before);
+    a book with a list after each chapter has no such one line."""
+    by_number = {p["number"]: p for p in pages}
+    hits = [(m.group(1), m.start(1)) for m in _REFERENCES_LINE.finditer(text)
+            if matter_of(by_number[_page_of(pages, m.start(1))]["text"]) not in ("contents", "licence")]
+    return hits if len(hits) == 1 and hits[0][1] > min(pos for _, pos in starts) else []
 
 
 def select(parts: list[Part], *, chapter: int | None = None, pages: tuple[int, int] | None = None) -> list[Part]:

@@ -10,12 +10,20 @@ from collections import Counter
 
 
 _SECTION_NUMBER = re.compile(r"(\d{1,2}(?:\.\d{1,2})*)\.?")
+_APPENDIX = re.compile(r"[A-Z]")  # an appendix's letter on a line of its own, its title on the next
 _SECTION = re.compile(r"(\d{1,2}(?:\.\d{1,2})*)\.?\s+(\S.{0,98})")
 
 
 def _bold(span: dict) -> bool:
     font = span.get("font", "")
     return bool(span.get("flags", 0) & 16) or "Bold" in font or "bold" in font or "CMBX" in font.upper()
+
+
+def _mostly_bold(spans: list[dict]) -> bool:
+    """A line set in bold: its first span and most of its characters (a title with math in it, ccc16's
+    "Reconstruction for arbitrary rank" with "rank" in math italic, is still a heading)."""
+    chars = sum(len(sp["text"].strip()) for sp in spans)
+    return _bold(spans[0]) and 2 * sum(len(sp["text"].strip()) for sp in spans if _bold(sp)) > chars
 
 
 def _joined(spans: list[dict]) -> str:
@@ -31,10 +39,11 @@ def _joined(spans: list[dict]) -> str:
 
 def styled_headings(doc, flags: int) -> list[list]:
     """A PDF without bookmarks: its numbered top-level section headings, as bookmarks [1, title,
-    page]. A heading is a line set in bold at least a point larger than the body text (the size most
-    of its characters have), reading "1 Introduction" or "2. Results", or a bold number alone whose
-    next line (same size, bold) is the title. A line printed alike on three pages or more (a running
-    head) is none. Kept: the chain numbered from 1 upwards (a number may be missed), of two or more."""
+    page]. A heading is a line set in bold (mostly: `_mostly_bold`) at least a point larger than the
+    body text (the size most of its characters have), reading "1 Introduction" or "2. Results", or a
+    bold number or an appendix's capital letter alone whose next line (same size, bold) is the title.
+    A line printed alike on three pages or more (a running head) is none. Kept: the chain numbered
+    from 1 upwards, then lettered from A (a number or a letter may be missed), of two or more."""
     sizes: Counter = Counter()
     lines = []  # (page, size, bold, text)
     for pno in range(doc.page_count):
@@ -48,7 +57,7 @@ def styled_headings(doc, flags: int) -> list[list]:
                 size = round(2 * max(sp["size"] for sp in spans)) / 2
                 sizes[size] += len(text)
                 if len(text) <= 100:
-                    lines.append((pno + 1, size, all(_bold(sp) for sp in spans), text))
+                    lines.append((pno + 1, size, _mostly_bold(spans), text))
     if not sizes:
         return []
     body = sizes.most_common(1)[0][0]
@@ -60,25 +69,31 @@ def styled_headings(doc, flags: int) -> list[list]:
         m = _SECTION.fullmatch(text)
         if m:
             (number, title), printed = m.groups(), text
-        elif _SECTION_NUMBER.fullmatch(text) and i + 1 < len(lines):
+        elif (_SECTION_NUMBER.fullmatch(text) or _APPENDIX.fullmatch(text)) and i + 1 < len(lines):
             npg, nsize, nbold, ntext = lines[i + 1]
-            if npg != pg or nsize != size or not nbold or _SECTION_NUMBER.fullmatch(ntext):
+            if (npg != pg or nsize != size or not nbold or _SECTION_NUMBER.fullmatch(ntext)
+                    or _APPENDIX.fullmatch(ntext)):
                 continue
-            number, title, printed = _SECTION_NUMBER.fullmatch(text).group(1), ntext, ntext
+            number, title, printed = text.rstrip("."), ntext, ntext
         else:
             continue
         if seen[re.sub(r"\d+", "#", printed)] >= 3:
             continue  # a running head ("12 Journal of Tests" atop every page)
         if "." not in number and not title[:1].isdigit():
             out.append([1, f"{number} {title}", pg])
-    # the sections in order from 1, one missed at most between two found (its part joins the one before);
-    # a bold number elsewhere (a table's "3 4") numbers no chain
-    chain, last = [], 0
+    # the sections in order from 1, then the appendices from A, one missed at most between two found (its
+    # part joins the one before); a bold number elsewhere (a table's "3 4") numbers no chain
+    chain, last, last_letter = [], 0, 0
     for entry in out:
-        n = int(entry[1].split()[0])
-        if last < n <= last + 2:
+        num = entry[1].split()[0]
+        n = int(num) if num.isdigit() else 0
+        letter = ord(num) - ord("A") + 1 if _APPENDIX.fullmatch(num) else 0
+        if n and not last_letter and last < n <= last + 2:
             chain.append(entry)
             last = n
+        elif letter and last and last_letter < letter <= last_letter + 2:
+            chain.append(entry)
+            last_letter = letter
     return chain if len(chain) >= 2 else []
 
 

@@ -405,6 +405,34 @@ def test_a_pdf_without_bookmarks_gets_its_numbered_bold_sections_as_its_outline(
     assert parse_file(bare).outline == []
 
 
+def test_a_bold_section_title_with_math_and_the_lettered_appendices_are_in_the_outline(tmp_path):
+    """ccc16's outline from its bold headings was 1, 2, 3, 5, 6: "4 Reconstruction for arbitrary rank"
+    sets "rank" in math italic (the line was not all bold), and its appendices A-H print a letter on
+    its own line, the title under it. A line mostly in bold from its first word is bold; after the
+    numbered sections, the letters from A continue the chain."""
+    import pymupdf
+
+    path = tmp_path / "paper.pdf"
+    doc = pymupdf.open()
+    body = "This is the body text of the paper, set in the ordinary size and weight. " * 3
+    for num, title in (("1", "Introduction"), ("2", "Reconstruction for arbitrary"), ("A", "Tools"),
+                       ("B", "Proofs of Section 2")):
+        page = doc.new_page()
+        if num.isdigit():
+            page.insert_text((72, 110), f"{num} {title}", fontname="hebo", fontsize=14)
+        else:
+            page.insert_text((72, 100), num, fontname="hebo", fontsize=14)
+            page.insert_text((72, 120), title, fontname="hebo", fontsize=14)
+        if num == "2":  # a word in math italic at the title's end
+            x = 72 + pymupdf.get_text_length(f"{num} {title} ", fontname="hebo", fontsize=14)
+            page.insert_text((x, 110), "rank", fontname="heit", fontsize=14)
+        for k in range(12):
+            page.insert_text((72, 160 + 14 * k), body[:90], fontname="helv", fontsize=10)
+    doc.save(path)
+    assert parse_file(path).outline == [(1, "1 Introduction", 1), (1, "2 Reconstruction for arbitrary rank", 2),
+                                        (1, "A Tools", 3), (1, "B Proofs of Section 2", 4)]
+
+
 def test_a_page_label_written_as_a_hex_string_is_read():
     """freedesktop's shared-mime-info spec labels its pages "<FEFF0031>" (UTF-16 as a hex string),
     which MuPDF passes on as it is: the reader saw "p. 1 (<FEFF0031>)" (tried as a new user would)."""

@@ -207,3 +207,49 @@ def test_a_pdf_heading_wrapped_over_two_lines_keeps_its_whole_title():
     got = [t for t, _ in headings(text)]
     assert got == ["CHAPTER I. Mrs. Rachel Lynde Is Surprised", "CHAPTER II. A Concert a Catastrophe and a Confession",
                    "CHAPTER III. The Walk", "CHAPTER IV. Morning at"]
+
+
+def paper(reference_lists: int = 1) -> tuple[str, list[dict]]:
+    """A paper's text and bookmarks as itcs20's: its sections at level 1, most with subsections at
+    level 2 (so level 2 has the most entries); the Introduction opens with pages of its own, Open
+    Problems has no subsection, the Model one line before its first; "References" is printed but
+    bookmarked nowhere."""
+    refs = "References\n\n" + "".join(f"{i} A. Author. A title. In Proceedings, 2019.\n" for i in range(1, 9))
+    sections = [(1, "Introduction", BODY * 3), (2, "Related Work", BODY), (2, "Applications", BODY),
+                (1, "Model", "We fix the notation here."), (2, "Graphs", BODY), (2, "Colorings", BODY),
+                (1, "Open Problems", BODY + "\n\n" + refs * reference_lists), (1, "Omitted Proofs", "As follows."),
+                (2, "Proofs of Section 2", BODY)]
+    text = "A PAPER\n\n" + "".join(f"\n\n{t}\n\n{body}" for _, t, body in sections)
+    return text, [{"level": lv, "title": t, "page": text.index(f"\n{t}\n") // 400 + 1} for lv, t, _ in sections]
+
+
+def test_a_papers_top_level_sections_with_text_of_their_own_are_parts(library):
+    """itcs20's parts were its 32 level-2 bookmarks only: its 4-page Introduction was summarised as
+    "front matter", Section 2's opening fell under "Applications", its bibliography under the section
+    before. A shallower bookmark is a part when none of its children is one or when it opens with half
+    a page or more of its own; the one "References" line starts a part of back matter."""
+    text, outline = paper()
+    doc = store_text(library, text, outline=outline)
+    parts = document_parts(library, doc)
+    assert [(p.title, p.source) for p in parts] == [
+        ("Introduction", "outline"), ("Related Work", "outline"), ("Applications", "outline"),
+        ("Graphs", "outline"), ("Colorings", "outline"), ("Open Problems", "outline"), ("References", "back matter"),
+        ("Proofs of Section 2", "outline")]
+    full = document_text(library, doc)
+    assert full[parts[6].char_start:].startswith("References\n")
+    assert "Model" in full[parts[2].char_start:parts[3].char_start]  # one line of its own: no part
+
+
+def test_a_book_keeps_its_chapters_under_volume_bookmarks(library):
+    """158-pdf's VOLUME I-III each open right at their first chapter: the chapters stay the parts; and
+    a "References" line after every chapter is no bibliography of the whole."""
+    text = "".join(f"\n\nVOLUME {v}\n\nCHAPTER I\n\n{BODY}\n\nReferences\n\n{BODY}\n\nCHAPTER II\n\n{BODY}"
+                   for v in ("I", "II"))
+    at = [i for i in range(len(text)) if text.startswith("\nVOLUME", i) or text.startswith("\nCHAPTER", i)]
+    titles = ["VOLUME I", "CHAPTER I", "CHAPTER II", "VOLUME II", "CHAPTER I", "CHAPTER II"]
+    outline = [{"level": 1 if t.startswith("VOLUME") else 2, "title": t, "page": pos // 1000 + 1}
+               for t, pos in zip(titles, at)]
+    doc = store_text(library, text, outline=outline, page_chars=1000)
+    assert document_text(library, doc).count("\nReferences\n") == 2  # (no page break cuts one)
+    assert [(p.title, p.source) for p in document_parts(library, doc)] == [(t, "outline") for t in titles
+                                                                          if t.startswith("CHAPTER")]
