@@ -420,8 +420,10 @@ def _references(text: str, pages: list[dict], starts: list[tuple[str, int]]) -> 
 
 
 def select(parts: list[Part], *, chapter: int | None = None, pages: tuple[int, int] | None = None) -> list[Part]:
-    """The parts a summary covers: all, part number `chapter`, or the page range cut into the
-    parts it overlaps (each clipped to the range's characters by the caller)."""
+    """The parts a summary covers: all but a paper's references (back matter: a bibliography's
+    entries are no sentences of the paper), part number `chapter` (the references too, when asked
+    for), or the page range cut into the parts it overlaps (each clipped to the range's characters
+    by the caller)."""
     if chapter is not None:
         got = [p for p in parts if p.number == chapter]
         if not got:
@@ -432,4 +434,4 @@ def select(parts: list[Part], *, chapter: int | None = None, pages: tuple[int, i
     if pages is not None:
         a, b = pages
         return [p for p in parts if p.page_last >= a and p.page_first <= b]
-    return parts
+    return [p for p in parts if p.source != "back matter"] or parts

@@ -240,6 +240,16 @@ def test_a_papers_top_level_sections_with_text_of_their_own_are_parts(library):
     assert "Model" in full[parts[2].char_start:parts[3].char_start]  # one line of its own: no part
 
 
+def test_a_summary_of_the_whole_paper_leaves_its_references_out(library):
+    """A bibliography's entries are no sentences of the paper: the whole document's summary covers every
+    part but the references; asked for by number, they are summarised."""
+    text, outline = paper()
+    doc = store_text(library, text, outline=outline)
+    parts = document_parts(library, doc)
+    assert "References" not in [p.title for p in select(parts)] and len(select(parts)) == len(parts) - 1
+    assert [p.title for p in select(parts, chapter=parts[6].number)] == ["References"]
+
+
 def test_a_book_keeps_its_chapters_under_volume_bookmarks(library):
     """158-pdf's VOLUME I-III each open right at their first chapter: the chapters stay the parts; and
     a "References" line after every chapter is no bibliography of the whole."""
