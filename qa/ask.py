@@ -33,7 +33,7 @@ from ingest.pipeline import ready_state
 from .errors import QAError
 from .evidence import evidence_rows, trace_json
 from .reader import sentence_spans  # quotes are cut as the reader cuts
-from .statement_qa import absent_answer, statement_absent, statement_answer, statement_asked
+from .statement_qa import statement_absent, statement_answer, statement_asked
 from .views import BeforePage, Redacted, prefix_state
 
 # answers and summaries never repeat a 4-gram of their own (engine.generate's no_repeat_ngram): the
@@ -620,6 +620,14 @@ def _cross_answer(library: Library, doc_id: str, question: str, evidence: list[d
             "passages": passages,
             "confidence": {"p": round(best, 4), "threshold": cal.abstain_below, "abstain": unsure,
                            "by": "cross-encoder", **({"named": ce["named"]} if introduced else {})}}
+
+
+def absent_answer(out: dict, absent: dict) -> dict:
+    """`out` (`_make_answer`'s) as the abstention for a statement the outline does not list
+    (qa.statement_qa.statement_absent): no quote and no short answer; its passages, if any, are the
+    closest ones."""
+    made = dict(out["made"], quote=None, short_answer=None, abstained=True, statement_absent=absent)
+    return dict(out, answer=NOT_FOUND, made=made)
 
 
 def _make_answer(library: Library, engine: DocumentEngine, doc_id: str, question: str, state: Any,

@@ -138,13 +138,3 @@ def uses_sentence(info: dict) -> str:
     if seen:
         out += f" While reading it, the model also retrieved {', '.join(map(where, seen[:6]))}."
     return out
-
-
-def absent_answer(out: dict, absent: dict) -> dict:
-    """`out` (`_make_answer`'s) as the abstention for a statement the outline does not list
-    (`statement_absent`): no quote and no short answer; its passages, if any, are the closest ones."""
-    from .ask import NOT_FOUND
-
-    made = dict(out["made"], quote=None, short_answer=None, abstained=True, statement_absent=absent)
-    return dict(out, answer=NOT_FOUND, made=made)
-

@@ -30,8 +30,7 @@ def _paper(library):
 def test_a_statement_the_paper_lacks_is_not_found_with_the_numbers_it_has(library):
     """Tried as a new user would, "What is Definition 2.1?" of a paper with no such definition quoted an
     unrelated formula as its answer: it is now "Not found", saying which definitions the outline lists."""
-    from qa.ask import NOT_FOUND, abstain_reason
-    from qa.statement_qa import absent_answer
+    from qa.ask import NOT_FOUND, abstain_reason, absent_answer
 
     doc = _paper(library)
     absent = statement_absent(library, doc, "What is Definition 2.1?")
