@@ -123,8 +123,45 @@ def doc_examples(text: str, items: list[dict], rng: random.Random, encode) -> li
     return out
 
 
-def written_examples(text: str, items: list[dict], rng: random.Random, encode, groups: int) -> list[dict]:
-    """Groups from questions written by reading on one document's text (items as written_docs gives)."""
+_TITLES = set("Mrs Miss Sir Lady Lord Madame Monsieur Captain Colonel Doctor Father Mother Uncle Aunt Master Mistress "
+              "King Queen Prince Princess Duke Count God Heaven Lord Christian English French German Sunday Monday "
+              "Tuesday Wednesday Thursday Friday Saturday January February March April May June July August "
+              "September October November December Chapter Book Part Volume The This That There They She Her His You "
+              "And But Then When What Yes Well Now".split())
+
+
+def names_of(text: str, least: int = 3) -> list[str]:
+    """The document's people, for swapped questions: capitalised words seen at least `least` times
+    beside "said" or after Mr., Mrs. or Miss (titles, days and months left out)."""
+    counts = defaultdict(int)
+    for m in re.finditer(r"\b(?:said|Mrs?\.?|Miss) ([A-Z][a-z]{2,})\b|\b([A-Z][a-z]{2,}) said\b", text):
+        counts[m.group(1) or m.group(2)] += 1
+    return sorted(w for w, n in counts.items() if n >= least and w not in _TITLES)
+
+
+_WHO_IS = re.compile(r"^\s*who\s+(?:is|was)\s+[A-Z]", re.I)
+
+
+def swapped(question: str, names: list[str], rng: random.Random) -> str | None:
+    """The question asked of another of the document's people (one name replaced): "What was Susan's
+    maiden name?" -> "What was Lucetta's maiden name?". The book then most likely does not answer it,
+    though every word is in it: the unanswerable questions readers write look so, and the
+    cross-encoder must tell the answer about this person from one about another. None when the
+    question names none of `names`, or asks "Who is X?" (the book says who every one of them is)."""
+    known = set(names)
+    hits = [m for m in re.finditer(r"\b[A-Z][a-z]{2,}\b", question) if m.group(0) in known and m.start() > 0]
+    others = [n for n in names if n not in question]
+    if not hits or not others or _WHO_IS.match(question):
+        return None
+    m = rng.choice(hits)
+    return question[:m.start()] + rng.choice(others) + question[m.end():]
+
+
+def written_examples(text: str, items: list[dict], rng: random.Random, encode, groups: int,
+                     swaps: float = 0.0) -> list[dict]:
+    """Groups from questions written by reading on one document's text (items as written_docs gives);
+    with `swaps`, that share of the answerable ones is also asked of another name (`swapped`), as an
+    unanswerable question."""
     from ingest.tokenize import build_chunks, encode_text
 
     _, offsets = encode_text(text, encode)
@@ -138,9 +175,13 @@ def written_examples(text: str, items: list[dict], rng: random.Random, encode, g
         return text[slice(*passage_window(text, chunks[c].char_start, chunks[c].char_end))]
 
     out = []
+    names = names_of(text) if swaps > 0 else []
     for it in items:
         q = it["question"]
         order = _order(bm.scores(q), 40)
+        if it["answerable"] and swaps > 0 and rng.random() < swaps and (q2 := swapped(q, names, rng)) is not None:
+            negs = [window(c) for c in _order(bm.scores(q2), NEGATIVES + 1)]
+            out.append({"q": q2, "passages": negs, "span": None, "kind": "written-swapped", "none": True})
         if not it["answerable"]:
             negs = [window(c) for c in order[: NEGATIVES + 1]]
             out.append({"q": q, "passages": negs, "span": None, "kind": "written-none", "none": True})
@@ -201,14 +242,14 @@ def sentence_group(ex: dict, rng: random.Random) -> dict | None:
             "kind": f"{ex['kind']}-sentence", "doc": ex.get("doc", "")}
 
 
-def build_written(files: list[str], root: str, groups: int, seed: int) -> list[dict]:
+def build_written(files: list[str], root: str, groups: int, seed: int, swaps: float = 0.0) -> list[dict]:
     from ingest.tokenize import make_encoder
 
     rng = random.Random(seed)
     encode = make_encoder(None)
     exs = []
     for d, text, items in written_docs(files, root):
-        got = written_examples(text, items, rng, encode, groups)
+        got = written_examples(text, items, rng, encode, groups, swaps)
         for e in got:
             e["doc"] = "written:" + d
         exs += got
@@ -328,7 +369,11 @@ def main(argv=None) -> int:
     ap.add_argument("--written-root", default="../shared", help="what the written files' `doc` paths are relative to")
     ap.add_argument("--written-groups", type=int, default=3, help="groups per written question (next hard negatives)")
     ap.add_argument("--written-repeat", type=int, default=2, help="times each written group is trained on")
-    ap.add_argument("--mined-max", type=int, default=None, help="train on at most this many mined groups")
+    ap.add_argument("--mined-max", type=int, default=None,
+                    help="train on at most this many mined groups (0: none, and no mined file is read)")
+    ap.add_argument("--swaps", type=float, default=0.0,
+                    help="this share of the answerable written questions is also asked of another name of the "
+                         "book, as an unanswerable question (swapped)")
     ap.add_argument("--init", help="a checkpoint directory whose cross_encoder.safetensors training starts from")
     ap.add_argument("--sentences", type=float, default=0.0,
                     help="also train on sentence groups (sentence_group): every written group's, and this share of "
@@ -339,12 +384,14 @@ def main(argv=None) -> int:
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
     ex_path = work / "examples.pkl"
-    if ex_path.is_file():
+    if a.mined_max == 0:
+        exs, names = [], []
+    elif ex_path.is_file():
         exs, names = pickle.loads(ex_path.read_bytes())
     else:
         exs, names = build_examples(a.mined, a.corpora, a.docs, a.per_doc, a.seed)
         ex_path.write_bytes(pickle.dumps((exs, names)))
-    hold = set(names[-max(1, len(names) // 10):])
+    hold = set(names[-max(1, len(names) // 10):]) if names else set()
     tr = [e for e in exs if e["doc"] not in hold]
     ho = [e for e in exs if e["doc"] in hold]
     if a.mined_max is not None:
@@ -355,7 +402,7 @@ def main(argv=None) -> int:
         if w_path.is_file():
             written = pickle.loads(w_path.read_bytes())
         else:
-            written = build_written(a.written, a.written_root, a.written_groups, a.seed)
+            written = build_written(a.written, a.written_root, a.written_groups, a.seed, a.swaps)
             w_path.write_bytes(pickle.dumps(written))
         tr += written * a.written_repeat
     rng = random.Random(a.seed)
@@ -416,7 +463,7 @@ def main(argv=None) -> int:
             Path(str(state_path) + ".tmp").replace(state_path)
     torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
                 "seconds": time.time() - t_run}, state_path)
-    res = evaluate(model, tok, ho)
+    res = evaluate(model, tok, ho) if ho else None
     print(json.dumps(res), flush=True)
     ho_s = [g for g in (sentence_group(e, random.Random(2)) for e in ho) if g is not None]
     res_s = evaluate(model, tok, ho_s) if ho_s else None

@@ -125,6 +125,20 @@ def test_written_questions_give_groups_with_the_gold_span_and_unanswerable_ones_
     assert abs(float(loss) - float(torch.log(torch.tensor(2.0)))) < 1e-6
 
 
+def test_a_swapped_question_asks_the_same_of_another_person_of_the_book():
+    """`--swaps`: an answerable written question asked of another person of the book is an unanswerable
+    group (every word in the book, the answer about someone else); "Who is X?" is never swapped."""
+    from qa.cross_encoder_train import names_of, swapped
+
+    text = ('"Come," said Henchard. "No," said Lucetta. Mr. Farfrae came. ' * 3 + 'She said no. ' * 5)
+    names = names_of(text)
+    assert names == ["Farfrae", "Henchard", "Lucetta"]  # "She" said it too: no one
+    q = swapped("Why did Henchard swear off drink?", names, random.Random(0))
+    assert q in ("Why did Lucetta swear off drink?", "Why did Farfrae swear off drink?")
+    assert swapped("Who is Henchard?", names, random.Random(0)) is None
+    assert swapped("Why did the sailor leave?", names, random.Random(0)) is None
+
+
 def test_sentence_groups_hold_the_answer_only_in_the_positive_sentence():
     """qa.cross_encoder_train.sentence_group: the answer's sentence read after the sentence before it
     (as qa.reader.sentence_unit reads a candidate) is the positive, with its span; the negatives are
