@@ -6,7 +6,9 @@ DIR (default `../shared/fresh/papers`) holds one folder per paper: the PDF and t
 compiled from (the main file, the one with `\\documentclass`, and what it `\\input`s). For each paper:
 
 expected  the numbered definitions, lemmas, theorems, propositions, corollaries, remarks and examples
-          of the TeX, each with the number LaTeX prints, worked out from the source as LaTeX does:
+          (OLD_KINDS) and claims, invariants, observations, facts, conjectures, assumptions, notations,
+          problems and questions (NEW_KINDS, listed by the outline since 2026-12-07) of the TeX, each
+          with the number LaTeX prints, worked out from the source as LaTeX does:
           comments and `\\iffalse` / false `\\newif` branches dropped, `\\input` (and macros defined as
           `\\input`) inlined; the environments the class defines (LIPIcs: one counter `theorem` for
           all, within the section with `numberwithinsect`, the 2016 class printing the section in
@@ -14,7 +16,7 @@ expected  the numbered definitions, lemmas, theorems, propositions, corollaries,
           `\\newtheorem`, `\\spnewtheorem` and `\\declaretheorem` (a shared counter `[other]`, a
           section counter `[section]`, starred ones unnumbered); `\\begin{restatable}{env}{name}`
           counts as `env`, its restatement `\\name*` prints the same number and is no new statement;
-          every numbered environment on a shared counter (claims, invariants) steps it.
+          every numbered environment on a shared counter (notes, exercises too) steps it.
 found     the PDF ingested into a scratch library by the shipped model (`drt-reader ingest`) and
           its outline's statements (`qa.outline.document_statements`, what `drt-reader outline` lists).
 
@@ -25,7 +27,8 @@ the question) holds a chunk of it.
 A statement is found when the outline lists its kind and number; found/expected counts each
 (kind, number) at most as often as the TeX numbers it (the 2016 LIPIcs class prints the appendix's
 "Theorem 1.1" again). "extra" are the outline's (kind, number) the TeX never prints (a restatement
-of a numbered one is not extra).
+of a numbered one is not extra). "old" and "new": found/expected of OLD_KINDS and of NEW_KINDS apart,
+so the figure before the new kinds stays comparable.
 """
 
 from __future__ import annotations
@@ -38,7 +41,9 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-KINDS = ("definition", "lemma", "theorem", "proposition", "corollary", "remark", "example")
+OLD_KINDS = ("definition", "lemma", "theorem", "proposition", "corollary", "remark", "example")
+NEW_KINDS = ("claim", "invariant", "observation", "fact", "conjecture", "assumption", "notation", "problem", "question")
+KINDS = OLD_KINDS + NEW_KINDS
 
 # environments a class defines: {env: (printed name, counter it steps)}; "theorem" is their shared counter
 _LIPICS = {e: (e.capitalize(), "theorem") for e in ("theorem", "lemma", "corollary", "proposition", "exercise",
@@ -201,7 +206,7 @@ def expected(main: Path) -> list[dict]:
             n = f"{sec}.{n}"
         kind = _kind(printed)
         if kind is None:
-            continue  # claims, invariants: they step the shared counter, the outline does not list them
+            continue  # notes, exercises, cases: they step the shared counter, the outline does not list them
         lab = re.match(r"\s*\\label\{([^}]+)\}", body[m.end():m.end() + 200])
         out.append({"kind": kind, "number": n, "env": env, "label": lab.group(1) if lab else "",
                     "title": (m.group("rtitle") or m.group("title") or "").strip()})
@@ -223,13 +228,14 @@ def compare(exp: list[dict], got: list[dict]) -> dict:
     found = sum(min(n, have[k]) for k, n in want.items())
     missing = sorted((k for k, n in want.items() if have[k] < n), key=_order)
     extra = sorted((k for k in have if k not in want), key=_order)
-    by_kind = {}
-    for kind in KINDS:
-        w = sum(n for k, n in want.items() if k[0] == kind)
-        if w:
-            by_kind[kind] = [sum(min(n, have[k]) for k, n in want.items() if k[0] == kind), w]
+    def tally(kinds) -> list[int]:
+        return [sum(min(n, have[k]) for k, n in want.items() if k[0] in kinds),
+                sum(n for k, n in want.items() if k[0] in kinds)]
+
+    by_kind = {kind: tally((kind,)) for kind in KINDS if tally((kind,))[1]}
     return {"expected": sum(want.values()), "found": found, "missing": [" ".join(k) for k in missing],
-            "extra": [" ".join(k) for k in extra], "by_kind": by_kind}
+            "extra": [" ".join(k) for k in extra], "by_kind": by_kind, "old": tally(OLD_KINDS),
+            "new": tally(NEW_KINDS)}
 
 
 def _order(k: tuple[str, str]) -> tuple:
@@ -239,26 +245,26 @@ def _order(k: tuple[str, str]) -> tuple:
 def ask_statements(lib, engine, doc_id: str, exp: list[dict]) -> dict:
     """Ask "What is Lemma 3?" of every expected statement: how many answers quote the outline's
     statement, and for how many the model's evidence (what it retrieved for the question: its
-    selection with BM25's and the cross-encoder's terms, never the outline) holds a chunk of it."""
+    selection with BM25's and the cross-encoder's terms, never the outline) holds a chunk of it;
+    "old" and "new": the same for OLD_KINDS and NEW_KINDS apart."""
     from qa.ask import ask
     from qa.outline import document_statements, find_statement
 
     stmts = document_statements(lib, doc_id)
-    seen, quoted, retrieved, first = set(), 0, 0, 0
-    for s in exp:
-        key = (s["kind"], s["number"])
-        if key in seen:
-            continue
-        seen.add(key)
-        name = f"{s['kind'].capitalize()} {s['number']}"
+    keys = ("asked", "quoted", "evidence_holds", "evidence_first")
+    tally = {group: dict.fromkeys(keys, 0) for group in ("all", "old", "new")}
+    for key in dict.fromkeys((s["kind"], s["number"]) for s in exp):
+        name = f"{key[0].capitalize()} {key[1]}"
         res = ask(lib, engine, doc_id, f"What is {name}?", max_new_tokens=4, causal=False)
         i = find_statement(stmts, *key)
-        quoted += (res.get("quote") or {}).get("statement") == name
-        if i is not None:
-            ev = [int(e["chunk"]) for e in res["evidence"]]
-            retrieved += bool(set(ev) & set(stmts[i]["chunks"]))
-            first += bool(ev) and ev[0] in stmts[i]["chunks"]
-    return {"asked": len(seen), "quoted": quoted, "evidence_holds": retrieved, "evidence_first": first}
+        ev = [int(e["chunk"]) for e in res["evidence"]]
+        got = {"asked": 1, "quoted": (res.get("quote") or {}).get("statement") == name,
+               "evidence_holds": i is not None and bool(set(ev) & set(stmts[i]["chunks"])),
+               "evidence_first": i is not None and bool(ev) and ev[0] in stmts[i]["chunks"]}
+        for group in ("all", "new" if key[0] in NEW_KINDS else "old"):
+            for k in keys:
+                tally[group][k] += int(got[k])
+    return {**tally["all"], "old": tally["old"], "new": tally["new"]}
 
 
 def run(papers: Path, home: str, model: str, ask: bool = False) -> list[dict]:
@@ -287,18 +293,19 @@ def run(papers: Path, home: str, model: str, ask: bool = False) -> list[dict]:
 
 
 def text_table(rows: list[dict], show_missing: bool = False) -> str:
-    lines = [f"{'paper':42} {'found':>5} / {'expected':<8} {'share':>6}  {'extra':>5}  by kind"]
+    lines = [f"{'paper':42} {'found':>5} / {'expected':<8} {'share':>6}  {'extra':>5}  {'old':>7}  {'new':>7}  by kind"]
     for r in rows:
         kinds = ", ".join(f"{k} {a}/{b}" for k, (a, b) in r["by_kind"].items())
         lines.append(f"{r['paper']:42} {r['found']:5} / {r['expected']:<8} "
-                     f"{100 * r['found'] / max(1, r['expected']):5.1f}%  {len(r['extra']):5}  {kinds}")
+                     f"{100 * r['found'] / max(1, r['expected']):5.1f}%  {len(r['extra']):5}  "
+                     f"{'/'.join(map(str, r['old'])):>7}  {'/'.join(map(str, r['new'])):>7}  {kinds}")
         if "ask" in r:
-            a = r["ask"]
-            n = max(1, a["asked"])
-            lines.append(f"    ask \"What is X?\" of {a['asked']}: "
-                         f"quoted from the outline {100 * a['quoted'] / n:.1f}%, "
-                         f"the model's evidence holds it {100 * a['evidence_holds'] / n:.1f}% "
-                         f"(first {100 * a['evidence_first'] / n:.1f}%)")
+            for a, which in ((r["ask"]["old"], "old"), (r["ask"]["new"], "new")):
+                n = max(1, a["asked"])
+                lines.append(f"    ask \"What is X?\" of {a['asked']} ({which} kinds): "
+                             f"quoted from the outline {100 * a['quoted'] / n:.1f}%, "
+                             f"the model's evidence holds it {100 * a['evidence_holds'] / n:.1f}% "
+                             f"(first {100 * a['evidence_first'] / n:.1f}%)")
         if show_missing:
             lines.append(f"    missing: {', '.join(r['missing']) or '-'}")
             lines.append(f"    extra:   {', '.join(r['extra']) or '-'}")

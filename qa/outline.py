@@ -1,7 +1,8 @@
 """The document's structure, and what the model retrieved of it while reading.
 
-statements  (papers) every definition, lemma, proposition, theorem, corollary, remark and example:
-            TeX environments (`\\begin{lemma}` or thmtools's `\\begin{restatable}{lemma}{name}`,
+statements  (papers) every definition, lemma, proposition, theorem, corollary, remark and example, and
+            the other kinds papers number (claims, invariants, observations, facts, conjectures, ...:
+            STATEMENT_KINDS): TeX environments (`\\begin{lemma}` or thmtools's `\\begin{restatable}{lemma}{name}`,
             with its `\\label`), or, in PDFs and text, the headings a paper prints ("Definition 2.3.",
             "▶Lemma 4 (Title).", German "Satz", "Korollar" too; see PRINTED). Each has its kind, label
             or number, page, chunks, "used by" (the later chunks whose selection during prefill, the
@@ -29,7 +30,11 @@ from ingest.parse import page_ranges
 from ingest.parts import document_parts, joined_text
 from .cast import cast, introducing_sentence
 
-STATEMENT_KINDS = ("definition", "lemma", "proposition", "theorem", "corollary", "remark", "example")
+# what papers number besides (often on the theorem counter: ccc16's 21 claims, itcs20's Invariant 30); ordinary
+# words too ("the main claim"): a heading must look like one (PRINTED), a question name one with its number
+OTHER_KINDS = ("claim", "invariant", "observation", "fact", "conjecture", "assumption", "notation", "problem",
+               "question")
+STATEMENT_KINDS = ("definition", "lemma", "proposition", "theorem", "corollary", "remark", "example") + OTHER_KINDS
 _KINDS_RX = "|".join(STATEMENT_KINDS)
 # a TeX statement: \begin{lemma}[title], or thmtools's \begin{restatable}[title]{lemma}{name} (restated by \name*)
 TEX_ENV = re.compile(rf"\\begin\{{restatable\}}(?:\[(?P<rtitle>[^\]\n]{{0,120}})\])?"
@@ -43,7 +48,7 @@ TEX_LABEL = re.compile(r"\s*\\label\{([^}]+)\}")
 # line's end with a capital opening the next line (lecture notes' "Definition 1" over its text).
 # Prose that opens a line with a reference ("Corollary 15 is reminiscent of ...", "Lemma 12, ...")
 # has none of these.
-_PRINTED_KIND = r"Definition|Lemma|Proposition|Theorem|Corollary|Remark|Example|Satz|Korollar|Bemerkung|Beispiel"
+_PRINTED_KIND = "|".join(k.capitalize() for k in STATEMENT_KINDS) + "|Satz|Korollar|Bemerkung|Beispiel"
 _CAP = "A-ZÀ-ÖØ-Þ"
 PRINTED = re.compile(r"(?m)(?:^[ \t]*(?:[▷▶►][^\n]{0,24}?[ \t]*)?|[▶►][ \t]*)"
                      rf"(?P<kind>{_PRINTED_KIND})[ \t]+(?P<number>(?:[A-Z]\.)?\d+(?:\.\d+)*)"
@@ -256,13 +261,15 @@ _STATEMENT_Q = re.compile(rf"^\s*(?:(?:what|which|whats|what's)\b[^?]{{0,48}}?|"
 _WHAT_IS = re.compile(r"\s*(?:(?:what|what's|whats)(?:\s+(?:is|was|does|do|did))?|"
                       r"state|quote|recall|give|show(?:\s+me)?)?"
                       r"\s*(?:the\s+)?(?:(?:statement|text|content)\s+of\s+)?(?:the\s+)?", re.I)
-_SAYS = re.compile(r"(?:say|says|state|states|assert|asserts|claim|claims|define|defines|mean|means|about|)", re.I)
+_SAYS = re.compile(r"(?:say|says|state|states|assert|asserts|claim|claims|define|defines|mean|means|ask|asks|"
+                   r"about|)", re.I)  # "What does Problem 2 ask?"
 
 
 def statement_question(question: str) -> dict | None:
-    """"What is Definition 1.4?", "State Lemma 3", "Theorem 2.1?": {"kind", "number", "uses": False};
-    "What does Theorem 8 use?", "Which results does Lemma 3 rely on?": {..., "uses": True}; None
-    for any other question (one that names two statements, or asks something inside one)."""
+    """"What is Definition 1.4?", "State Lemma 3", "Theorem 2.1?", "What is Claim 5?": {"kind", "number",
+    "uses": False}; "What does Theorem 8 use?", "Which results does Lemma 3 rely on?": {..., "uses": True};
+    None for any other question (one that names two statements, asks something inside one, or names a
+    kind without a number: "What is the main claim?")."""
     question = " ".join(question.split())
     m = _STATEMENT_Q.match(question)
     if not m or len(re.findall(rf"\b(?:{_PRINTED_KIND})s?\s+{_NUM}", question, re.I)) > 1:

@@ -1,6 +1,7 @@
-"""Questions about a paper's numbered statements: "What is Definition 1.4?" is answered with the
-statement as the outline finds it, "What does Theorem 8 use?" with what it relies on (cited in it
-or its proof, retrieved by the model while reading it); the evidence stays what the model retrieved."""
+"""Questions about a paper's numbered statements: "What is Definition 1.4?" (or Claim 5, Invariant 30:
+qa.outline.STATEMENT_KINDS) is answered with the statement as the outline finds it, "What does
+Theorem 8 use?" with what it relies on (cited in it or its proof, retrieved by the model while
+reading it); the evidence stays what the model retrieved."""
 
 from __future__ import annotations
 
@@ -57,13 +58,15 @@ ABSENT_MIN = 3  # numbered statements a document's outline must list before a nu
 
 
 def statement_absent(library: Library, doc_id: str, question: str) -> dict | None:
-    """For "What is Definition 2.1?" of a paper whose outline lists numbered statements but none
-    printed so: {"kind", "number", "listed": the numbers of that kind it does list}, which `ask`
-    answers with "Not found" and the closest passages (tried as a new user would, such a question
-    quoted an unrelated formula from p. 40 as its answer); None otherwise (not a statement question,
-    the statement is listed, a TeX source, or a document with fewer than ABSENT_MIN statements, a book
-    whose "Chapter 2" is no statement)."""
-    from .outline import PRINTED_KINDS, find_statement, statement_question
+    """For "What is Definition 2.1?" or "What is Claim 3.9?" of a paper whose outline lists numbered
+    statements but none printed so: {"kind", "number", "listed": the numbers of that kind it does
+    list}, which `ask` answers with "Not found" and the closest passages (tried as a new user would,
+    such a question quoted an unrelated formula from p. 40 as its answer); None otherwise (not a
+    statement question, the statement is listed, a TeX source, a document with fewer than ABSENT_MIN
+    statements, a book whose "Chapter 2" is no statement, or a claim, problem, question ... (OTHER_KINDS)
+    when the outline lists none of that kind: a paper may print "Problem 1:" unlike a heading, and the
+    passages answer it)."""
+    from .outline import OTHER_KINDS, PRINTED_KINDS, find_statement, statement_question
 
     q = statement_question(question)
     found = _outline_of(library, doc_id) if q is not None else None
@@ -71,6 +74,8 @@ def statement_absent(library: Library, doc_id: str, question: str) -> dict | Non
         return None
     kind = PRINTED_KINDS.get(q["kind"].lower(), q["kind"].lower())
     listed = list(dict.fromkeys(s["number"] for s in found[1] if s["kind"] == kind))
+    if not listed and kind in OTHER_KINDS:
+        return None
     return {"kind": kind, "number": q["number"], "listed": listed}
 
 

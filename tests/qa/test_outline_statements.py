@@ -93,6 +93,14 @@ def test_uses_add_what_the_model_retrieved_while_reading_the_statement():
     ("What is L in Lemma 3?", None),
     ("What is the difference between Lemma 3 and Lemma 4?", None),
     ("Who is Mr. Darcy?", None),
+    ("What is Claim 5?", ("claim", "5", False)),
+    ("What is Invariant 30?", ("invariant", "30", False)),
+    ("What does Claim 3.2 use?", ("claim", "3.2", True)),
+    ("What does Problem 2 ask?", ("problem", "2", False)),
+    ("What is the main claim?", None),  # ordinary words, no number: for the reader
+    ("What problem does the paper solve?", None),
+    ("What is the answer to Question 3?", None),
+    ("What fact does the author state first?", None),
 ])
 def test_statement_questions(q, want):
     got = statement_question(q)
@@ -101,17 +109,50 @@ def test_statement_questions(q, want):
 
 def test_the_statements_of_a_real_paper_pdf():
     """Two pages of a LIPIcs paper: every numbered statement its TeX prints there (Lemmas 24-27,
-    Theorems 28-29; Invariant 30 is no statement kind), the text layer's stray "▶Lemma 26 S ≤c" once."""
+    Theorems 28-29, Invariant 30 on the same counter: it was missing, and "What is Invariant 30?" quoted
+    Lemma 37), the text layer's stray "▶Lemma 26 S ≤c" once."""
     from ingest.parse import parse_file
 
     doc = parse_file(PAPER)
     st = statements(doc.text, "pdf", _chunks(doc.text))
     assert [(s["kind"], s["number"]) for s in st] == [("lemma", "24"), ("lemma", "25"), ("lemma", "26"),
-                                                      ("lemma", "27"), ("theorem", "28"), ("theorem", "29")]
+                                                      ("lemma", "27"), ("theorem", "28"), ("theorem", "29"),
+                                                      ("invariant", "30")]
+    inv = st[find_statement(st, "invariant", "30")]
+    assert statement_text(doc.text, inv).startswith("Invariant 30. For any interval [xi, xi+1]")
+    assert statement_text(doc.text, inv).endswith("constrained to lie above min(yi, yi+1).")
     t29 = find_statement(st, "theorem", "29")
     assert statement_text(doc.text, st[t29]).startswith("Theorem 29. There is an algorithm that provides sample access")
     assert [u["statement"] for u in statement_uses(doc.text, st, _chunks(doc.text), [], t29)] == ["Theorem 28"]
     assert statement_uses(doc.text, st, _chunks(doc.text), [], find_statement(st, "lemma", "25")) == []
+
+
+OTHER_KINDS = """▶Claim 12. The sampler never fails.
+Proof. By Observation 3 and Fact 2.1 the claim follows. ◀
+Claim 3.2. Every run ends after n steps.
+  Observation 3 (Monotone). Heights only grow.
+Fact 2.1 Let x be a height. Then x is even.
+
+Conjecture 28. Given a morphic sequence, one can decide whether it is recurrent.
+The main claim of this paper is that sampling is local, and the
+Problem 1 is open, as is the
+Question 2, raised by Knuth, and
+Claim 5 holds for every graph.
+Fact 4 of [7] and our problem 3 are related.
+"""
+
+
+def test_claims_invariants_and_other_kinds_papers_number():
+    """Papers number claims, invariants, observations, facts, conjectures ... as they number lemmas (ccc16's
+    21 claims share the theorem counter): each heading is a statement; the same words in prose are none
+    ("Problem 1 is open", "Question 2, raised", "Claim 5 holds"), as for the other kinds."""
+    st = statements(OTHER_KINDS, "pdf", _chunks(OTHER_KINDS, size=60))
+    assert [(s["kind"], s["number"]) for s in st] == [("claim", "12"), ("claim", "3.2"), ("observation", "3"),
+                                                      ("fact", "2.1"), ("conjecture", "28")]
+    assert st[2]["title"] == "Monotone"
+    assert statement_text(OTHER_KINDS, st[0]) == "Claim 12. The sampler never fails."
+    uses = statement_uses(OTHER_KINDS, st, _chunks(OTHER_KINDS, size=60), [], 0)
+    assert [(u["statement"], u["cited"]) for u in uses] == [("Observation 3", ["proof"]), ("Fact 2.1", ["proof"])]
 
 
 def test_lecture_notes_print_a_heading_alone_on_its_line():
@@ -138,6 +179,9 @@ def test_ask_answers_a_statement_question_from_the_outline(cli):
     assert made["quote"]["statement"] == "Lemma 27" and made["quote"]["pages"] == [1]
     assert made["statement"]["name"] == "Lemma 27" and made["statement"]["uses"] is None
     assert res["evidence"]  # what the model retrieved for the question, as for any answer
+    rc, out, err = cli("ask", doc, "What is Invariant 30?", "--json", "--max-new-tokens", "4")
+    assert rc == 0, err
+    assert json.loads(out)["answer"].startswith("Invariant 30. For any interval")  # it quoted Lemma 37
     rc, out, err = cli("ask", doc, "What does Theorem 29 use?", "--max-new-tokens", "4")
     assert rc == 0, err
     assert out.startswith("Theorem 29 (p. 2) uses Theorem 28 (p. 1; cited in its proof")

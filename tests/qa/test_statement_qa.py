@@ -50,3 +50,23 @@ def test_a_book_without_numbered_statements_never_calls_one_absent(library):
     doc = store_text(library, "Chapter 2. The storm came at night and the ship was lost. " * 40,
                      page_chars=4000, chunk_chars=300, kind="pdf")
     assert statement_absent(library, doc, "What is Definition 2?") is None
+
+
+def test_a_claim_is_answered_with_its_statement_and_the_main_claim_is_no_statement_question(library):
+    """ccc16's 21 claims were no statements: "What is Claim N?" got an unrelated passage. A claim is now
+    quoted as a lemma is; a claim number the outline lacks is "Not found" with the claims it lists, and
+    "What is the main claim?" is left to the reader."""
+    text = ("Intro.\n\n▶Lemma 1. Every local sampler is consistent.\n\n▶Claim 2. Each query is answered "
+            "in constant time.\n\nProof. By Lemma 1. ◀\n\n▶Theorem 3. There is a local sampler for graphs.\n\n")
+    doc = store_text(library, text * 2, page_chars=4000, chunk_chars=300, kind="pdf")
+    asked = statement_asked(library, doc, "What is Claim 2?")
+    assert asked is not None and asked["statement"]["kind"] == "claim"
+    got = statement_answer(library, None, doc, asked, {"evidence": [], "made": {"passages": None}})
+    assert got["answer"] == "Claim 2. Each query is answered in constant time."
+    assert got["made"]["quote"]["statement"] == "Claim 2"
+    assert statement_asked(library, doc, "What does Claim 2 use?")["uses"]
+    assert statement_absent(library, doc, "What is Claim 7?") == {"kind": "claim", "number": "7", "listed": ["2"]}
+    for q in ("What is the main claim?", "What is the main claim of this paper?"):
+        assert statement_asked(library, doc, q) is None and statement_absent(library, doc, q) is None
+    assert statement_absent(library, _paper(library), "What is Claim 7?") is None  # no claims: the passages answer
+    assert statement_absent(library, _paper(library), "What is Theorem 7?")["listed"] == ["3"]
