@@ -374,6 +374,7 @@ def main(argv=None) -> int:
     ap.add_argument("--swaps", type=float, default=0.0,
                     help="this share of the answerable written questions is also asked of another name of the "
                          "book, as an unanswerable question (swapped)")
+    ap.add_argument("--swap-repeat", type=int, default=1, help="times each swapped group is trained on")
     ap.add_argument("--init", help="a checkpoint directory whose cross_encoder.safetensors training starts from")
     ap.add_argument("--sentences", type=float, default=0.0,
                     help="also train on sentence groups (sentence_group): every written group's, and this share of "
@@ -404,7 +405,7 @@ def main(argv=None) -> int:
         else:
             written = build_written(a.written, a.written_root, a.written_groups, a.seed, a.swaps)
             w_path.write_bytes(pickle.dumps(written))
-        tr += written * a.written_repeat
+        tr += written * a.written_repeat + [e for e in written if e["kind"] == "written-swapped"] * (a.swap_repeat - 1)
     rng = random.Random(a.seed)
     if a.sentences > 0:
         srng = random.Random(a.seed + 1)
