@@ -19,6 +19,7 @@ from pathlib import Path
 
 MAX_PEOPLE = 20
 MAX_PARTS = 80
+TITLE_EM = 7  # pixels a character of a 12-px sans-serif title takes, about
 
 
 def appearances(o: dict) -> dict:
@@ -44,11 +45,12 @@ def cast_grid(o: dict) -> str:
     if not a["people"] or not a["parts"]:
         return ""
     cell, left, top = 14, 8 + 7 * max(len(p) for p in a["people"]), 40
-    w, h = left + cell * len(a["parts"]) + 10, top + cell * len(a["people"]) + 24
+    title = "Who appears where (darker: named on more of the part's pages)"
+    # wide enough for the title too: a book of 12 chapters cut it at "(darker: nam"
+    w, h = max(left + cell * len(a["parts"]) + 10, 8 + TITLE_EM * len(title)), top + cell * len(a["people"]) + 24
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" '
            f'font-size="11" role="img" aria-label="Who appears where: people by parts">',
-           f'<text x="{left}" y="14" font-size="12">Who appears where (darker: named on more of the part\'s pages)'
-           '</text>']
+           f'<text x="4" y="14" font-size="12">{escape(title)}</text>']
     for j, (num, title) in enumerate(zip(a["numbers"], a["parts"])):
         x = left + j * cell
         if j % max(1, len(a["parts"]) // 20) == 0:

@@ -30,6 +30,14 @@ def test_cast_grid_rows_people_columns_parts(library):
     assert went[0] < went[1] and went[2] > 0  # named in chapter I only on the page it shares with II
     svg = cast_grid(o)
     assert svg.startswith("<svg") and svg.count('data-person="Anne Elliot"') == 3
+    # the picture is as wide as its title (12 chapters cut it at "Who appears where (darker: nam")
+    import re
+
+    from qa.pictures import TITLE_EM
+
+    width = int(re.search(r'width="(\d+)"', svg).group(1))
+    title = re.search(r'<text x="4" y="14" font-size="12">([^<]*)</text>', svg).group(1)
+    assert title.startswith("Who appears where") and width >= TITLE_EM * len(title.replace("&#x27;", "'"))
 
 
 def test_statement_graph_cites_and_retrieved(tmp_path, library):
