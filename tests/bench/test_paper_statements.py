@@ -38,8 +38,9 @@ def test_expected_numbers_follow_the_class_and_the_declarations(tmp_path):
     (tmp_path / "main.tex").write_text(MAIN)
     (tmp_path / "part.tex").write_text("\\begin{proposition}\\label{prop-d} D. \\end{proposition}\n")
     got = [(s["kind"], s["number"]) for s in expected(tmp_path / "main.tex")]
-    # one counter within the section (claims step it), the 2016 LIPIcs class numbering the appendix in arabic
-    assert got == [("theorem", "1.1"), ("definition", "1.2"), ("remark", "1.4"), ("lemma", "2.1"),
+    # one counter within the section (claims on it too, and expected since the outline reads claims), the
+    # 2016 LIPIcs class numbering the appendix in arabic
+    assert got == [("theorem", "1.1"), ("definition", "1.2"), ("claim", "1.3"), ("remark", "1.4"), ("lemma", "2.1"),
                    ("proposition", "2.2"), ("corollary", "1.1")]
     assert expected(tmp_path / "main.tex")[0]["label"] == "thm-main"
 
