@@ -413,19 +413,26 @@ def build(library, doc_id: str, dependency_map: Sequence[dict]) -> dict:
              for u in statement_uses(text, stmts, chunks, dependency_map, i, boiler)]
     skip_spans = [(chunks[i]["char_start"], chunks[i]["char_end"]) for i in sorted(boiler)]
     people = []
+    part_list = document_parts(library, doc_id)
     if len(stmts) < 5:  # papers have statements; books have people and places
         at = _chunk_index(chunks)
         starts = [p["char_start"] for p in pages]
+        heads = [(p.char_start, p.char_start + len(p.title) + 1) for p in part_list
+                 if p.source in ("outline", "headings")]
         for o in cast(text, skip_spans):
-            a, b = introducing_sentence(text, o["first"])
-            c = at(o["first"])
+            # introduced by the first mention outside a chapter's heading: "CHAPTER V. Advice from a
+            # Caterpillar" was the Caterpillar's introducing sentence (seen in the browser on Alice)
+            first = next((q for q in sorted(o["positions"]) if q >= o["first"]
+                          and not any(h0 <= q < h1 for h0, h1 in heads)), o["first"])
+            a, b = introducing_sentence(text, first)
+            c = at(first)
             people.append({"name": o["name"], "kind": o["kind"], "mentions": o["mentions"], "aliases": o["aliases"],
                            "introduced": {"text": " ".join(text[a:b].split()), "chunk": c,
                                           "page": chunks[c]["page_first"], "char_start": a, "char_end": b},
                            "pages": sorted({pages[max(0, bisect_right(starts, q) - 1)]["number"]
                                             for q in o["positions"]})})
     links = named_links(dependency_map, boiler, stmts, chunks, labels)
-    parts = [p.to_json() for p in document_parts(library, doc_id)]
+    parts = [p.to_json() for p in part_list]
     for pt in parts:  # the printed label, as the statements and links show theirs
         pt["page_label"] = labels.get(pt["page_first"], str(pt["page_first"]))
     for s in stmts:

@@ -72,3 +72,14 @@ def test_statement_graph_draws_a_restated_statement_hollow_and_unlabelled():
     assert [fill for fill, _ in circles] == ["#333", "#333", "#333", "#fff", "#333", "#333"]
     assert circles[3][1].startswith("theorem 2 (restated)")
     assert re.findall(r'<text[^>]*text-anchor="middle">([^<]*)</text>', svg) == ["1", "2", "3", "4", "5"]
+
+
+def test_a_person_named_first_in_a_chapter_heading_is_introduced_by_the_text(library):
+    """Alice's "CHAPTER V. Advice from a Caterpillar" was the Caterpillar's introducing sentence: a
+    chapter's heading introduces no one, the first mention after it does."""
+    text = book().replace("\n\nCHAPTER II\n\n", "\n\nCHAPTER II. Captain Wentworth Comes\n\n", 1)
+    doc = store_text(library, text)
+    o = build(library, doc, [])
+    assert not [n["name"] for n in o["names"] if n["introduced"]["text"].startswith("CHAPTER")]
+    went = next(n for n in o["names"] if n["name"] == "Captain Wentworth")
+    assert went["introduced"]["text"] == "Captain Wentworth came."
