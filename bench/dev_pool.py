@@ -7,8 +7,9 @@ set (CK's cross_encoder.json: `abstain_below` and `short_above` null), so every 
 passage's P, the offered span and its scores. Prints, per set and pooled: the share of answerable and
 unanswerable questions below a few thresholds and below the pooled rule's (at most 10% of the
 answerable below), the AUC of P; the precision of the short answer at the top-k span scores; and
-logistic fits of P with the other signals a row carries, fitted on all sets but one and read on that
-one (does any signal beside P separate unanswerable questions better?). Numpy only.
+logistic fits of P with the other signals a row carries (qa.abstain_model.fit_abstention, the
+reader's), fitted on all sets but one and read on that one: does any signal beside P separate
+unanswerable questions better?
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import re
 from pathlib import Path
 
 import numpy as np
+
+from qa.abstain_model import fit_abstention
 
 _STOP = set("the a an of to in on at by for with from and or but is was were are be been who what whom whose which "
             "where when why how did does do had has have his her their its he she it they them him this that these "
@@ -39,18 +42,6 @@ def auc(y: np.ndarray, s: np.ndarray) -> float:
     """P(score of a positive > score of a negative), ties half."""
     pos, neg = s[y == 1], s[y == 0]
     return float(((pos[:, None] > neg[None]).sum() + 0.5 * (pos[:, None] == neg[None]).sum()) / (len(pos) * len(neg)))
-
-
-def logistic(x: np.ndarray, y: np.ndarray, l2: float = 1.0, steps: int = 50) -> np.ndarray:
-    """Weights (bias last) of an L2-regularised logistic regression, by Newton's method."""
-    x = np.hstack([x, np.ones((len(x), 1))])
-    w = np.zeros(x.shape[1])
-    for _ in range(steps):
-        p = 1 / (1 + np.exp(-x @ w))
-        g = x.T @ (p - y) + l2 * np.r_[w[:-1], 0]
-        h = (x * (p * (1 - p))[:, None]).T @ x + l2 * np.diag(np.r_[np.ones(len(w) - 1), 0])
-        w -= np.linalg.solve(h, g)
-    return w
 
 
 FEATURES = ("logit P", "coverage of the quote", "coverage of its sentence", "reader score", "reader margin",
@@ -110,13 +101,10 @@ def main(argv: list[str] | None = None) -> None:
         out = []
         for s in sets:
             tr, te = g != s, g == s
-            mu, sd = x[tr][:, cols].mean(0), x[tr][:, cols].std(0) + 1e-9
-            w = logistic((x[tr][:, cols] - mu) / sd, y[tr])
-            score = lambda m: ((x[m][:, cols] - mu) / sd) @ w[:-1]  # noqa: E731
-            cut = np.sort(score(tr)[y[tr] == 1])[int(args.max_false * (y[tr] == 1).sum())]
-            st = score(te)
-            out.append(f"{s} {auc(y[te], st):.2f} {100 * np.mean(st[y[te] == 1] < cut):.0f}/"
-                       f"{100 * np.mean(st[y[te] == 0] < cut):.0f}")
+            fit = fit_abstention(x[tr][:, cols], y[tr], max_false=args.max_false)  # the reader's own fit
+            st = ((x[te][:, cols] - fit["mean"]) / fit["std"]) @ np.asarray(fit["w"]) + fit["b"]
+            out.append(f"{s} {auc(y[te], st):.2f} {100 * np.mean(st[y[te] == 1] < fit['threshold']):.0f}/"
+                       f"{100 * np.mean(st[y[te] == 0] < fit['threshold']):.0f}")
         print(f"  {' + '.join(FEATURES[c] for c in cols)}: " + "; ".join(out))
 
 
