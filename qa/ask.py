@@ -630,6 +630,17 @@ def absent_answer(out: dict, absent: dict) -> dict:
     return dict(out, answer=NOT_FOUND, made=made)
 
 
+def _as_statement_question(library: Library, engine: DocumentEngine, doc_id: str, question: str, out: dict) -> dict:
+    """`out` answered as a statement question where it is one: "What is Definition 1.4?" with the
+    outline's statement (the model's evidence kept), a number the paper lacks with "Not found"; else
+    `out` itself."""
+    asked = statement_asked(library, doc_id, question)
+    if asked is not None:
+        return statement_answer(library, engine, doc_id, asked, out)
+    absent = statement_absent(library, doc_id, question)
+    return absent_answer(out, absent) if absent is not None else out
+
+
 def _make_answer(library: Library, engine: DocumentEngine, doc_id: str, question: str, state: Any,
                  generated: str, trace: Any, missing: list[str], ce: dict | None = None) -> dict:
     """The answer made from one generation: {"answer", "evidence", "trace", "made"} (abstention,
@@ -745,22 +756,14 @@ def ask(
     generated, trace, ids = generate(engine, state, question, max_new_tokens=max_new_tokens,
                                      on_delta=None if barred else on_delta, cancel=cancel, terms=terms)
     out = original = _make_answer(library, engine, doc_id, question, state, generated, trace, missing, ce)
-    asked = statement_asked(library, doc_id, question)
-    if asked is not None:  # "What is Definition 1.4?": the outline's statement, the model's evidence
-        out = original = statement_answer(library, engine, doc_id, asked, out)
-    elif (absent := statement_absent(library, doc_id, question)) is not None:  # a number the paper lacks
-        out = original = absent_answer(out, absent)
+    out = original = _as_statement_question(library, engine, doc_id, question, out)
     if barred:  # read again without the masked chunks: no quote, window or passage shows their text
         hidden = Redacted(library, doc_id, frozenset(barred))
         ce_m = cross_read(hidden, engine, state, doc_id, question, barred, scorer) if scorer is not None else None
         gen_m, trace_m, _ = generate(engine, state, question, max_new_tokens=max_new_tokens, on_delta=on_delta,
                                      cancel=cancel, mask=barred, terms=ce_m["terms"] if ce_m is not None else None)
         out = _make_answer(hidden, engine, doc_id, question, state, gen_m, trace_m, missing, ce_m)
-        asked_m = statement_asked(hidden, doc_id, question)
-        if asked_m is not None:
-            out = statement_answer(hidden, engine, doc_id, asked_m, out)
-        elif (absent := statement_absent(hidden, doc_id, question)) is not None:
-            out = absent_answer(out, absent)
+        out = _as_statement_question(hidden, engine, doc_id, question, out)
     if cancel is not None and cancel.is_set():
         raise Cancelled("generation was stopped")
     if on_answer is not None:  # the answer now; its causal effects (a batched pass) follow

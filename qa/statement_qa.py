@@ -66,13 +66,13 @@ def statement_absent(library: Library, doc_id: str, question: str) -> dict | Non
     statements, a book whose "Chapter 2" is no statement, or a claim, problem, question ... (OTHER_KINDS)
     when the outline lists none of that kind: a paper may print "Problem 1:" unlike a heading, and the
     passages answer it)."""
-    from .outline import OTHER_KINDS, PRINTED_KINDS, find_statement, statement_question
+    from .outline import OTHER_KINDS, find_statement, statement_question
 
     q = statement_question(question)
     found = _outline_of(library, doc_id) if q is not None else None
     if found is None or len(found[1]) < ABSENT_MIN or find_statement(found[1], q["kind"], q["number"]) is not None:
         return None
-    kind = PRINTED_KINDS.get(q["kind"].lower(), q["kind"].lower())
+    kind = q["kind"]  # statement_question's: lower case, a German kind as its English one
     listed = list(dict.fromkeys(s["number"] for s in found[1] if s["kind"] == kind))
     if not listed and kind in OTHER_KINDS:
         return None
