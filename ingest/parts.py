@@ -320,16 +320,16 @@ def document_parts(library, doc_id: str) -> list[Part]:
     n_chars = pages[-1]["char_end"] if pages else 0
     starts: list[tuple[str, int]] = []
     source = "pages"
+    text = joined_text(pages, pages_apart=True)  # a page opens after a blank line
     outline = library.outline(doc_id)
     if outline:
         starts, source = _from_outline(outline, pages), "outline"
     if len(starts) < 2:
-        text = joined_text(pages, pages_apart=True)  # a page opens after a blank line
         starts, source = _heading_starts(text, pages), "headings"
         if len(starts) < 2:
             starts = numbered_sections(text)
     if len(starts) >= 2:
-        starts += _references(joined_text(pages, pages_apart=True), pages, starts)
+        starts += _references(text, pages, starts)
     if len(starts) < 2:
         k = equal_spans(len(pages))
         per = len(pages) / k
