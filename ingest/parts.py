@@ -275,6 +275,11 @@ def _missing_first(text: str, best: list[tuple[str, int]], fam: str) -> list[tup
         best = [found] + best
 
 
+def page_labels(library, doc_id: str) -> dict[int, str]:
+    """A document's printed page labels by page number, what `pages_ref` prints."""
+    return {p["number"]: p["label"] for p in library.pages(doc_id)}
+
+
 def pages_ref(pages, labels: dict | None = None, escape=str) -> str:
     """"p. iv" / "pp. 12-14": the first and last of `pages` by their printed labels (the number
     without one), each passed through `escape` (Markdown output escapes them)."""

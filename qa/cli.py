@@ -8,7 +8,7 @@ import argparse
 import os
 
 from cli_io import emit, json_flag
-from ingest.parts import pages_ref
+from ingest.parts import page_labels, pages_ref
 from ingest.session import DOC_HELP, load_engine, open_library
 
 from .errors import QAError
@@ -96,12 +96,6 @@ def _matter(e: dict) -> str:
 
     label = matter_label(e)
     return f", {label}" if label else ""
-
-
-def page_labels(lib, doc_id: str) -> dict[int, str]:
-    """A document's printed page labels by page number: what `outline`, export and the UI print, so
-    `ask` prints the same pages (a paper's answer read "Theorem 29 (p. 27)", then "pp. 30-31")."""
-    return {p["number"]: p["label"] for p in lib.pages(doc_id) if p.get("label")}
 
 
 def _evidence_text(evidence: list[dict], labels: dict[int, str] | None = None) -> str:

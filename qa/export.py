@@ -25,7 +25,7 @@ from store.library import Library
 
 from .evidence import cut_words, snippet
 from ingest.boilerplate import matter_label
-from ingest.parts import pages_ref
+from ingest.parts import page_labels, pages_ref
 
 SNIPPET_CHARS = 160
 _SPECIAL = re.compile(r"([\\`*_\[\]<>#|~$&])")  # inline Markdown and HTML, anywhere in a line
@@ -224,7 +224,7 @@ def export_markdown(library: Library, doc_id: str, model_fp: str | None = None) 
     """The document's conversation and latest summary (of `model_fp`, else of any model) as Markdown.
     UnknownDocument (one line) for a document not in the library."""
     doc = library.document(doc_id)
-    labels = {p["number"]: p["label"] for p in library.pages(doc_id)}
+    labels = page_labels(library, doc_id)
     title = md_escape(doc.get("title") or "Untitled")
     name = md_escape(doc.get("source_name") or "")
     lines = [f"# {title}" + (f" ({name})" if name else ""), "",

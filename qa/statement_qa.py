@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from drt_core.protocol import DocumentEngine
 from ingest.boilerplate import chunk_matter
+from ingest.parts import page_labels
 from ingest.pipeline import ready_state
 from store.library import Library
 
@@ -97,7 +98,7 @@ def statement_answer(library: Library, engine: DocumentEngine, doc_id: str, aske
     weights = {int(e["chunk"]): float(e["weight"]) for e in out["evidence"]}
     hit = [c for c in s["chunks"] if c in weights]
     retrieved = [int(e["chunk"]) for e in out["evidence"]]
-    labels = {p["number"]: p["label"] for p in library.pages(doc_id)}
+    labels = page_labels(library, doc_id)
     pages = sorted({p for c in s["chunks"] if c < len(chunks)
                     for p in range(chunks[c]["page_first"], chunks[c]["page_last"] + 1)})
     quote = {"text": body, "sentence": body, "short": None, "chunk": s["chunks"][0], "pages": pages,
