@@ -159,5 +159,20 @@ class BM25:
         ok = len(ix.indptr) == len(ix.vocab) + 1 and len(ix.norm) == ix.n and ix.indptr[-1] == len(ix.units)
         return ix if ok else None
 
+    @classmethod
+    def kept(cls, path: str | os.PathLike, n: int, window: int, texts) -> tuple["BM25", bool]:
+        """The index kept at `path` when it is of `n` units and `window`, else one built from
+        `texts()` and saved there; and whether the file holds it now (False: the disk refused it,
+        and the caller says so or not; a read-only library answers all the same)."""
+        have = cls.load(path)
+        if have is not None and have.n == n and have.window == window:
+            return have, True
+        have = cls(texts(), window=window)
+        try:
+            have.save(path)
+        except OSError:
+            return have, False
+        return have, True
+
 
 FORMAT = 1  # BM25.save's layout; a file of another is built again

@@ -221,20 +221,16 @@ class MemoryIndex:
         if have is None or have.n != root.memory.n or have.window != window:
             # a stored memory keeps its index beside its files: built once, not on each new process's
             # first question (the state directory is the model's and tokenizer's: their fingerprint)
-            folder = getattr(root.memory, "dir", None)
-            path = None if folder is None else Path(folder) / f"bm25-w{int(window)}.npz"
-            have = None if path is None else BM25.load(path)
-            if have is None or have.n != root.memory.n or have.window != window:
+            def texts():
                 toks = root.tokens().cpu().tolist()
                 dec = getattr(tokenizer, "batch_decode", None)
-                texts = (dec(toks, skip_special_tokens=True) if dec is not None
-                         else [tokenizer.decode(t) for t in toks])
-                have = BM25(texts, window=window)
-                if path is not None and path.parent.is_dir():
-                    try:
-                        have.save(path)
-                    except OSError:  # a read-only library answers all the same
-                        pass
+                return dec(toks, skip_special_tokens=True) if dec is not None else [tokenizer.decode(t) for t in toks]
+
+            folder = getattr(root.memory, "dir", None)
+            if folder is not None and Path(folder).is_dir():
+                have = BM25.kept(Path(folder) / f"bm25-w{int(window)}.npz", root.memory.n, window, texts)[0]
+            else:
+                have = BM25(texts(), window=window)
             root.bm25_index = have
         return have
 

@@ -538,14 +538,10 @@ def chunk_index(library: Library, doc_id: str):
 
     path = Path(library.home) / "states" / doc_id / "chunks-bm25-w0.npz"
     n = int((library.document(doc_id) or {}).get("n_chunks") or 0)
-    have = BM25.load(path)
-    if have is None or have.n != n or have.window != 0:
-        have = BM25([r["text"] for r in library.chunks(doc_id)], window=0)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            have.save(path)
-        except OSError:  # a full disk or a read-only library: the index is rebuilt next time
-            logger.warning("could not keep the chunk index of %s", doc_id[:12])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    have, kept = BM25.kept(path, n, 0, lambda: [r["text"] for r in library.chunks(doc_id)])
+    if not kept:  # a full disk or a read-only library: the index is rebuilt next time
+        logger.warning("could not keep the chunk index of %s", doc_id[:12])
     return have
 
 
