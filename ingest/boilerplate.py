@@ -1,11 +1,16 @@
-"""Front and back matter: licence pages, contents lists and indexes, told apart from the text.
+"""Front and back matter: licence pages, contents lists, indexes and a paper's reference list, told apart
+from the text.
 
-`matter_of(text)` names a page's kind ("licence", "contents", "index" or None) from what it says,
-not from where it sits: a Project Gutenberg PDF carries the licence on its last pages and its header
-on the first, a book's contents list is a run of short numbered lines, an index a run of
+`matter_of(text)` (ingest.page_kind) names a page's kind ("licence", "contents", "index" or None) from
+what it says, not from where it sits: a Project Gutenberg PDF carries the licence on its last pages and
+its header on the first, a book's contents list is a run of short numbered lines, an index a run of
 "term, 12, 45" lines. `chunk_matter` tags chunks by the pages they lie on, from the stored page
-text (so documents stored before the tag existed get it too): every evidence row and quote of `ask`
-carries its chunk's tag (`matter`), and the CLI and the UI show it beside the pages;
+text (so documents stored before the tag existed get it too), and a paper's bibliography
+("references": the part ingest.parts makes of its one "References" line, up to the next part or the
+end, `references_spans`) by the characters they hold: every evidence row and quote of `ask`
+carries its chunk's tag (`matter`), and the CLI and the UI show it beside the pages ("reference
+list"); a reference list's chunks are never quoted as the answer (NOT_QUOTED: an entry such as "In
+Proceedings of the 2019 ACM Symposium ..., pages 471-480." answers nothing);
 `python -m ingest.boilerplate PDF... --out passages.npy` writes their 63-token chunks for
 training (`train --qa-boilerplate`), where they are written into the windows of reading
 questions, so the model learns that they answer nothing. The tag is for the reader; the fix is in
@@ -16,50 +21,17 @@ from __future__ import annotations
 
 import re
 
-LICENCE_MARKERS = ("project gutenberg", "gutenberg literary archive", "gutenberg-tm", "gutenberg™",
-                   "electronic works", "this ebook is for the use of anyone", "terms of the project gutenberg",
-                   "full project gutenberg license", "donations", "trademark")
-_NUMBERED_LINE = re.compile(r"^\s*(chapter|book|part|section|[ivxlc]+\.|\d+\.?)\b.{0,80}$", re.I | re.M)
-_INDEX_LINE = re.compile(r"^.{1,60},\s*\d+(\s*[,–-]\s*\d+)*\s*$", re.M)
-_LEADER_LINE = re.compile(r"^\s*(?P<head>\S.{0,100}?)(?:\s?\.){4,}\s*[\dxivlc]+\s*$", re.M | re.I)  # "1.2 X . . 3"
-# a chapter named by its number ("CHAPTER XII", "Chapter 12"): a contents list names many on one page,
-# even when its entries run on as one paragraph (a PDF made from a plain-text edition)
-_CHAPTER_NAMED = re.compile(r"\bchapter\s+([ivxlc]{1,7}|\d{1,3})\b", re.I)
-CONTENTS_CHAPTERS = 6  # distinct chapters named on one page, at most CONTENTS_CHARS characters apart on average:
-CONTENTS_CHARS = 200   # its contents list (prose names one or two; a commentary chapter by chapter, a paragraph each)
+from .page_kind import matter_of
+from .parts import document_parts
 
-
-def matter_of(text: str) -> str | None:
-    """"licence" when the page speaks of the Gutenberg licence (two markers or more), "contents"
-    when most of its non-empty lines are short numbered headings or it names CONTENTS_CHAPTERS
-    chapters by number or more, close together, "index" when most are
-    "term, page" lines; most lines led by dots to a page number ("2.1 Naming . . . 3",
-    "asn1_copy_node . . . 11") are "contents" when most are numbered, else "index"; None for
-    ordinary text."""
-    low = text.lower()
-    if sum(m in low for m in LICENCE_MARKERS) >= 2:
-        return "licence"
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    if len(lines) >= 8:
-        if len(_INDEX_LINE.findall(text)) >= 0.6 * len(lines):
-            return "index"
-        leaders = [m.group("head") for m in _LEADER_LINE.finditer(text)]
-        if len(leaders) >= 0.6 * len(lines):  # dot leaders: a contents list, or an index of terms
-            numbered = sum(bool(_NUMBERED_LINE.match(h) or re.match(r"[A-Z](\.\d+)+\b", h)) for h in leaders)
-            return "contents" if numbered >= 0.5 * len(leaders) else "index"
-        if len(_NUMBERED_LINE.findall(text)) >= 0.6 * len(lines):
-            return "contents"
-    named = _CHAPTER_NAMED.findall(text)  # distinct chapters: prose may name its own chapter often
-    if len({n.lower() for n in named}) >= CONTENTS_CHAPTERS and len(text.strip()) <= CONTENTS_CHARS * len(named):
-        return "contents"
-    return None
-
-
-MATTER_LABELS = {"licence": "licence page", "contents": "contents page", "index": "index page"}
+MATTER_LABELS = {"licence": "licence page", "contents": "contents page", "index": "index page",
+                 "references": "reference list"}
+NOT_QUOTED = frozenset({"references"})  # matter `ask` never quotes as the answer (the others inform only)
 
 
 def matter_label(row: dict) -> str | None:
-    """"licence page" (contents page, index page) for an evidence row or quote tagged `matter`, else None."""
+    """"licence page" (contents page, index page, reference list) for an evidence row or quote tagged
+    `matter`, else None."""
     return MATTER_LABELS.get(row.get("matter") or "")
 
 
@@ -84,22 +56,46 @@ def licence_start(library, doc_id: str) -> int | None:
     return _ENDS[key]
 
 
+_BACK: dict[tuple, list[tuple[int, int]]] = {}  # (home, doc_id, view's chunk limit) -> reference list spans (RAM)
+
+
+def references_spans(library, doc_id: str) -> list[tuple[int, int]]:
+    """The character spans of a paper's reference list: the parts ingest.parts makes "back matter"
+    (its one "References" / "Bibliography" line, to where the next part begins, the appendices, or to
+    the end; a book has none: a "References" line after each chapter is no such one line); [] for a
+    bare page store (tests' stand-ins). Worked out once per document (and view)."""
+    if not hasattr(library, "document") or not hasattr(library, "outline"):
+        return []
+    key = (str(getattr(library, "home", "")), doc_id, getattr(library, "limit", None))
+    if key not in _BACK:
+        _BACK[key] = [(p.char_start, p.char_end) for p in document_parts(library, doc_id)
+                      if p.source == "back matter"]
+    return _BACK[key]
+
+
 def chunk_matter(library, doc_id: str, chunks: list[dict]) -> dict[int, str]:
-    """{chunk idx: kind} for the chunks (library rows with idx, page_first, page_last) that lie on
-    a licence, contents or index page, or after a Gutenberg edition's end-of-text line (its licence
-    can start mid-page, under the story's last lines); a chunk over two pages takes the first tagged
-    one's kind. Reads only those chunks' pages, and the document's last pages once."""
+    """{chunk idx: kind} for the chunks (library rows with idx, page_first, page_last, char_start,
+    char_end) that lie on a licence, contents or index page, or after a Gutenberg edition's
+    end-of-text line (its licence can start mid-page, under the story's last lines), or ("references")
+    with half their characters or more in a paper's reference list (`references_spans`: it starts
+    and may end mid-page); a chunk over two pages takes the first tagged one's kind. Reads only those
+    chunks' pages, the document's last pages once, and its parts once."""
     numbers = {n for c in chunks for n in range(c["page_first"], c["page_last"] + 1)}
     if not numbers:
         return {}
     kinds = {p["number"]: k for p in library.pages(doc_id, with_text=True, numbers=numbers)
              if (k := matter_of(p["text"]))}
     end = licence_start(library, doc_id)
+    refs = references_spans(library, doc_id)
     out = {}
     for c in chunks:
         k = next((kinds[n] for n in range(c["page_first"], c["page_last"] + 1) if n in kinds), None)
         if k is None and end is not None and c.get("char_start", -1) >= end:
             k = "licence"
+        if k is None and refs and "char_start" in c:
+            a, b = c["char_start"], c["char_end"]
+            if 2 * sum(max(0, min(b, y) - max(a, x)) for x, y in refs) >= max(1, b - a):
+                k = "references"
         if k is not None:
             out[c["idx"]] = k
     return out

@@ -36,7 +36,7 @@ from bisect import bisect_right
 from collections import Counter
 from dataclasses import asdict, dataclass
 
-from .boilerplate import matter_of
+from .page_kind import matter_of
 from .errors import IngestError
 
 MIN_CONTENTS_GAP = 400  # characters: headings closer than this to the next of their family are a contents list

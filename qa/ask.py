@@ -26,7 +26,7 @@ import numpy as np
 from store.library import Library
 
 from . import abstain as abstain_mod
-from ingest.boilerplate import chunk_matter
+from ingest.boilerplate import NOT_QUOTED, chunk_matter
 from ingest.errors import Cancelled, NotPrefilled
 from drt_core.protocol import DocumentEngine
 from ingest.pipeline import ready_state
@@ -241,6 +241,14 @@ def reading_order(evidence: list[dict], scores: list | None, k: int = READ_PASSA
     return order
 
 
+def quotable(library: Library, doc_id: str, chunks: list[int]) -> list[int]:
+    """`chunks` (in their order) without those of a paper's reference list (ingest.boilerplate.NOT_QUOTED):
+    a bibliography's entry ("In Proceedings of the 2019 ACM Symposium ..., pages 471-480.") is never
+    the sentence quoted as the answer, though its passage may be shown, labelled."""
+    tags = chunk_matter(library, doc_id, library.chunks(doc_id, sorted({c for c in chunks if c >= 0})))
+    return [c for c in chunks if tags.get(c) not in NOT_QUOTED]
+
+
 INTRO_CHUNKS = 3  # "Who is X?": the chunk of X's first mention and the two after it
 _TEXTS: dict[tuple[str, str], tuple[str, list, list]] = {}  # a document's text, matter spans, chunk starts
 
@@ -320,6 +328,7 @@ def read_answer(library: Library, engine: DocumentEngine, state: Any, doc_id: st
     intro = introduction(library, doc_id, question)
     if intro:  # "Who is X?": the passage that introduces X is read first (read alone, it did worse on validation)
         order = (intro + [c for c in order if c not in intro])[:READ_PASSAGES]
+    order = quotable(library, doc_id, order)
     want = sorted({c for c0 in order for c in (c0 - 1, c0, c0 + 1)})
     by_idx = {r["idx"]: r for r in library.chunks(doc_id, [c for c in want if c >= 0])}
     matter = chunk_matter(library, doc_id, [by_idx[c] for c in order if c in by_idx])
@@ -531,7 +540,7 @@ def _read_pool(library: Library, doc_id: str, question: str, order: list[int], r
     """The trained reader (qa.reader) on the pool's best READ_POOL chunks in the fused order, each
     read with its neighbours, the cross-encoder's relevance of each sentence weighing in where the
     calibration gives it a weight: (the quote, the chunks in the order shown: the quote's first)."""
-    ps, by_idx = pool_passages(library, doc_id, order)
+    ps, by_idx = pool_passages(library, doc_id, quotable(library, doc_id, order))
     relevance = None
     if scorer is not None and sentence_weight:
         def relevance(units: list[str]):
@@ -598,7 +607,8 @@ def _cross_answer(library: Library, doc_id: str, question: str, evidence: list[d
         quote, order = _read_pool(library, doc_id, question, order, reader, ce.get("scorer"), cal.sentence_weight)
         shown = [wins[c] for c in order if c in wins]
     elif shown:
-        quote = rerank.quote_of(shown[0])
+        first = quotable(library, doc_id, [w.chunk for w in shown])[:1]
+        quote = rerank.quote_of(next(w for w in shown if w.chunk == first[0])) if first else None
     if abstained:
         quote = None
     shown = matter_last(library, doc_id, shown, rerank.SHOWN)
@@ -667,15 +677,16 @@ def _make_answer(library: Library, engine: DocumentEngine, doc_id: str, question
         unsure = confidence(reader, library, doc_id, question, reading, bm)
         if unsure is not None and unsure["abstain"]:  # calibrated: the reader and the retriever are not sure
             abstained, quote, reading = True, None, None
-        elif quote is None:  # the reader found no sentence to read: quote as a checkpoint without one does
+        elif quote is None and (cands := [e for e in evidence if e.get("matter") not in NOT_QUOTED]):
+            # the reader found no sentence to read: quote as a checkpoint without one does
             vocab = _doc_vocabulary(library, doc_id)
-            first = quote_chunk(library, doc_id, evidence, question, vocab, scores)
+            first = quote_chunk(library, doc_id, cands, question, vocab, scores)
             quote = quote_from_evidence(library, doc_id, first["chunk"], question, vocab, weight=first["weight"])
             if quote is not None:
                 quote["matter"] = first.get("matter")
-    elif evidence and not abstained:
+    elif evidence and not abstained and (cands := [e for e in evidence if e.get("matter") not in NOT_QUOTED]):
         vocab = _doc_vocabulary(library, doc_id)
-        first = quote_chunk(library, doc_id, evidence, question, vocab, rows[0].get("scores") if rows else None)
+        first = quote_chunk(library, doc_id, cands, question, vocab, rows[0].get("scores") if rows else None)
         quote = quote_from_evidence(library, doc_id, first["chunk"], question, vocab, weight=first["weight"])
         if quote is not None:  # a quote drawn from a licence / contents / index page says so (the UI and CLI show it)
             quote["matter"] = first.get("matter")

@@ -35,7 +35,7 @@ from store.library import Library
 from .ask import generate
 from .evidence import evidence_rows, trace_json
 from .views import BeforePage, prefix_state
-from ingest.boilerplate import chunk_matter
+from ingest.boilerplate import NOT_QUOTED, chunk_matter
 from ingest.parts import Part, document_parts, document_text, pages_ref, select
 from drt_core.protocol import DocumentEngine
 from ingest.pipeline import ready_state
@@ -193,7 +193,8 @@ def extractive(
     doc = library.document(doc_id)
     n = doc["n_chunks"]
     chunks = library.chunks(doc_id)
-    boiler = set(chunk_matter(library, doc_id, chunks))
+    # licence, contents and index chunks; a reference list is left to the parts (`select`: summarised when asked for)
+    boiler = {c for c, k in chunk_matter(library, doc_id, chunks).items() if k not in NOT_QUOTED}
     cent = in_degree(dependency_map, n, frozenset(boiler))
     if span is not None:
         chosen = [Part(1, span[2], span[0], span[1], 0, 0, "given")]

@@ -325,3 +325,58 @@ def test_passages_on_contents_or_index_pages_are_shown_last(library):
     got = [w.chunk for w in matter_last(library, doc_id, wins, 3)]
     assert got == on_body[:3]
     assert [w.chunk for w in matter_last(library, doc_id, wins[:2], 3)] == [on_body[0], on_index[0]]
+
+
+def test_a_papers_reference_list_is_tagged_and_never_quoted(library):
+    """itcs20, tried as a new user would: ask quoted a bibliography entry ("In Proceedings of the 2019 ACM
+    Symposium on Principles of Distributed Computing, pages 471–480.") as the answer. The reference list
+    (the part ingest.parts makes of the one "References" line, up to the appendix after it) is matter
+    like a licence or contents page, labelled "reference list", and the reader never quotes it; the
+    text before it and the appendix after it are no such matter."""
+    import numpy as np
+
+    from ingest.boilerplate import chunk_matter, matter_label
+    from ingest.parts import document_text
+    from qa import ask
+    from qa.reader import SENTENCE_FEATURES, SPAN_FEATURES, DocStats, Reader, Scorer
+    from drt_core.bm25 import BM25
+    from tests.ingest.docstore import store_text
+
+    body = "It was a quiet day in the town and nobody said a word about it. " * 12
+    found = "Our local coloring algorithm first appeared at a symposium on distributed computing. "
+    refs = "References\n\n" + "".join(
+        f"{i} A. Author and B. Author. A title number {i}. In Proceedings of the 2019 ACM Symposium on "
+        f"Principles of Distributed Computing, pages {i}71–{i}80.\n" for i in range(1, 9))
+    sections = [(1, "Introduction", body * 2 + found + body), (1, "Graphs", body),
+                (1, "Open Problems", body + "\n\n" + refs), (1, "Omitted Proofs", body)]
+    text = "A PAPER\n\n" + "".join(f"\n\n{t}\n\n{b}" for _, t, b in sections)
+    outline = [{"level": lv, "title": t, "page": text.index(f"\n{t}\n") // 1200 + 1} for lv, t, _ in sections]
+    doc = store_text(library, text, outline=outline, page_chars=1200)
+    chunks = library.chunks(doc)
+    full = document_text(library, doc)
+    assert "\nReferences\n" in full  # (no page break cuts it)
+    a, b = full.index("References\n"), full.index("\nOmitted Proofs")
+    tags = chunk_matter(library, doc, chunks)
+    inside = [c["idx"] for c in chunks if a <= c["char_start"] and c["char_end"] <= b]
+    assert inside and all(tags.get(i) == "references" for i in inside)
+    assert not any(tags.get(c["idx"]) for c in chunks if c["char_end"] <= a or c["char_start"] >= b)
+    assert matter_label({"matter": tags[inside[0]]}) == "reference list"
+
+    def linear(feature, names):
+        F = len(names)
+        w = np.zeros(F, np.float32)
+        w[names.index(feature)] = 1.0
+        return Scorer({"mean": np.zeros(F, np.float32), "std": np.ones(F, np.float32),
+                       "W1": np.zeros((1, F), np.float32), "b1": np.zeros(1, np.float32),
+                       "w2": np.zeros(1, np.float32), "w": w})
+
+    reader = Reader(linear("cov", SENTENCE_FEATURES), linear("cap_frac", SPAN_FEATURES), {})
+    eng = SimpleNamespace(bm25_index=lambda state: BM25([c["text"] for c in chunks]))
+    ask._STATS[(str(library.home), doc, None)] = DocStats([c["text"] for c in chunks])
+    entry = next(c["idx"] for c in chunks if c["idx"] in inside and "Symposium" in c["text"])
+    mine = next(c["idx"] for c in chunks if "local coloring" in c["text"])
+    q = "What appeared at the ACM Symposium on Principles of Distributed Computing?"
+    ev = [{"chunk": entry, "weight": 0.6, "matter": "references"}, {"chunk": mine, "weight": 0.4, "matter": None}]
+    quote, _, _ = ask.read_answer(library, eng, None, doc, q, ev, reader, None)
+    assert quote["chunk"] == mine and "local coloring" in quote["text"] and "Proceedings" not in quote["text"]
+    assert ask.quotable(library, doc, [entry, mine]) == [mine]
