@@ -6,8 +6,8 @@ DIR (default `../shared/fresh/papers`) holds one folder per paper: the PDF and t
 compiled from (the main file, the one with `\\documentclass`, and what it `\\input`s). For each paper:
 
 expected  the numbered definitions, lemmas, theorems, propositions, corollaries, remarks and examples
-          (OLD_KINDS) and claims, invariants, observations, facts, conjectures, assumptions, notations,
-          problems and questions (NEW_KINDS, listed by the outline since 2026-12-07) of the TeX, each
+          (OLD_KINDS) and claims, invariants, observations, facts, conjectures, assumptions, hypotheses,
+          notations, problems and questions (NEW_KINDS, listed by the outline since 2026-12-07) of the TeX, each
           with the number LaTeX prints, worked out from the source as LaTeX does:
           comments and `\\iffalse` / false `\\newif` branches dropped, `\\input` (and macros defined as
           `\\input`) inlined; the environments the class defines (LIPIcs: one counter `theorem` for
@@ -42,7 +42,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OLD_KINDS = ("definition", "lemma", "theorem", "proposition", "corollary", "remark", "example")
-NEW_KINDS = ("claim", "invariant", "observation", "fact", "conjecture", "assumption", "notation", "problem", "question")
+NEW_KINDS = ("claim", "invariant", "observation", "fact", "conjecture", "assumption", "hypothesis", "notation",
+             "problem", "question")
 KINDS = OLD_KINDS + NEW_KINDS
 
 # environments a class defines: {env: (printed name, counter it steps)}; "theorem" is their shared counter

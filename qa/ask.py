@@ -99,10 +99,12 @@ def abstain_reason(out: dict) -> str:
     """Why `ask` abstained, in one sentence for the reader (the CLI and the UI show it)."""
     absent = out.get("statement_absent")
     if absent:
+        from .outline import kind_plural
+
         name = f"{absent['kind'].capitalize()} {absent['number']}"
         listed = absent["listed"]
         more = " ..." if len(listed) > 12 else ""
-        have = (f"the {absent['kind']}s it lists are numbered {', '.join(listed[:12])}{more}" if listed
+        have = (f"the {kind_plural(absent['kind'])} it lists are numbered {', '.join(listed[:12])}{more}" if listed
                 else f"it lists no {absent['kind']} at all")
         return f"The outline of this document finds no {name}: {have}."
     missing = out.get("missing_words") or []

@@ -1,7 +1,7 @@
 """The document's structure, and what the model retrieved of it while reading.
 
 statements  (papers) every definition, lemma, proposition, theorem, corollary, remark and example, and
-            the other kinds papers number (claims, invariants, observations, facts, conjectures, ...:
+            the other kinds papers number (claims, invariants, observations, facts, conjectures, hypotheses, ...:
             STATEMENT_KINDS): TeX environments (`\\begin{lemma}` or thmtools's `\\begin{restatable}{lemma}{name}`,
             with its `\\label`), or, in PDFs and text, the headings a paper prints ("Definition 2.3.",
             "▶Lemma 4 (Title).", German "Satz", "Korollar" too; see PRINTED). Each has its kind, label
@@ -32,8 +32,8 @@ from .cast import cast, introducing_sentence
 
 # what papers number besides (often on the theorem counter: ccc16's 21 claims, itcs20's Invariant 30); ordinary
 # words too ("the main claim"): a heading must look like one (PRINTED), a question name one with its number
-OTHER_KINDS = ("claim", "invariant", "observation", "fact", "conjecture", "assumption", "notation", "problem",
-               "question")
+OTHER_KINDS = ("claim", "invariant", "observation", "fact", "conjecture", "assumption", "hypothesis", "notation",
+               "problem", "question")
 STATEMENT_KINDS = ("definition", "lemma", "proposition", "theorem", "corollary", "remark", "example") + OTHER_KINDS
 _KINDS_RX = "|".join(STATEMENT_KINDS)
 # a TeX statement: \begin{lemma}[title], or thmtools's \begin{restatable}[title]{lemma}{name} (restated by \name*)
@@ -49,6 +49,7 @@ TEX_LABEL = re.compile(r"\s*\\label\{([^}]+)\}")
 # Prose that opens a line with a reference ("Corollary 15 is reminiscent of ...", "Lemma 12, ...")
 # has none of these.
 _PRINTED_KIND = "|".join(k.capitalize() for k in STATEMENT_KINDS) + "|Satz|Korollar|Bemerkung|Beispiel"
+_REF_KIND = _PRINTED_KIND + "|Hypotheses"  # a reference or question may name the plural: "Hypotheses 1 and 2"
 _CAP = "A-ZÀ-ÖØ-Þ"
 PRINTED = re.compile(r"(?m)(?:^[ \t]*(?:[▷▶►][^\n]{0,24}?[ \t]*)?|[▶►][ \t]*)"
                      rf"(?P<kind>{_PRINTED_KIND})[ \t]+(?P<number>(?:[A-Z]\.)?\d+(?:\.\d+)*)"
@@ -58,7 +59,17 @@ PRINTED = re.compile(r"(?m)(?:^[ \t]*(?:[▷▶►][^\n]{0,24}?[ \t]*)?|[▶►]
 PRINTED_ALONE = re.compile(rf"(?m)(?:(?<=\n\n)|(?<=\A))[ \t]*(?P<kind>{_PRINTED_KIND})[ \t]+"
                            r"(?P<number>(?:[A-Z]\.)?\d+(?:\.\d+)*)(?P<head>[ \t]*)(?P<rest>)$")
 # German papers
-PRINTED_KINDS = {"satz": "theorem", "korollar": "corollary", "bemerkung": "remark", "beispiel": "example"}
+PRINTED_KINDS = {"satz": "theorem", "korollar": "corollary", "bemerkung": "remark", "beispiel": "example",
+                 "hypotheses": "hypothesis"}
+
+
+def kind_plural(kind: str) -> str:
+    """A statement kind's plural, as a sentence prints it: "lemmas", "corollaries", "hypotheses"."""
+    if kind.endswith("is"):
+        return kind[:-2] + "es"
+    if kind.endswith("y") and kind[-2:-1] not in tuple("aeiou"):
+        return kind[:-1] + "ies"
+    return kind + "s"
 # where a printed statement's text ends: its proof, an end marker (LIPIcs's "◀"), or a sentence closing a paragraph
 _STATEMENT_END = re.compile(r"\n[ \t]*(?:Proof\b|Beweis\b)|◀|[.!?]\s*\n[ \t]*\n")
 STATEMENT_MAX = 1200  # characters of a printed statement's text at most
@@ -154,7 +165,7 @@ def statement_text(text: str, s: dict) -> str:
 
 _NUM = r"(?:[A-Z]\.)?\d+(?:\.\d+)*"
 # "Lemma 13", "Lemmas 31 and 32", "Theorem 2.1, 2.3": a statement referred to in the text
-STATEMENT_REF = re.compile(rf"\b(?P<kind>{_PRINTED_KIND})s?[ \t\n]+"
+STATEMENT_REF = re.compile(rf"\b(?P<kind>{_REF_KIND})s?[ \t\n]+"
                            rf"(?P<nums>{_NUM}(?:[ \t\n]*(?:,|and|&)[ \t\n]*{_NUM})*)")
 _CITED = re.compile(r"\[[^\[\]\n]{0,40}$")  # "[25, Lemma 5.1]": another paper's statement, not this one's
 PROOF_HEAD = re.compile(r"\s*(?:\\end\{\w+\}\s*)?(?:\\begin\{proof\}|Proof\b|Beweis\b)")
@@ -255,7 +266,7 @@ _ASKS_USES = re.compile(r"\b(?:uses?|used|using|rel(?:y|ies|ied)\s+on|depends?\s
                         r"cites?|invokes?|builds?\s+on|prerequisites?)\b", re.I)
 _STATEMENT_Q = re.compile(rf"^\s*(?:(?:what|which|whats|what's)\b[^?]{{0,48}}?|"
                           rf"(?:state|quote|recall|give|show)\b[^?]{{0,12}}?)?"
-                          rf"\b(?P<kind>{_PRINTED_KIND})s?[ \t]+(?P<number>{_NUM})\b(?P<rest>[^\n]*)$", re.I)
+                          rf"\b(?P<kind>{_REF_KIND})s?[ \t]+(?P<number>{_NUM})\b(?P<rest>[^\n]*)$", re.I)
 
 
 _WHAT_IS = re.compile(r"\s*(?:(?:what|what's|whats)(?:\s+(?:is|was|does|do|did))?|"
@@ -272,7 +283,7 @@ def statement_question(question: str) -> dict | None:
     kind without a number: "What is the main claim?")."""
     question = " ".join(question.split())
     m = _STATEMENT_Q.match(question)
-    if not m or len(re.findall(rf"\b(?:{_PRINTED_KIND})s?\s+{_NUM}", question, re.I)) > 1:
+    if not m or len(re.findall(rf"\b(?:{_REF_KIND})s?\s+{_NUM}", question, re.I)) > 1:
         return None
     rest = m.group("rest").strip(" ?.!")
     head = question[:m.start("kind")]

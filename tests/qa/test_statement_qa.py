@@ -70,3 +70,32 @@ def test_a_claim_is_answered_with_its_statement_and_the_main_claim_is_no_stateme
         assert statement_asked(library, doc, q) is None and statement_absent(library, doc, q) is None
     assert statement_absent(library, _paper(library), "What is Claim 7?") is None  # no claims: the passages answer
     assert statement_absent(library, _paper(library), "What is Theorem 7?")["listed"] == ["3"]
+
+
+def test_hypotheses_are_statements_and_not_found_reads_in_the_plural(library):
+    """Hypotheses were no statements, and "Not found" made every plural with "s": it would have printed
+    "the hypothesiss it lists" (and "the corollarys"). A hypothesis heading is a statement, a proof that
+    cites "Hypotheses 1 and 2" uses both, and the sentence names the kind's plural as written."""
+    from qa.ask import abstain_reason
+    from qa.outline import kind_plural, statement_question
+
+    text = ("Intro.\n\n▶Hypothesis 1. Every sampler is fast.\n\n▶Hypothesis 2. Every sampler is local.\n\n"
+            "▶Corollary 3. Every sampler is fine.\nProof. By Hypotheses 1 and 2. ◀\n\n"
+            "▶Notation 4. We write n for the size.\n\n▶Assumption 5. The input is a graph.\n\n")
+    doc = store_text(library, text, page_chars=4000, chunk_chars=300, kind="pdf")
+    asked = statement_asked(library, doc, "What is Hypothesis 2?")
+    assert asked is not None and asked["statement"]["kind"] == "hypothesis"
+    assert statement_question("What does Corollary 3 use?")["kind"] == "corollary"
+    from qa.outline import statement_uses
+
+    uses = statement_uses(asked["text"], asked["stmts"], asked["chunks"], [], 2)
+    assert [u["statement"] for u in uses] == ["Hypothesis 1", "Hypothesis 2"]
+    absent = statement_absent(library, doc, "What is Hypothesis 7?")
+    assert absent == {"kind": "hypothesis", "number": "7", "listed": ["1", "2"]}
+    said = abstain_reason({"statement_absent": absent})
+    assert "the hypotheses it lists are numbered 1, 2" in said and "hypothesiss" not in said
+    assert [kind_plural(k) for k in ("hypothesis", "corollary", "notation", "assumption", "lemma", "claim")] == [
+        "hypotheses", "corollaries", "notations", "assumptions", "lemmas", "claims"]
+    for kind in ("corollary", "notation", "assumption"):
+        absent = statement_absent(library, doc, f"What is {kind.capitalize()} 9?")
+        assert f"the {kind_plural(kind)} it lists are numbered" in abstain_reason({"statement_absent": absent})
