@@ -45,15 +45,17 @@ TEX_LABEL = re.compile(r"\s*\\label\{([^}]+)\}")
 # package's "▷Proven p.10"), or after LIPIcs's "▶" marker anywhere; then the kind and its number
 # ("2.3", "A.1"), then what only a heading has after it: a period, a parenthesised title or source
 # ("(Minimal Circuit).", "([18, Theorem 1])."), a capital ("Lemma 5.1 Let", Springer's style), or the
-# line's end with a capital opening the next line (lecture notes' "Definition 1" over its text).
-# Prose that opens a line with a reference ("Corollary 15 is reminiscent of ...", "Lemma 12, ...")
-# has none of these.
+# line's end with a capital opening the next line (lecture notes' "Definition 1" over its text); or a
+# colon ("Claim 1:", "Theorem 2 (Name):") with a capital after it, on its line or the next.
+# Prose that opens a line with a reference ("Corollary 15 is reminiscent of ...", "Lemma 12, ...",
+# "Lemma 3: we have ...") has none of these.
 _PRINTED_KIND = "|".join(k.capitalize() for k in STATEMENT_KINDS) + "|Satz|Korollar|Bemerkung|Beispiel"
 _REF_KIND = _PRINTED_KIND + "|Hypotheses"  # a reference or question may name the plural: "Hypotheses 1 and 2"
 _CAP = "A-ZÀ-ÖØ-Þ"
 PRINTED = re.compile(r"(?m)(?:^[ \t]*(?:[▷▶►][^\n]{0,24}?[ \t]*)?|[▶►][ \t]*)"
                      rf"(?P<kind>{_PRINTED_KIND})[ \t]+(?P<number>(?:[A-Z]\.)?\d+(?:\.\d+)*)"
                      rf"(?P<head>\.(?=\s|$)|[ \t]*\((?:[^()\n]|\([^()\n]*\))*\)\.?(?=[ \t]*(?:$|[{_CAP}\[(]))"
+                     rf"|(?:[ \t]*\((?:[^()\n]|\([^()\n]*\))*\))?:(?=[ \t]+[{_CAP}\[(]|[ \t]*\n[ \t]*[{_CAP}])"
                      rf"|[ \t]+(?=[{_CAP}\[])|[ \t]*(?=\n[ \t]*[{_CAP}]))(?P<rest>[^\n]{{0,120}})")
 # a heading alone on its line at a block's start (after a blank line): "Definition 8" over its text
 PRINTED_ALONE = re.compile(rf"(?m)(?:(?<=\n\n)|(?<=\A))[ \t]*(?P<kind>{_PRINTED_KIND})[ \t]+"
@@ -121,11 +123,11 @@ def statements(text: str, kind: str, chunks: list[dict], pages: list[dict] | Non
             k = m.group("kind").lower()
             k = PRINTED_KINDS.get(k, k)
             head = m.group("head").strip()
-            title = head[1:].rsplit(")", 1)[0].strip() if head.startswith("(") else ""
+            title = head[1:].rsplit(")", 1)[0].strip() if head.startswith("(") else ""  # "(Name).", "(Name):"
             prev = next((s for s in reversed(out) if (s["kind"], s["number"]) == (k, m.group("number"))), None)
             if prev is not None and m.start() - prev["char_start"] < DUPLICATE_GAP:
                 # the text layer printed the heading twice (a formula's pieces): keep the one that reads as a heading
-                if prev["head"].startswith((".", "(")) or not head.startswith((".", "(")):
+                if prev["head"].startswith((".", "(", ":")) or not head.startswith((".", "(", ":")):
                     continue
                 out.remove(prev)
             out.append({"kind": k, "label": "", "number": m.group("number"), "title": title[:80],

@@ -280,3 +280,27 @@ def test_the_same_number_over_other_words_is_another_statement():
             "▶Theorem 1.1 (Reconstruction). Let f be a circuit. Then f is found.\n")
     st = statements(text, "pdf", _chunks(text, page_chars=10**6))
     assert [(s["number"], s["restates"]) for s in st] == [("1.1", None), ("1.1", None), ("1.1", 0)]
+
+
+COLON_HEADINGS = """Intro text here.
+Claim 1: Every run ends after n steps.
+Proof. Clear. ◀
+Lemma 3: Let x be a height. Then x is even.
+Theorem 2 (Brill's Equation): A polynomial is a product of linear forms iff it satisfies them.
+▶Claim 4:
+The sampler never fails.
+
+Prose follows, by Lemma 3: we have the bound, and
+Claim 5 holds for every graph, and
+Lemma 3: we conclude as before.
+"""
+
+
+def test_a_heading_printed_with_a_colon_is_a_statement():
+    """"Claim 1:" / "Lemma 3:" / "Theorem 2 (Name):" printed as headings were not read (only the period
+    forms were); a colon in prose ("by Lemma 3: we have", a line opening "Lemma 3: we conclude") is none."""
+    st = statements(COLON_HEADINGS, "pdf", _chunks(COLON_HEADINGS, size=60))
+    assert [(s["kind"], s["number"]) for s in st] == [("claim", "1"), ("lemma", "3"), ("theorem", "2"), ("claim", "4")]
+    assert st[2]["title"] == "Brill's Equation"
+    assert statement_text(COLON_HEADINGS, st[0]) == "Claim 1: Every run ends after n steps."
+    assert statement_text(COLON_HEADINGS, st[3]) == "Claim 4: The sampler never fails."
