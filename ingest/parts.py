@@ -7,7 +7,8 @@ Four sources, tried in order:
             its own text before the first (a paper's Introduction, Open Problems), boilerplate entries
             ("Contents", "Index", the licence) left out; a part starts where its title is printed on
             its page (the page's start when the title is not found there; of two titles placed at one
-            position, the first)
+            position, the first), or where the shallower entry above it that makes no part is printed
+            (an appendix's heading opens its first subsection's part, never ends the part before)
   headings  lines that look like headings in the text, after a blank line: "CHAPTER IV", "Book V",
             "Lecture II. ...", "12 THE JOURNEY" (a number and a title in capitals), a lone Roman
             numeral, or TeX's \\chapter / \\section. Each form (indented or not) is a family; the
@@ -92,7 +93,23 @@ def _from_outline(outline: list[dict], pages: list[dict]) -> list[tuple[str, int
         at = _find_title(pg.get("text") or "", o["title"])
         placed.append((o, pg["char_start"] + (at if at >= 0 else 0)))
     keep = _own_text(placed, levels[0], OWN_TEXT_PAGES * pages[-1]["char_end"] / len(pages) if pages else 0)
-    return [(o["title"], pos) for i, (o, pos) in enumerate(placed) if keep[i]]
+    return [(o["title"], pos) for o, pos in _opened_by_parent(placed, keep, levels[0])]
+
+
+def _opened_by_parent(placed: list[tuple[dict, int]], keep: list[bool], level: int) -> list[tuple[dict, int]]:
+    """The kept bookmarks, each first kept child of a shallower bookmark that makes no part starting
+    at that bookmark's heading: an appendix's heading and its few lines before its first subsection
+    ("A Further Analysis and Extensions of Algorithm 1", itcs20 p. 50) open that subsection's part;
+    they ran on at the end of the part before it (there, the References, and appendix C's 900
+    characters of its own under "Bounding Block Sizes")."""
+    out, opener = [], None  # opener: where the unkept shallower bookmarks above the next kept one begin
+    for (o, pos), kept in zip(placed, keep):
+        if kept:
+            out.append((o, min(pos, opener) if opener is not None else pos))
+            opener = None
+        elif o["level"] < level and opener is None:
+            opener = pos
+    return out
 
 
 def _own_text(placed: list[tuple[dict, int]], level: int, min_chars: float) -> list[bool]:

@@ -237,7 +237,7 @@ def test_a_papers_top_level_sections_with_text_of_their_own_are_parts(library):
         ("Proofs of Section 2", "outline")]
     full = document_text(library, doc)
     assert full[parts[6].char_start:].startswith("References\n")
-    assert "Model" in full[parts[2].char_start:parts[3].char_start]  # one line of its own: no part
+    assert full[parts[3].char_start:].startswith("Model\n")  # one line of its own: no part, it opens Graphs's
 
 
 def test_a_summary_of_the_whole_paper_leaves_its_references_out(library):
@@ -263,3 +263,19 @@ def test_a_book_keeps_its_chapters_under_volume_bookmarks(library):
     assert document_text(library, doc).count("\nReferences\n") == 2  # (no page break cuts one)
     assert [(p.title, p.source) for p in document_parts(library, doc)] == [(t, "outline") for t in titles
                                                                           if t.startswith("CHAPTER")]
+
+
+def test_an_appendix_heading_that_makes_no_part_opens_its_first_subsections_part(library):
+    """itcs20's appendix A heading ("A Further Analysis and Extensions of Algorithm 1", one line before its
+    first subsection) makes no part; it and its lines before the subsection ran on at the end of the part
+    before it, the References (and appendix C's 900 characters under appendix B's "Bounding Block Sizes").
+    They now open the subsection's part: the reference list ends where the appendix begins."""
+    text, outline = paper()
+    doc = store_text(library, text, outline=outline)
+    parts = document_parts(library, doc)
+    full = document_text(library, doc)
+    refs, proofs = parts[6], parts[7]
+    assert (refs.title, proofs.title) == ("References", "Proofs of Section 2")
+    assert refs.char_end == proofs.char_start
+    assert "Omitted Proofs" not in full[refs.char_start:refs.char_end]
+    assert full[proofs.char_start:].startswith("Omitted Proofs\n\nAs follows.")
