@@ -171,7 +171,7 @@ def headings(text: str) -> list[tuple[str, int]]:
     for fam, hits in run_in.items():
         chain = _numbered_chain(_not_contents(hits))
         if len(chain) > len(fams.get(fam, ())):
-            fams[fam] = [(_wrapped_title(text, t, pos), pos) for t, pos in chain]
+            fams[fam] = chain
     best: list[tuple[str, int]] = []
     best_fam = ""
     for fam, hits in fams.items():
@@ -184,7 +184,11 @@ def headings(text: str) -> list[tuple[str, int]]:
             continue  # a contents list: its headings sit together at one end of the text
         if len(kept) > len(best):
             best, best_fam = kept, fam
-    return _missing_first(text, best, best_fam) if best else best
+    if not best:
+        return best
+    best = _missing_first(text, best, best_fam)
+    # a PDF's heading set over two lines after a blank one too ("CHAPTER V. Advice from a" / "Caterpillar")
+    return best if best_fam.startswith("tex") else [(_wrapped_title(text, t, pos), pos) for t, pos in best]
 
 
 _TITLE_SMALL = frozenset("a an and as at by for from in into of on or the to with".split())
@@ -201,8 +205,8 @@ def _wrapped_title(text: str, title: str, pos: int) -> str:
     stop = text.find("\n", end + 1)
     nxt = text[end + 1: stop if stop >= 0 else len(text)].strip()
     words = nxt.split()
-    if (not words or len(nxt) > 40 or _NOT_TITLE.search(nxt) or not words[0][:1].isupper()
-            or not all(w[:1].isupper() or w in _TITLE_SMALL for w in words)):
+    if (not words or len(nxt) > 40 or _NOT_TITLE.search(nxt) or not any(w[:1].isupper() for w in words)
+            or not all(w[:1].isupper() or w in _TITLE_SMALL for w in words)):  # ("a Long Tale")
         return title
     return f"{title} {nxt}"
 

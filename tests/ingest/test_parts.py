@@ -209,6 +209,17 @@ def test_a_pdf_heading_wrapped_over_two_lines_keeps_its_whole_title():
                    "CHAPTER III. The Walk", "CHAPTER IV. Morning at"]
 
 
+def test_a_heading_wrapped_over_two_lines_after_a_blank_line_keeps_its_whole_title():
+    """Alice's PDF prints its chapter headings after a blank line, the long ones over two lines
+    ("CHAPTER V. Advice from a" / "Caterpillar"): the Outline tab listed "CHAPTER V. Advice from a"
+    (seen 2026-12-07). The run-in headings' rule for a wrapped title holds here too."""
+    heads = ["CHAPTER I. Down the Rabbit-Hole", "CHAPTER II. The Pool of Tears",
+             "CHAPTER III. A Caucus-Race and\n  a Long Tale", "CHAPTER IV. The Rabbit Sends in\n  a Little Bill",
+             "CHAPTER V. Advice from a\n  Caterpillar"]
+    text = "  ALICE\n" + "".join(f"\n  {h}\n\n{WRAPPED}" for h in heads)
+    assert [t for t, _ in headings(text)] == [" ".join(h.split()) for h in heads]
+
+
 def paper(reference_lists: int = 1) -> tuple[str, list[dict]]:
     """A paper's text and bookmarks as itcs20's: its sections at level 1, most with subsections at
     level 2 (so level 2 has the most entries); the Introduction opens with pages of its own, Open

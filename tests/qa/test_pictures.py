@@ -83,3 +83,14 @@ def test_a_person_named_first_in_a_chapter_heading_is_introduced_by_the_text(lib
     assert not [n["name"] for n in o["names"] if n["introduced"]["text"].startswith("CHAPTER")]
     went = next(n for n in o["names"] if n["name"] == "Captain Wentworth")
     assert went["introduced"]["text"] == "Captain Wentworth came."
+
+
+def test_a_person_named_in_a_heading_printed_over_two_lines_is_introduced_by_the_text(library):
+    """Alice's PDF prints "CHAPTER V. Advice from a" / "  Caterpillar" (two lines): the heading's second
+    line introduced the Caterpillar once the part's title held both (2026-12-07)."""
+    text = book().replace("\n\nCHAPTER II\n\n", "\n\nCHAPTER II. A Long Visit from\n  Captain Wentworth\n\n", 1)
+    doc = store_text(library, text)
+    o = build(library, doc, [])
+    assert "CHAPTER II. A Long Visit from Captain Wentworth" in [p["title"] for p in o["parts"]]
+    went = next(n for n in o["names"] if n["name"].endswith("Wentworth"))
+    assert went["introduced"]["text"] == "Captain Wentworth came."
