@@ -607,8 +607,14 @@ def introducing_sentence(text: str, pos: int) -> tuple[int, int]:
     hi = len(text) if hi < 0 else hi
     if pos - lo > 4000:  # a paragraph of a whole page: split from a little before
         lo = pos - 2000
-    for a, b in sentence_spans(text[lo:hi]):
+    spans = sentence_spans(text[lo:hi])
+    for i, (a, b) in enumerate(spans):
         if lo + a <= pos < lo + b:
-            a, b = lo + a, lo + b
+            # a sentence that opens in lower case goes on from the one before: "'Serpent!' | screamed
+            # the Pigeon." (speech cut at its "!'") introduced the Pigeon as "screamed the Pigeon."
+            j = i
+            while j > 0 and i - j < 2 and text[lo + spans[j][0]:lo + spans[j][1]].lstrip()[:1].islower():
+                j -= 1
+            a, b = lo + spans[j][0], lo + b
             return a + (len(text[a:b]) - len(text[a:b].lstrip())), b
     return pos, min(len(text), pos + 200)

@@ -277,3 +277,14 @@ def test_an_epithets_first_word_is_no_one():
     """"the Grand Warden" (the book also writes "warden") is no entry "Grand"."""
     text = six_times("the Grand Warden", "the Grand Warden", "Edmund Hale") + " The warden came. A warden sat." * 3
     assert "Grand" not in owners(text)
+
+
+def test_an_introducing_sentence_that_opens_in_lower_case_keeps_the_speech_before_it():
+    """Alice's Pigeon was introduced by "screamed the Pigeon." (seen 2026-12-07): ask's splitter ends a
+    sentence at "!'", so the speech the sentence goes on from is kept with it."""
+    text = "Alice was reading by the river that day.\n\n'Serpent!' screamed the Pigeon. Alice said nothing."
+    pos = text.index("Pigeon")
+    a, b = introducing_sentence(text, pos)
+    assert text[a:b] == "'Serpent!' screamed the Pigeon."
+    pos = text.index("Alice said")
+    assert text[slice(*introducing_sentence(text, pos))] == "Alice said nothing."
