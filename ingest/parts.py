@@ -205,8 +205,8 @@ def _wrapped_title(text: str, title: str, pos: int) -> str:
     stop = text.find("\n", end + 1)
     nxt = text[end + 1: stop if stop >= 0 else len(text)].strip()
     words = nxt.split()
-    if (not words or len(nxt) > 40 or _NOT_TITLE.search(nxt) or not any(w[:1].isupper() for w in words)
-            or not all(w[:1].isupper() or w in _TITLE_SMALL for w in words)):  # ("a Long Tale")
+    if (not words or len(nxt) > 40 or _NOT_TITLE.search(nxt.rstrip("?!")) or not any(w[:1].isupper() for w in words)
+            or not all(w[:1].isupper() or w in _TITLE_SMALL for w in words)):  # ("a Long Tale", "Tarts?")
         return title
     return f"{title} {nxt}"
 

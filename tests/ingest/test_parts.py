@@ -215,7 +215,7 @@ def test_a_heading_wrapped_over_two_lines_after_a_blank_line_keeps_its_whole_tit
     (seen 2026-12-07). The run-in headings' rule for a wrapped title holds here too."""
     heads = ["CHAPTER I. Down the Rabbit-Hole", "CHAPTER II. The Pool of Tears",
              "CHAPTER III. A Caucus-Race and\n  a Long Tale", "CHAPTER IV. The Rabbit Sends in\n  a Little Bill",
-             "CHAPTER V. Advice from a\n  Caterpillar"]
+             "CHAPTER V. Advice from a\n  Caterpillar", "CHAPTER XI. Who Stole the\n  Tarts?"]
     text = "  ALICE\n" + "".join(f"\n  {h}\n\n{WRAPPED}" for h in heads)
     assert [t for t, _ in headings(text)] == [" ".join(h.split()) for h in heads]
 
