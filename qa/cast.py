@@ -26,8 +26,10 @@ not count. The forms are then merged into people:
     the one woman named in full only once or twice whose first name the book uses more than "Miss X"
     (a heroine called "Catherine": "Miss Morland"; not "Miss Jemima" for her elder sister); a rank
     ("Captain", "Sergeant", "Dr") joins the one man's, or the one full name of that surname whose sex
-    nothing tells ("Captain Wentworth", "Dr. Sloper" and "Austin Sloper"); "Mr." joins the
-    one man of that surname named in full ("Mr. Crawford" is Henry Crawford) unless a "Mrs." of that
+    nothing tells ("Captain Wentworth", "Dr. Sloper" and "Austin Sloper"), or the one the book writes
+    in full with that rank ("Major Dobbin" is Major William Dobbin beside his father); "Mr." joins the
+    one man of that surname named in full ("Mr. Crawford" is Henry Crawford; a man titled otherwise,
+    "Sir Michael Audley", aside: "Mr. Audley" is Robert Audley) unless a "Mrs." of that
     surname or "Mr." with his first name ("Mr. Franklin" beside "Mr. Blake") says "Mr." is the
     family's father; none of them joins a full name written with another title. A name's sex is its
     title's, else its first name's (as the book titles it, else qa.given_names), else the pronouns
@@ -43,9 +45,10 @@ not count. The forms are then merged into people:
     namesake of its sex: "Betteredge" beside Gabriel and Penelope Betteredge), else it is ambiguous; a
     family in the plural ("the Steeles") is no one.
 
-A place ends with a word such as "Park", "Abbey" or "Street", or is named after "in", "at",
+A place ends with a word such as "Park", "Abbey", "Street" or "Avenue", or is named after "in", "at",
 "to", "from" and the like and has no title or speech; a person has a title, a speech verb before a
-mention or a person's act after one ("said Lucy", "Lucy replied", "Lucy smiled"), or a full name;
+mention or a person's act after one ("said Lucy", "Lucy replied", "Lucy smiled"; "returned to
+England" is no speech), or a full name;
 a name mostly written after "the" is someone only when it speaks and acts ("said the Hatter", and
 a role for a name: "the Queen"), else a place ("the Louvre") or no one ("the Musketeers"); a word
 mostly written after "the" and before a capitalised ordinary word is an epithet's first word, no one
@@ -84,7 +87,8 @@ RANKS = ("Sergeant", "Superintendent", "Inspector", "Captain", "Colonel", "Gener
          "Lieutenant", "Dr", "Cardinal")  # one man's
 PLACE_WORDS = frozenset("""Abbey Park Hall House Street Square Lane Court Castle Place Road Church Mill Grove Farm
 Lodge Manor Cottage Inn Bridge River Hill Common Green Gardens Palace Cathedral Hotel Island Bay Mount Valley
-Forest Wood Wells Buildings Crescent Terrace Rooms Chapel Priory Heath Moor Cross Gate Row Quay""".split())
+Forest Wood Wells Buildings Crescent Terrace Rooms Chapel Priory Heath Moor Cross Gate Row Quay
+Avenue Station Harbour Wharf Docks Barracks College Hospital Gaol Theatre Chambers Club Academy""".split())
 PARTICLES = ("de", "du", "des", "la", "le", "von", "van", "del", "della")
 INNER = PARTICLES + ("of",)  # inside a name only: "Anne of Austria"
 _ROMAN = re.compile(r"[IVX]{2,5}")
@@ -214,8 +218,8 @@ def mentions(text: str, skip_spans: Sequence[tuple[int, int]] = ()) -> dict[tupl
             f.person += 1
         if title is None and prev and prev[-1] in ARTICLES:
             f.article += 1  # "the Louvre", "his Eminence": not a person's name
-        if title is None and len(prev) > 1 and prev[-1] in ("at", "to") and prev[-2] in LOOKS:
-            f.person += 1  # "smiled at Elinor", "said to Elinor"
+        if title is None and len(prev) > 1 and prev[-1] in ("at", "to") and prev[-2] in LOOKS - {"returned"}:
+            f.person += 1  # "smiled at Elinor", "said to Elinor" (not "returned to England")
         elif title is None and prev and (prev[-1] in PLACE_PREP or (len(prev) > 1 and prev[-1] == "the"
                                                                     and prev[-2] in PLACE_PREP)):
             f.place += 1
@@ -373,13 +377,17 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
                 men = by_last.get(word, set())  # (or the one full name whose sex nothing tells: "Austin Sloper")
                 seen = {e for e in _one_of(men, "m", sex_of) or {e for e in men if len(men) == 1 and not sex_of.get(e)}
                         if titles_of[e] <= {f.title}}  # ("Captain Lennox" is not Mr. Henry Lennox)
+                if not seen:  # else the one of them the book writes in full with that rank ("Major William
+                    seen = {e for e in men - minor if f.title in titles_of[e]}  # Dobbin", beside Sir William)
+                    seen = seen if len(seen) == 1 else set()
             elif f.title == "Mr" and not seen and counts[("Mrs", (word,))] < f.count / 4:
                 # "Mr." with a surname is the one man of that surname named in full ("Mr. Crawford" is Henry
                 # Crawford) unless the book has a "Mrs." of that surname (then he is most often the
                 # family's father, whose full name is seldom written: "Mr. Musgrove", "Mr. Hale") or
                 # calls that man "Mr." with his first name to tell him from "Mr. Blake" ("Mr. Franklin")
-                seen = {e for e in _one_of(by_last.get(word, set()), "m", sex_of) if _classes(titles_of[e]) <= {"Mr"}
-                        and counts[("Mr", (first_of[e],))] < max(3, 0.1 * f.count)}
+                plain = {e for e in by_last.get(word, set()) - minor if _classes(titles_of[e]) <= {"Mr"}}  # (not
+                seen = {e for e in _one_of(plain, "m", sex_of)  # "Sir Michael Audley": "Mr. Audley" is Robert)
+                        if counts[("Mr", (first_of[e],))] < max(3, 0.1 * f.count)}
             if not seen and f.title in KIN:  # "Aunt Norris" is Mrs. Norris, "Uncle Pumblechook" Mr. Pumblechook
                 seen = next(({entity.get(j, j)} for j in ((t, (word,)) for t in KIN[f.title]) if counts[j]), set())
             if not seen and word in alone_name and f.title not in WIVES:  # "Monsieur d'Artagnan"

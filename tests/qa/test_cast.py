@@ -288,3 +288,27 @@ def test_an_introducing_sentence_that_opens_in_lower_case_keeps_the_speech_befor
     assert text[a:b] == "'Serpent!' screamed the Pigeon."
     pos = text.index("Alice said")
     assert text[slice(*introducing_sentence(text, pos))] == "Alice said nothing."
+
+
+def test_mr_and_a_rank_join_the_one_man_they_fit_beside_a_baronet_of_the_name():
+    """The six development cast lists (2026-12-07): "Mr. Audley" (194 mentions) stood apart from Robert
+    Audley because his uncle Sir Michael Audley shares the surname (a baronet is never "Mr.") and
+    "Court Robert Audley" was once read as a name; "Major Dobbin" apart from William Dobbin, written
+    "Major William Dobbin", because of his father, a second William Dobbin knighted (here Sir John)."""
+    he = lambda *names: six_times(*names).replace("she", "he")  # noqa: E731
+    text = he("Robert Audley", "Mr. Robert Audley", "Mr. Audley", "Sir Michael Audley", "Sir Michael")
+    text += " Court Robert Audley was the house."
+    owner = owners(text)
+    assert owner["Mr. Audley"] == owner["Robert Audley"] != owner["Sir Michael Audley"]
+    text = he("William Dobbin", "Major William Dobbin", "Major Dobbin", "Sir John Dobbin", "Sir John")
+    owner = owners(text)
+    assert owner["Major Dobbin"] == owner["William Dobbin"] != owner["Sir John Dobbin"]
+
+
+def test_an_avenue_is_a_place_and_returning_to_a_place_is_no_persons_act():
+    """"Fifth Avenue" was a person in The Age of Innocence, and "England" in Persuasion: "returned to
+    England" read as "said to Elinor" does ("returned" is also a speech verb)."""
+    text = six_times("Anne Elliot", "Anne", "Mary Musgrove") + " ".join(
+        f"They walked up Fifth Avenue. He {v} England that year." for v in ("returned to",) * 4 + ("lived in",))
+    kinds = {o["name"]: o["kind"] for o in cast(text)}
+    assert kinds.get("Fifth Avenue") == "place" and kinds.get("England") in ("place", None)
