@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from .page_kind import matter_of
+from .page_kind import GUTENBERG_START, matter_of
 from .parts import document_parts
 
 MATTER_LABELS = {"licence": "licence page", "contents": "contents page", "index": "index page",
@@ -56,6 +56,25 @@ def licence_start(library, doc_id: str) -> int | None:
     return _ENDS[key]
 
 
+_STARTS: dict[tuple, int | None] = {}  # (home, doc_id, view's chunk limit) -> where the header ends (RAM)
+_START_PAGES = 3  # the first pages searched for the header's end line
+
+
+def header_end(library, doc_id: str) -> int | None:
+    """The character offset where a Project Gutenberg edition's header ends (the end of its "*** START
+    OF THIS PROJECT GUTENBERG EBOOK ... ***" line; everything before it is licence), searched on the
+    document's first pages; None when there is none. The book's text often opens on the same page,
+    which is then no licence page (ingest.page_kind)."""
+    if not hasattr(library, "document"):
+        return None
+    key = (str(getattr(library, "home", "")), doc_id, getattr(library, "limit", None))
+    if key not in _STARTS:
+        pages = library.pages(doc_id, with_text=True, numbers=set(range(1, _START_PAGES + 1)))
+        hits = [p["char_start"] + m.end() for p in pages for m in [GUTENBERG_START.search(p["text"])] if m]
+        _STARTS[key] = min(hits) if hits else None
+    return _STARTS[key]
+
+
 _BACK: dict[tuple, list[tuple[int, int]]] = {}  # (home, doc_id, view's chunk limit) -> reference list spans (RAM)
 
 
@@ -76,7 +95,8 @@ def references_spans(library, doc_id: str) -> list[tuple[int, int]]:
 def chunk_matter(library, doc_id: str, chunks: list[dict]) -> dict[int, str]:
     """{chunk idx: kind} for the chunks (library rows with idx, page_first, page_last, char_start,
     char_end) that lie on a licence, contents or index page, or after a Gutenberg edition's
-    end-of-text line (its licence can start mid-page, under the story's last lines), or ("references")
+    end-of-text line (its licence can start mid-page, under the story's last lines) or wholly before
+    its header's end line (`header_end`: the story can start mid-page, under the header), or ("references")
     with half their characters or more in a paper's reference list (`references_spans`: it starts
     and may end mid-page); a chunk over two pages takes the first tagged one's kind. Reads only those
     chunks' pages, the document's last pages once, and its parts once."""
@@ -86,11 +106,14 @@ def chunk_matter(library, doc_id: str, chunks: list[dict]) -> dict[int, str]:
     kinds = {p["number"]: k for p in library.pages(doc_id, with_text=True, numbers=numbers)
              if (k := matter_of(p["text"]))}
     end = licence_start(library, doc_id)
+    head = header_end(library, doc_id)
     refs = references_spans(library, doc_id)
     out = {}
     for c in chunks:
         k = next((kinds[n] for n in range(c["page_first"], c["page_last"] + 1) if n in kinds), None)
         if k is None and end is not None and c.get("char_start", -1) >= end:
+            k = "licence"
+        if k is None and head is not None and "char_end" in c and c["char_end"] <= head:
             k = "licence"
         if k is None and refs and "char_start" in c:
             a, b = c["char_start"], c["char_end"]

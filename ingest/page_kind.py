@@ -20,6 +20,10 @@ _LEADER_LINE = re.compile(r"^\s*(?P<head>\S.{0,100}?)(?:\s?\.){4,}\s*[\dxivlc]+\
 _CHAPTER_NAMED = re.compile(r"\bchapter\s+([ivxlc]{1,7}|\d{1,3})\b", re.I)
 CONTENTS_CHAPTERS = 6  # distinct chapters named on one page, at most CONTENTS_CHARS characters apart on average:
 CONTENTS_CHARS = 200   # its contents list (prose names one or two; a commentary chapter by chapter, a paragraph each)
+# the line a Project Gutenberg edition's header ends with ("*** START OF THIS PROJECT GUTENBERG EBOOK THE
+# TIME MACHINE ***", its title wrapped over two lines in a PDF): the book's own text follows it, often on
+# the same page
+GUTENBERG_START = re.compile(r"\*\*\*\s*START OF (?:THE|THIS) PROJECT GUTENBERG E-?BOOK[^*]{0,200}?\*\*\*", re.I)
 
 
 def matter_of(text: str) -> str | None:
@@ -28,7 +32,11 @@ def matter_of(text: str) -> str | None:
     chapters by number or more, close together, "index" when most are
     "term, page" lines; most lines led by dots to a page number ("2.1 Naming . . . 3",
     "asn1_copy_node . . . 11") are "contents" when most are numbered, else "index"; None for
-    ordinary text."""
+    ordinary text. A page that holds a Gutenberg header's end line (GUTENBERG_START) with more of the
+    book's text after it than header before it is judged by that text alone: the book has begun."""
+    start = GUTENBERG_START.search(text)
+    if start and len(text[start.end():].strip()) > len(text[:start.start()].strip()):
+        text = text[start.end():]
     low = text.lower()
     if sum(m in low for m in LICENCE_MARKERS) >= 2:
         return "licence"

@@ -71,3 +71,29 @@ def test_a_contents_list_run_on_as_one_paragraph_is_contents():
     commentary = "\n\n".join(f"Chapter {r}. The Title.\n\n" + STORY[:400] for r in romans[:6])
     assert matter_of(wrapped) == "contents"
     assert matter_of(commentary) is None
+
+
+HEADER = ("Project Gutenberg's A Tale, by Some One\n\nThis eBook is for the use of anyone anywhere at no cost and with "
+          "almost no restrictions whatsoever. You may copy it, give it away or re-use it under the terms of the "
+          "Project Gutenberg License included with this eBook or online at www.gutenberg.net\n\nTitle: A Tale\n\n"
+          "*** START OF THIS PROJECT GUTENBERG EBOOK A\nTALE ***\n\n")
+
+
+def test_a_first_page_that_is_mostly_story_under_the_header_is_no_licence_page(library):
+    """A Gutenberg PDF's first page holds the header, then chapter I's opening (The Time Machine, walk 11):
+    the page was a licence page, so chapter I's heading was dropped (its text joined part "II", under
+    that title) and its opening was tagged licence. The header alone is licence."""
+    from ingest.page_kind import matter_of
+    from ingest.parts import document_parts
+
+    chapter = "".join(f"Sentence {i} tells how the Traveller spoke that evening by the fire. " for i in range(40))
+    text = HEADER + "I\n\n" + chapter + "\n\nII\n\n" + chapter + "\n\nIII\n\n" + chapter
+    doc = store_text(library, text, page_chars=1500)
+    pages = library.pages(doc, with_text=True)
+    assert matter_of(pages[0]["text"]) is None
+    assert matter_of(HEADER) == "licence"  # a page of the header alone still is
+    assert [p.title for p in document_parts(library, doc)] == ["I", "II", "III"]
+    start = document_text(library, doc).index("I\n\nSentence 0")
+    tags = chunk_matter(library, doc, library.chunks(doc))
+    assert all(tags.get(c["idx"]) == "licence" for c in library.chunks(doc) if c["char_end"] <= start - 20)
+    assert not any(c["idx"] in tags for c in library.chunks(doc) if c["char_start"] >= start)
