@@ -1,6 +1,10 @@
 """The cast against cast lists written by reading: main characters' recall, person entries' precision.
 
     python -m bench.cast_eval [--set docs/eval/cast/sealed.jsonl] [--home runs/casthome] [--docs-root ../shared]
+    python -m bench.cast_eval --set docs/eval/cast/sealed.jsonl@../shared --set docs/eval/cast/sealed_v4.jsonl@. ...
+
+`--set` may be given more than once, each with its own documents' root after an "@" (else --docs-root's);
+the means are then over all the books (the development lists: every set already read once).
 
 Each book (its `read_as` file) is ingested and prefilled as the app does (resumable), and its
 outline's cast (qa.outline.build, qa.cast) is compared with the list (format:
@@ -60,9 +64,15 @@ def score_book(entries: list[dict], rec: dict) -> dict:
             "persons_typed_place": sum(bool(any(owner.get(f) for f in forms_of(e))) for e in typed_place)}
 
 
+def parse_sets(sets: list[str], docs_root: str) -> list[tuple[str, str]]:
+    """[(list file, documents' root)] from `--set` values "PATH" or "PATH@ROOT"."""
+    return [(v.split("@", 1)[0], v.split("@", 1)[1] if "@" in v else docs_root) for v in sets]
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--set", default=str(ROOT / "docs" / "eval" / "cast" / "sealed.jsonl"))
+    p.add_argument("--set", action="append", help="a cast list file, PATH or PATH@DOCS_ROOT (repeatable; "
+                   "default docs/eval/cast/sealed.jsonl)")
     p.add_argument("--home", default="runs/casthome")
     p.add_argument("--docs-root", default=str(ROOT.parent / "shared"))
     p.add_argument("--model", default=str(ROOT / "checkpoints" / "drt-tiny"))
@@ -75,12 +85,14 @@ def main(argv=None) -> None:
     from qa.summary import dependency_map
     from store.library import Library
 
-    recs = [json.loads(line) for line in Path(args.set).read_text().splitlines() if line.strip()]
+    sets = parse_sets(args.set or [str(ROOT / "docs" / "eval" / "cast" / "sealed.jsonl")], args.docs_root)
+    recs = [(rec, root) for path, root in sets
+            for rec in map(json.loads, filter(str.strip, Path(path).read_text().splitlines()))]
     engine = pipeline.load_engine(args.model)
     books = []
     with Library(args.home) as lib:
-        for rec in recs:
-            res = pipeline.ingest(Path(args.docs_root) / rec["read_as"], library=lib, engine=engine)
+        for rec, root in recs:
+            res = pipeline.ingest(Path(root) / rec["read_as"], library=lib, engine=engine)
             o = build(lib, res.doc_id, dependency_map(lib, engine, res.doc_id))
             books.append({"doc": rec["doc"], **score_book(o["names"], rec)})
     n = len(books)
