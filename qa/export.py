@@ -115,16 +115,19 @@ def _made(library: Library, trace_id: int | None) -> dict:
 
 def answer_lines(row: dict, made: dict, labels: dict[int, str]) -> list[str]:
     """The answer to one question: the quote (or the abstention, or the generated text)."""
-    from .ask import NOT_FOUND, abstain_reason
+    from .views import not_found, read_before
 
     if row.get("answer_id") is None:
         return ["No answer was recorded for this question."]
     lines = []
     if made.get("masked"):
         lines += [f"Answered with {_chunks(list(made['masked']))} barred from retrieval (masked).", ""]
+    if read_before(made):
+        lines += [f"Answered from the pages before p. {read_before(made)} only (spoiler-safe).", ""]
     q = made.get("quote")
     if made.get("abstained"):
-        lines.append(f"**{md_escape(NOT_FOUND)}** {md_escape(abstain_reason(made))}")
+        heading, reason = not_found(made)  # of the pages read
+        lines.append(f"**{md_escape(heading)}** {md_escape(reason)}")
         if made.get("passages"):
             lines += (["", "The closest passages (closest, not an answer):", ""]
                       + passage_lines(made["passages"], labels))

@@ -22,7 +22,8 @@ class BeforePage:
         self._lib, self.doc_id = library, doc_id
         doc = library.document(doc_id)
         if not 2 <= int(page) <= doc["n_pages"]:
-            raise QAError(f"--before-page must be between 2 and {doc['n_pages']} (the document's pages), not {page}")
+            raise QAError(f"before page {page}: this document has pages 1-{doc['n_pages']}, so the page must be "
+                          f"between 2 and {doc['n_pages']}")
         rows = library.chunks(doc_id)
         self.limit = next((r["idx"] for r in rows if r["page_last"] >= int(page)), len(rows))
         if self.limit < 2:
@@ -58,6 +59,34 @@ class BeforePage:
                     p["text"] = p["text"][: self.n_chars - p["char_start"]]
             out.append(p)
         return out
+
+
+def read_before(out: dict) -> int | None:
+    """The page an answer was read before (`ask(before_page=N)` records it in how the answer was
+    made), or None for an answer from the whole document."""
+    page = out.get("before_page")
+    return int(page) if page else None
+
+
+def spoiler_note(out: dict) -> str:
+    """One sentence saying that the answer read only the pages before p. N; "" for the whole document."""
+    page = read_before(out)
+    return f"Read only the pages before p. {page} (spoiler-safe)." if page else ""
+
+
+def not_found(out: dict) -> tuple[str, str]:
+    """An abstention's heading and its reason (qa.ask.abstain_reason), said of the pages read: asked
+    before p. N, "The document never mentions ..." is only true of those pages."""
+    from .ask import NOT_FOUND, abstain_reason
+
+    reason, page = abstain_reason(out), read_before(out)
+    if not page:
+        return NOT_FOUND, reason
+    for whole, part in (("The document never mentions", f"The pages before p. {page} never mention"),
+                        ("Its words are in the document", f"Its words are in the pages before p. {page}")):
+        if reason.startswith(whole):
+            reason = part + reason[len(whole):]
+    return f"Not found before p. {page}.", reason
 
 
 _PREFIXES: dict[tuple, Any] = {}  # (home, doc, model, tokens) -> the state after a prefix (RAM, two kept)

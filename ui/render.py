@@ -11,8 +11,9 @@ import html
 import re
 
 from ingest.boilerplate import matter_label
-from qa.ask import abstain_reason, quote_origin
+from qa.ask import quote_origin
 from qa.evidence import snippet
+from qa.views import not_found, spoiler_note
 
 from . import plots
 
@@ -105,11 +106,18 @@ def answer_md(result: dict, labels: dict[int, str] | None = None) -> str:
     text = str(result.get("answer") or "").strip()
     passages = result.get("passages") or []
     if result.get("abstained"):
+        heading, reason = not_found(result)  # asked before p. N: of the pages read, not the document
         if passages:  # the cross-encoder's closest passages, said to be what they are
-            return (f"**Not found in this document.** {md_escape(abstain_reason(result))}\n\n"
+            return (f"**{md_escape(heading)}** {md_escape(reason)}\n\n"
                     "The closest passages (closest, not an answer):\n\n" + passages_md(passages, labels))
-        return (f"**Not found in this document.** {md_escape(abstain_reason(result))} The passages the "
+        return (f"**{md_escape(heading)}** {md_escape(reason)} The passages the "
                 "model scored highest are listed under Evidence.")
+    note = spoiler_note(result)
+    shown = _answer_body(result, text, passages, labels)
+    return f"{shown}\n\n*{note}*" if note else shown  # our own words: nothing to escape
+
+
+def _answer_body(result: dict, text: str, passages: list[dict], labels: dict[int, str] | None) -> str:
     q = result.get("quote")
     if q and passages:  # evidence first: the best passage, its answer sentence in bold; then the next two
         pages = q.get("pages") or [0]

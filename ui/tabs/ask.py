@@ -182,7 +182,8 @@ def _answer_choices(answers: list[dict]) -> list[tuple[str, int]]:
     out = []
     for i, a in enumerate(answers):
         q = a.get("question", "")
-        out.append((f"#{i + 1}: {q[:60]}{'…' if len(q) > 60 else ''}", i))
+        before = f" (before p. {a['before_page']})" if a.get("before_page") else ""
+        out.append((f"#{i + 1}: {q[:60]}{'…' if len(q) > 60 else ''}{before}", i))
     return out
 
 
@@ -230,11 +231,13 @@ def chat_bot(
         if ev["done"]:
             final = ev
         elif "early" in ev:  # the answer, before its causal effects: show it (and let it be picked) now
-            early = {**ev["early"], "doc_id": ctx.library.resolve(doc_id), "question": question}
+            early = {**ev["early"], "doc_id": ctx.library.resolve(doc_id), "question": question,
+                     "before_page": before_page}
             _, labels = ctx.layout(early["doc_id"])
             note = "\n\n*Measuring each passage's causal effect on this answer…*"
             shown_now = answers + [{k: early.get(k) for k in ("doc_id", "question", "answer", "evidence", "trace",
-                                                               "quote", "abstained", "passages", "short_answer")}]
+                                                               "quote", "abstained", "passages", "short_answer",
+                                                               "before_page")}]
             yield (history + [{"role": "assistant", "content": answer_md(early, labels) + note}], shown_now,
                    gr.update(choices=_answer_choices(shown_now), value=len(shown_now) - 1),
                    answer_heatmap(ctx, early), evidence_md(early["evidence"], labels) + note, skip)
@@ -251,7 +254,7 @@ def chat_bot(
     shown = answer_md(final, labels)
     history = history + [{"role": "assistant", "content": shown}, _evidence_note(final["evidence"], labels)]
     record = {k: final.get(k) for k in ("doc_id", "question", "answer", "evidence", "trace", "quote", "abstained",
-                                        "passages", "short_answer")}
+                                        "passages", "short_answer", "before_page")}
     answers.append(record)
     picker = gr.update(choices=_answer_choices(answers), value=len(answers) - 1)
     result = {k: final[k] for k in ("answer", "evidence", "trace")}
