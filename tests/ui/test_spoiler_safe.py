@@ -59,3 +59,37 @@ def test_a_page_out_of_range_is_said_without_the_command_lines_flag():
     with pytest.raises(QAError, match="between 2 and 91") as e:
         BeforePage(_Lib(), "d", 200)
     assert "--before-page" not in str(e.value) and "before page 200" in str(e.value)
+
+
+@pytest.fixture(scope="module")
+def geotopo(tiny_model, tmp_path_factory):
+    from pathlib import Path
+
+    from tests.ui.conftest import fake_upload
+    from ui import context
+    from ui.tabs import library as library_tab
+
+    base = tmp_path_factory.mktemp("spoiler-safe")
+    ctx = context.UIContext(base / "home", tiny_model, upload_root=base / "uploads")
+    src = Path(__file__).resolve().parents[1] / "assets" / "geotopo-pp1-10.pdf"
+    done = list(library_tab.ingest_upload(ctx, fake_upload(ctx, src), title="GeoTopo", session="t"))
+    yield ctx, done[-1].doc_id
+    ctx.close()
+
+
+def test_a_chapter_that_begins_after_the_story_so_far_is_said_so(geotopo):
+    """The Summary tab kept the chapter picked before (VI, p. 46) when the reader typed "before page 30"
+    for the story so far: "✗ no chapter 5: this document has parts 0-3 (drt-reader outline DOC lists
+    them)", a command line's hint and a numbering the tab never showed."""
+    from ingest.parts import document_parts
+    from ui import context
+    from ui.tabs import summary as summary_tab
+
+    ctx, doc_id = geotopo
+    late = [p for p in document_parts(ctx.library, doc_id) if p.page_first > 2][-1]
+    with pytest.raises(context.UIError) as e:
+        summary_tab.summarize_doc(ctx, doc_id, chapter=late.number, before_page=late.page_first)
+    msg = str(e.value)
+    assert f"begins on p. {late.page_first}" in msg and "Whole document" in msg and "drt-reader" not in msg
+    first = summary_tab.summarize_doc(ctx, doc_id, chapter=late.number, before_page=late.page_first + 1)
+    assert first["trace"]["sentences"] is not None  # a chapter begun before the page: its start, as before

@@ -69,9 +69,17 @@ def summarize_doc(ctx: UIContext, doc_id: str | None, mode: str = "extractive", 
     n_new = max(1, min(int(max_new_tokens or 128), MAX_NEW_TOKENS))
     rng = parse_pages(pages) if pages and str(pages).strip() else None
     part = int(chapter) if chapter not in (None, "", WHOLE_DOCUMENT) and rng is None else None
+    before = before_page_of(before_page)
+    if part is not None and before is not None:  # a chapter kept from before, then "story so far" typed
+        from ingest.parts import document_parts
+
+        got = next((p for p in document_parts(ctx.library, doc_id) if p.number == part), None)
+        if got is not None and got.page_first >= before:
+            raise UIError(f"chapter {got.title[:60]} begins on p. {got.page_first}: nothing of it comes before "
+                          f"page {before}. Choose “Whole document” for the story so far, or an earlier chapter.")
     try:
         out = summarize(ctx.library, ctx.engine(), doc_id, mode=mode, max_new_tokens=n_new, chapter=part,
-                        pages=rng, before_page=before_page_of(before_page))
+                        pages=rng, before_page=before)
     except NotPrefilled as e:
         raise UIError(not_prefilled_message(ctx, doc_id)) from e
     return {**out, "mode": out["trace"]["mode"], "doc_id": doc_id}
