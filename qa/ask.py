@@ -26,7 +26,7 @@ import numpy as np
 from store.library import Library
 
 from . import abstain as abstain_mod
-from ingest.boilerplate import NOT_QUOTED, chunk_matter
+from ingest.boilerplate import NOT_QUOTED, chunk_matter, references_spans
 from ingest.errors import Cancelled, NotPrefilled
 from drt_core.protocol import DocumentEngine
 from ingest.pipeline import ready_state
@@ -34,7 +34,7 @@ from .errors import QAError
 from .evidence import evidence_rows, trace_json
 from .reader import sentence_spans  # quotes are cut as the reader cuts
 from .statement_qa import statement_absent, statement_answer, statement_asked
-from .views import BeforePage, Redacted, prefix_state
+from .views import BeforePage, Redacted, blank, prefix_state
 
 # answers and summaries never repeat a 4-gram of their own (engine.generate's no_repeat_ngram): the
 # shipped model, asked what it was not trained to answer, otherwise loops on a copied phrase
@@ -251,6 +251,25 @@ def quotable(library: Library, doc_id: str, chunks: list[int]) -> list[int]:
     return [c for c in chunks if tags.get(c) not in NOT_QUOTED]
 
 
+def unquoted_blank(library: Library, doc_id: str, rows: dict[int, dict]) -> dict[int, dict]:
+    """`rows` (library chunk rows by index) with the characters of a paper's reference list blanked
+    (qa.views.blank: offsets kept), for the passages the reader reads: a chunk that `quotable` keeps
+    may still hold the list's first entries after the section's last lines (itcs20's chunk 873), or
+    be read beside one, and no sentence of the list may be quoted."""
+    spans = references_spans(library, doc_id)
+    if not spans:
+        return rows
+    out = {}
+    for i, r in rows.items():
+        text, start = r["text"], r["char_start"]
+        for a, b in spans:
+            lo, hi = max(a, start) - start, min(b, start + len(text)) - start
+            if lo < hi:
+                text = text[:lo] + blank(text[lo:hi]) + text[hi:]
+        out[i] = r if text is r["text"] else dict(r, text=text)
+    return out
+
+
 INTRO_CHUNKS = 3  # "Who is X?": the chunk of X's first mention and the two after it
 _TEXTS: dict[tuple[str, str], tuple[str, list, list]] = {}  # a document's text, matter spans, chunk starts
 
@@ -332,7 +351,7 @@ def read_answer(library: Library, engine: DocumentEngine, state: Any, doc_id: st
         order = (intro + [c for c in order if c not in intro])[:READ_PASSAGES]
     order = quotable(library, doc_id, order)
     want = sorted({c for c0 in order for c in (c0 - 1, c0, c0 + 1)})
-    by_idx = {r["idx"]: r for r in library.chunks(doc_id, [c for c in want if c >= 0])}
+    by_idx = unquoted_blank(library, doc_id, {r["idx"]: r for r in library.chunks(doc_id, [c for c in want if c >= 0])})
     matter = chunk_matter(library, doc_id, [by_idx[c] for c in order if c in by_idx])
     index = engine.bm25_index(state)
     bm = index.scores(question) if index is not None else None
@@ -532,7 +551,7 @@ def pool_passages(library: Library, doc_id: str, order: list[int]) -> tuple[list
 
     top = order[:READ_POOL]
     want = sorted({c + d for c in top for d in (-1, 0, 1) if c + d >= 0})
-    by_idx = {r["idx"]: r for r in library.chunks(doc_id, want)}
+    by_idx = unquoted_blank(library, doc_id, {r["idx"]: r for r in library.chunks(doc_id, want)})
     ps = [x for x in (passage_around(by_idx.get, c, r, 1.0 / (1 + r)) for r, c in enumerate(top)) if x is not None]
     return ps, by_idx
 

@@ -380,3 +380,50 @@ def test_a_papers_reference_list_is_tagged_and_never_quoted(library):
     quote, _, _ = ask.read_answer(library, eng, None, doc, q, ev, reader, None)
     assert quote["chunk"] == mine and "local coloring" in quote["text"] and "Proceedings" not in quote["text"]
     assert ask.quotable(library, doc, [entry, mine]) == [mine]
+
+
+def test_no_sentence_of_a_reference_list_is_quoted_from_a_chunk_it_shares(library):
+    """itcs20's chunk 873 holds the end of Open Problems and the list's first entry: too little of the
+    list to be tagged, so the reader could quote the entry, or a quote grown from the section's last
+    sentence could run on into it. The list's characters are blank in every passage the reader reads."""
+    import numpy as np
+
+    from ingest.boilerplate import chunk_matter
+    from ingest.parts import document_text
+    from qa import ask
+    from qa.reader import SENTENCE_FEATURES, SPAN_FEATURES, DocStats, Reader, Scorer
+    from drt_core.bm25 import BM25
+    from tests.ingest.docstore import store_text
+
+    body = "It was a quiet day in the town and nobody said a word about it. " * 12
+    refs = "References\n\n" + "".join(
+        f"{i} A. Author. A title number {i}. In Proceedings of the 2019 ACM Symposium on Principles of "
+        f"Distributed Computing, pages {i}71–{i}80.\n" for i in range(1, 9))
+    sections = [(1, "Introduction", body * 3), (1, "Open Problems", body * 2 + "\n\n" + refs),
+                (1, "Omitted Proofs", body)]
+    text = "A PAPER\n\n" + "".join(f"\n\n{t}\n\n{b}" for _, t, b in sections)
+    outline = [{"level": lv, "title": t, "page": text.index(f"\n{t}\n") // 1200 + 1} for lv, t, _ in sections]
+    doc = store_text(library, text, outline=outline, page_chars=1200)
+    chunks = library.chunks(doc)
+    a = document_text(library, doc).index("References\n")
+    tags = chunk_matter(library, doc, chunks)
+    shared = next(c for c in chunks if c["char_start"] < a < c["char_end"])
+    assert tags.get(shared["idx"]) is None  # (the case: too little of the list to be tagged)
+
+    def linear(feature, names):
+        w = np.zeros(len(names), np.float32)
+        w[names.index(feature)] = 1.0
+        F = len(names)
+        return Scorer({"mean": np.zeros(F, np.float32), "std": np.ones(F, np.float32),
+                       "W1": np.zeros((1, F), np.float32), "b1": np.zeros(1, np.float32),
+                       "w2": np.zeros(1, np.float32), "w": w})
+
+    reader = Reader(linear("cov", SENTENCE_FEATURES), linear("cap_frac", SPAN_FEATURES), {})
+    eng = SimpleNamespace(bm25_index=lambda state: BM25([c["text"] for c in chunks]))
+    ask._STATS[(str(library.home), doc, None)] = DocStats([c["text"] for c in chunks])
+    q = "Who said a word about the quiet day in the town?"
+    quote, _, _ = ask.read_answer(library, eng, None, doc, q, [{"chunk": shared["idx"], "weight": 1.0}], reader, None)
+    assert "quiet day" in quote["text"] and "Author" not in quote["text"] and "References" not in quote["text"]
+    ps, _ = ask.pool_passages(library, doc, [shared["idx"]])
+    assert ps and "Author" not in ps[0].text and len(ps[0].text) == sum(
+        len(c["text"]) for c in chunks if abs(c["idx"] - shared["idx"]) <= 1)
