@@ -34,7 +34,7 @@ from .errors import QAError
 from .evidence import evidence_rows, trace_json
 from .reader import sentence_spans  # quotes are cut as the reader cuts
 from .statement_qa import statement_absent, statement_answer, statement_asked
-from .views import BeforePage, Redacted, blank, prefix_state
+from .views import BeforePage, Redacted, blank, prefix_state, read_before
 
 # answers and summaries never repeat a 4-gram of their own (engine.generate's no_repeat_ngram): the
 # shipped model, asked what it was not trained to answer, otherwise loops on a copied phrase
@@ -120,6 +120,19 @@ def abstain_reason(out: dict) -> str:
         return ("Its words are in the document, but no passage answers it with confidence "
                 f"(score {conf['score']:+.2f}, calibrated threshold {conf['threshold']:+.2f}).")
     return "No passage stood out for this question."
+
+
+def not_found(out: dict) -> tuple[str, str]:
+    """An abstention's heading and its reason (`abstain_reason`), said of the pages read: asked
+    before p. N, "The document never mentions ..." is only true of those pages."""
+    reason, page = abstain_reason(out), read_before(out)
+    if not page:
+        return NOT_FOUND, reason
+    for whole, part in (("The document never mentions", f"The pages before p. {page} never mention"),
+                        ("Its words are in the document", f"Its words are in the pages before p. {page}")):
+        if reason.startswith(whole):
+            reason = part + reason[len(whole):]
+    return f"Not found before p. {page}.", reason
 
 
 QUOTE_WINDOW = 0.5  # quote_chunk's weight of the words beside a chunk (docs/history/2026-12-04-window.md)

@@ -132,12 +132,13 @@ def answer_text(out: dict, labels: dict[int, str] | None = None) -> str:
     q = out.get("quote")
     passages = out.get("passages") or []
     if out.get("abstained"):
-        from .ask import abstain_reason
+        from .ask import not_found
 
+        heading, reason = not_found(out)  # asked before p. N: of the pages read, not the document
         if passages:  # the cross-encoder's closest passages, shown as what they are
-            return "\n".join([f"{out['answer']} {abstain_reason(out)}",
+            return "\n".join([f"{heading} {reason}",
                               "The closest passages (closest, not an answer):", *_passage_lines(passages, labels)])
-        return f"{out['answer']} {abstain_reason(out)} The passages the model scored highest are below."
+        return f"{heading} {reason} The passages the model scored highest are below."
     if q and passages:  # evidence first: the best passage's quote, then the next two passages
         from .ask import quote_origin
 

@@ -115,7 +115,8 @@ def _made(library: Library, trace_id: int | None) -> dict:
 
 def answer_lines(row: dict, made: dict, labels: dict[int, str]) -> list[str]:
     """The answer to one question: the quote (or the abstention, or the generated text)."""
-    from .views import not_found, read_before
+    from .ask import not_found
+    from .views import read_before
 
     if row.get("answer_id") is None:
         return ["No answer was recorded for this question."]

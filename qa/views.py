@@ -74,21 +74,6 @@ def spoiler_note(out: dict) -> str:
     return f"Read only the pages before p. {page} (spoiler-safe)." if page else ""
 
 
-def not_found(out: dict) -> tuple[str, str]:
-    """An abstention's heading and its reason (qa.ask.abstain_reason), said of the pages read: asked
-    before p. N, "The document never mentions ..." is only true of those pages."""
-    from .ask import NOT_FOUND, abstain_reason
-
-    reason, page = abstain_reason(out), read_before(out)
-    if not page:
-        return NOT_FOUND, reason
-    for whole, part in (("The document never mentions", f"The pages before p. {page} never mention"),
-                        ("Its words are in the document", f"Its words are in the pages before p. {page}")):
-        if reason.startswith(whole):
-            reason = part + reason[len(whole):]
-    return f"Not found before p. {page}.", reason
-
-
 _PREFIXES: dict[tuple, Any] = {}  # (home, doc, model, tokens) -> the state after a prefix (RAM, two kept)
 
 

@@ -11,9 +11,9 @@ import html
 import re
 
 from ingest.boilerplate import matter_label
-from qa.ask import quote_origin
+from qa.ask import not_found, quote_origin
 from qa.evidence import snippet
-from qa.views import not_found, spoiler_note
+from qa.views import spoiler_note
 
 from . import plots
 

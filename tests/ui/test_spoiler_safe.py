@@ -93,3 +93,13 @@ def test_a_chapter_that_begins_after_the_story_so_far_is_said_so(geotopo):
     assert f"begins on p. {late.page_first}" in msg and "Whole document" in msg and "drt-reader" not in msg
     first = summary_tab.summarize_doc(ctx, doc_id, chapter=late.number, before_page=late.page_first + 1)
     assert first["trace"]["sentences"] is not None  # a chapter begun before the page: its start, as before
+
+
+def test_the_command_line_says_the_same_of_an_abstention_before_page_n():
+    """`drt-reader ask --before-page 40` still said "The document never mentions" (walk 11's leftover)."""
+    from qa.cli import answer_text
+
+    text = answer_text(ABSENT)
+    assert text.startswith("Not found before p. 40. The pages before p. 40 never mention “morlocks”.")
+    assert answer_text(dict(ABSENT, before_page=None)).startswith(
+        "Not found in this document. The document never mentions “morlocks”.")
