@@ -222,8 +222,9 @@ def extractive(
     labels = {p["number"]: p["label"] for p in page_rows}
     lines, rows = [], []
     titles = {p.number: p.title for p in chosen}
-    for s in picked:
-        pg = sorted({q for i in s.chunks for q in range(chunks[i]["page_first"], chunks[i]["page_last"] + 1)})
+    for s in picked:  # a sentence's own pages, not its chunks' (walk 11: a sentence printed on p. 46 said pp. 45-46)
+        pg = [p["number"] for p in page_rows if p["char_end"] > s.char_start and p["char_start"] < s.char_end] or \
+            sorted({q for i in s.chunks for q in range(chunks[i]["page_first"], chunks[i]["page_last"] + 1)})
         rows.append({"part": s.part, "part_title": titles[s.part], "text": s.text, "pages": pg,
                      "chunks": s.chunks, "char_start": s.char_start, "char_end": s.char_end,
                      "score": round(s.score, 6)})

@@ -178,3 +178,19 @@ def test_abstractive_is_offered_only_when_it_beat_the_extractive(tmp_path):
     ok, why = abstractive_allowed(summary_check(tmp_path))
     assert not ok and "0.06" in why and "0.13" in why and "\n" not in why
     assert abstractive_allowed({"abstractive_rouge_l": 0.2, "extractive_rouge_l": 0.13}) == (True, "")
+
+
+def test_a_summary_sentence_gives_its_own_pages_not_its_chunks(library):
+    """Walk 11 (The Time Machine): "I felt a peculiar shrinking ..." is printed wholly on p. 46 and was
+    shown as pp. 45-46, the pages of the chunks it lies in."""
+    text = "".join(chapter(r, 12) for r in ("I", "II", "III"))
+    doc = store_text(library, text, page_chars=333, chunk_chars=60)
+    pages = library.pages(doc)
+    for s in extractive(library, doc, [], per_part=3)["trace"]["sentences"]:
+        own = [p["number"] for p in pages if p["char_end"] > s["char_start"] and p["char_start"] < s["char_end"]]
+        assert s["pages"] == own
+    chunks = library.chunks(doc)
+    rows = extractive(library, doc, [], per_part=3)["trace"]["sentences"]
+    by_chunks = [sorted({q for i in s["chunks"] for q in range(chunks[i]["page_first"], chunks[i]["page_last"] + 1)})
+                 for s in rows]
+    assert any(s["pages"] != pg for s, pg in zip(rows, by_chunks))  # (the case arises: a chunk over two pages)
