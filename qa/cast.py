@@ -122,8 +122,12 @@ PLACE_PREP = frozenset("in at to from near towards toward into through".split())
 _CAP = r"(?:[dDO][’'])?[A-Z][a-zà-öø-ÿ]+(?:-(?:(?:de|du|des|la|le)-)?[A-Z][a-zà-öø-ÿ]+)?"  # "Front-de-Boeuf"
 _REGNAL = r"(?:[ \t]+(?=[IVX]{2,5}\b)X{0,3}(?:IX|IV|V?I{0,3}))?"  # "Louis XIV", "Charles II" (not "I")
 _TITLE_AHEAD = rf"(?:{'|'.join(TITLES)})\.?[ \t]+[A-Z]"
+_ABBREVIATED = ("Mr", "Mrs", "Ms", "Dr", "M", "Mme", "Mlle", "Mlles")  # a period after the others ends a sentence:
+# "said the Doctor. The Time Traveller did not ..." named no "Dr. Traveller"
+_TITLE = (rf"(?:{'|'.join(t for t in TITLES if t in _ABBREVIATED)})(?=\.?\s)"
+          rf"|(?:{'|'.join(t for t in TITLES if t not in _ABBREVIATED)})(?=\s)")
 _MENTION = re.compile(
-    rf"(?:\b(?P<title>{'|'.join(TITLES)})\.?\s+)?(?P<name>(?:(?:{'|'.join(PARTICLES)})\s+){{0,2}}{_CAP}"
+    rf"(?:\b(?P<title>{_TITLE})\.?\s+)?(?P<name>(?:(?:{'|'.join(PARTICLES)})\s+){{0,2}}{_CAP}"
     rf"(?:[ \t]+(?:(?:{'|'.join(INNER)})[ \t]+){{0,2}}(?!{_TITLE_AHEAD}){_CAP}){{0,3}}{_REGNAL})(?![\w’'])")  # on one
 # line (`_unwrap`); a title inside starts the next mention ("Then | Mr. Thornton came", not "Then Mr" and "Thornton")
 _WORD = re.compile(r"[A-Za-zà-öø-ÿ’']+")

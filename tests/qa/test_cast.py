@@ -312,3 +312,14 @@ def test_an_avenue_is_a_place_and_returning_to_a_place_is_no_persons_act():
         f"They walked up Fifth Avenue. He {v} England that year." for v in ("returned to",) * 4 + ("lived in",))
     kinds = {o["name"]: o["kind"] for o in cast(text)}
     assert kinds.get("Fifth Avenue") == "place" and kinds.get("England") in ("place", None)
+
+
+def test_a_title_word_that_ends_a_sentence_titles_nobody_after_it():
+    """Walk 11 (The Time Machine): "said the Doctor. The Time Traveller did not seem to hear" made a
+    "Dr. Traveller" the book never prints, and the Time Traveller's entry took it and "Doctor"."""
+    text = six_times("Filby", "the Psychologist") + " ".join(
+        "'What on earth have you been up to, man?' said the Doctor. The Time Traveller did not seem to hear."
+        for _ in range(6))
+    forms = {f for o in cast(text) for f in [o["name"], *o["aliases"]]}
+    assert not any("Dr" in f and "Traveller" in f for f in forms)
+    assert "Mr. Thornton" in owners(six_times("Mr. Thornton", "Margaret Hale"))  # (an abbreviation still titles)
