@@ -187,8 +187,33 @@ def headings(text: str) -> list[tuple[str, int]]:
     if not best:
         return best
     best = _missing_first(text, best, best_fam)
+    if best_fam.startswith("tex"):
+        return best
     # a PDF's heading set over two lines after a blank one too ("CHAPTER V. Advice from a" / "Caterpillar")
-    return best if best_fam.startswith("tex") else [(_wrapped_title(text, t, pos), pos) for t, pos in best]
+    return _after_last(text, [(_wrapped_title(text, t, pos), pos) for t, pos in best])
+
+
+_CLOSING = re.compile(r"^(?:epilogue|afterword|postscript|l[’']envoi)\b[^\n]{0,60}$", re.I)
+_GUTENBERG_END = re.compile(r"\*\*\*\s*END OF|End of (?:the )?Project Gutenberg", re.I)
+
+
+def _after_last(text: str, best: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """The headings, and after the last one an "EPILOGUE" (afterword, postscript) printed as a line of
+    its own after a blank one, before any Gutenberg licence: The Time Machine's epilogue read as the
+    end of chapter XII (walk 11). Before the first heading a contents list may name it, so only after."""
+    end = _GUTENBERG_END.search(text, best[-1][1])
+    stop = end.start() if end else len(text)
+    pos = text.find("\n", best[-1][1])
+    prev_blank = False
+    while 0 <= pos < stop:
+        nxt = text.find("\n", pos + 1)
+        line = text[pos + 1: nxt if nxt >= 0 else len(text)]
+        s = line.strip()
+        if s and prev_blank and _CLOSING.match(s) and pos + 1 < stop:
+            return best + [(s, pos + 1 + line.index(s[0]))]
+        prev_blank = not s
+        pos = nxt
+    return best
 
 
 _TITLE_SMALL = frozenset("a an and as at by for from in into of on or the to with".split())

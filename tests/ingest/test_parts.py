@@ -290,3 +290,15 @@ def test_an_appendix_heading_that_makes_no_part_opens_its_first_subsections_part
     assert refs.char_end == proofs.char_start
     assert "Omitted Proofs" not in full[refs.char_start:refs.char_end]
     assert full[proofs.char_start:].startswith("Omitted Proofs\n\nAs follows.")
+
+
+def test_an_epilogue_after_the_last_chapter_is_a_part_of_its_own():
+    """Walk 11 (The Time Machine): its EPILOGUE read as the end of chapter XII. An epilogue printed as
+    a line of its own after the last heading is one; a contents list's "Epilogue" before chapter I
+    is not, nor anything in the licence, nor "epilogue" in a sentence."""
+    text = ("Contents\n\n I\n II\n III\n Epilogue\n\n" + "".join(f"\n\n{r}\n\n{BODY}" for r in ("I", "II", "III"))
+            + "The word epilogue\nis in this sentence.\n\nEPILOGUE\n\n" + BODY
+            + "\n\n*** END OF THE PROJECT GUTENBERG EBOOK ***\n\nEpilogue\n\nlicence text\n")
+    got = headings(text)
+    assert [t for t, _ in got] == ["I", "II", "III", "EPILOGUE"]
+    assert text[got[-1][1]:].startswith("EPILOGUE\n\n")
