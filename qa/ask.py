@@ -31,7 +31,7 @@ from ingest.errors import Cancelled, NotPrefilled
 from drt_core.protocol import DocumentEngine
 from ingest.pipeline import ready_state
 from .errors import QAError
-from .evidence import evidence_rows, trace_json
+from .evidence import evidence_rows, flat, trace_json
 from .reader import sentence_spans  # quotes are cut as the reader cuts
 from .statement_qa import statement_absent, statement_answer, statement_asked
 from .views import BeforePage, Redacted, blank, prefix_state, read_before
@@ -411,8 +411,8 @@ def quote_of_reading(reading, by_idx: dict[int, dict], cut_words: bool = False) 
                     if x["char_end"] > qa and x["char_start"] < qb and abs(x["idx"] - p.chunk) <= 1
                     for pg in range(x["page_first"], x["page_last"] + 1)})
     inside = reading.span is not None and a <= reading.span[0] and reading.span[1] <= b
-    return {"text": " ".join(p.text[a:b].split()), "sentence": " ".join(p.text[cand.a:cand.b].split()),
-            "span_text": " ".join(p.text[reading.span[0]:reading.span[1]].split()) if inside else None,
+    return {"text": flat(p.text[a:b]), "sentence": flat(p.text[cand.a:cand.b]),
+            "span_text": flat(p.text[reading.span[0]:reading.span[1]]) if inside else None,
             "chunk": p.chunk, "pages": pages, "char_start": qa, "char_end": qb}
 
 
@@ -449,7 +449,7 @@ def quote_from_evidence(library: Library, doc_id: str, chunk: int, question: str
     qa, qb = base + a, base + b
     pages = sorted({p for r in near if r["char_end"] > qa and r["char_start"] < qb
                     for p in range(r["page_first"], r["page_last"] + 1)})
-    return {"text": " ".join(text[a:b].split()), "sentence": " ".join(text[spans[i][0]:spans[i][1]].split()),
+    return {"text": flat(text[a:b]), "sentence": flat(text[spans[i][0]:spans[i][1]]),
             "chunk": chunk, "pages": pages, "char_start": qa, "char_end": qb, "weight": round(float(weight), 6)}
 
 

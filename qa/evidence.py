@@ -3,12 +3,20 @@ text cut at whole words, for the CLI, the UI and export alike."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ingest.boilerplate import chunk_matter
 from store.library import Library
 
 MAX_EVIDENCE = 8
+_LINE_END_HYPHEN = re.compile(r"(?<=[^\W\d_]-)[ \t]*\n\s*(?=[^\W\d_])")
+
+
+def flat(text: str) -> str:
+    """`text` on one line as a reader sees it: whitespace collapsed, and a word broken at a line-end
+    hyphen joined with its hyphen ("well-" / "known" is "well-known", not "well- known": walk 11)."""
+    return " ".join(_LINE_END_HYPHEN.sub("", str(text or "")).split())
 
 
 def snippet(text: str, limit: int | None = None, head: bool | None = None, tail: bool | None = None) -> str:
@@ -17,7 +25,7 @@ def snippet(text: str, limit: int | None = None, head: bool | None = None, tail:
     word. `head` / `tail`: the text starts / ends inside a word (a chunk cut by its neighbour; see
     `cut_words`), which is dropped, "…" marking it; None guesses it (a lower-case start, a letter
     or digit at the end)."""
-    s = " ".join(str(text or "").split())
+    s = flat(text)
     if head is None:
         head = s[:1].islower()
     if tail is None:

@@ -29,6 +29,7 @@ from ingest.boilerplate import chunk_matter
 from ingest.parse import page_ranges
 from ingest.parts import document_parts, joined_text
 from .cast import cast, introducing_sentence
+from .evidence import flat
 
 # what papers number besides (often on the theorem counter: ccc16's 21 claims, itcs20's Invariant 30); ordinary
 # words too ("the main claim"): a heading must look like one (PRINTED), a question name one with its number
@@ -162,7 +163,7 @@ def statements(text: str, kind: str, chunks: list[dict], pages: list[dict] | Non
 
 def statement_text(text: str, s: dict) -> str:
     """A statement's text (heading included), its lines joined."""
-    return " ".join(text[s["char_start"]:s["char_end"]].split())
+    return flat(text[s["char_start"]:s["char_end"]])
 
 
 _NUM = r"(?:[A-Z]\.)?\d+(?:\.\d+)*"
@@ -440,7 +441,7 @@ def build(library, doc_id: str, dependency_map: Sequence[dict]) -> dict:
             a, b = introducing_sentence(text, first)
             c = at(first)
             people.append({"name": o["name"], "kind": o["kind"], "mentions": o["mentions"], "aliases": o["aliases"],
-                           "introduced": {"text": " ".join(text[a:b].split()), "chunk": c,
+                           "introduced": {"text": flat(text[a:b]), "chunk": c,
                                           "page": chunks[c]["page_first"], "char_start": a, "char_end": b},
                            "pages": sorted({pages[max(0, bisect_right(starts, q) - 1)]["number"]
                                             for q in o["positions"]})})

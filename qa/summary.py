@@ -33,7 +33,7 @@ from typing import Sequence
 from store.library import Library
 
 from .ask import generate
-from .evidence import evidence_rows, trace_json
+from .evidence import evidence_rows, flat, trace_json
 from .views import BeforePage, prefix_state
 from ingest.boilerplate import NOT_QUOTED, chunk_matter
 from ingest.parts import Part, document_parts, document_text, pages_ref, select
@@ -157,7 +157,7 @@ def part_sentences(text: str, part: Part, chunks: list[dict], centrality: list[f
         if not mine or any(i in boiler for i in mine):
             continue
         score = sum(centrality[i] for i in mine) / len(mine)
-        out.append(Sentence(part.number, s, e, " ".join(text[s:e].split()), score, mine))
+        out.append(Sentence(part.number, s, e, flat(text[s:e]), score, mine))
     return out
 
 

@@ -323,3 +323,12 @@ def test_a_title_word_that_ends_a_sentence_titles_nobody_after_it():
     forms = {f for o in cast(text) for f in [o["name"], *o["aliases"]]}
     assert not any("Dr" in f and "Traveller" in f for f in forms)
     assert "Mr. Thornton" in owners(six_times("Mr. Thornton", "Margaret Hale"))  # (an abbreviation still titles)
+
+
+def test_a_word_broken_at_a_line_end_hyphen_reads_whole_where_it_is_shown():
+    """Walk 11: the Editor's introducing sentence read "the Editor of a well- known daily paper"."""
+    from qa.evidence import flat, snippet
+
+    assert flat("the Editor of a well-\n  known daily\npaper") == "the Editor of a well-known daily paper"
+    assert flat("a dash -\nthen more") == "a dash - then more" and flat("x- y") == "x- y"  # (not a line end)
+    assert snippet("A well-\nknown paper.") == "A well-known paper."
