@@ -153,12 +153,12 @@ def walk_through(url: str, pdf: Path, out_dir: Path, question: str = "What is a 
             expect(heat.first).to_be_visible()
             res.seconds["ask"] = time.monotonic() - t
             # the heatmap can render before the chat's last update (the evidence note) lands
-            expect(page.locator("#drt-chat")).to_contain_text("Evidence:")
+            expect(page.locator("#drt-chat")).to_contain_text("Retrieved by the model:")
             res.answer_texts = page.evaluate("() => window.__drtTexts || []")
             # a second question: the chat then shows it at its top, the answer's start under it
             page.locator("#drt-question textarea").fill(question)
             page.locator("#drt-send").click()
-            expect(page.locator("#drt-chat .message-row.bot-row").nth(1)).to_contain_text("Evidence:")
+            expect(page.locator("#drt-chat .message-row.bot-row").nth(1)).to_contain_text("Retrieved by the model:")
             page.wait_for_timeout(400)
             res.question_top = page.evaluate(_LAST_QUESTION_TOP)
             res.heatmap_cells = heat.count()

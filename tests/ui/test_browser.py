@@ -43,7 +43,7 @@ def test_upload_ask_heatmap_summary_map_in_chromium(drt_home, tiny_model, free_p
     # the answer streamed in: the chat showed a growing, unfinished answer before the final one
     partial = [t for t in res.answer_texts if "▌" in t]
     assert partial, res.answer_texts
-    assert any("Evidence:" in t for t in res.answer_texts)
+    assert any("Retrieved by the model:" in t for t in res.answer_texts)
     # after a second question, the chat shows that question at its top (not the answer's closing lines),
     # or, where the answer is short, the whole of both
     top, at_end = res.question_top

@@ -239,7 +239,7 @@ def test_chat_turn_heatmap_and_pick(lib):
     assert outs[0][0][-1]["content"].endswith("▌")
     hist, answers, picker, heat, evidence, result = outs[-1]
     assert [m["role"] for m in hist] == ["user", "assistant", "assistant"]
-    assert hist[-1]["metadata"]["title"].startswith("Evidence:")
+    assert hist[-1]["metadata"]["title"].startswith("Retrieved by the model:")
     assert len(answers) == 1 and picker["value"] == 0 and picker["choices"][0][1] == 0
     assert 'data-chunk="' in heat and 'class="drt-topk"' in heat and "Evidence" in evidence
     assert set(result) == {"answer", "evidence", "trace"}
@@ -580,7 +580,9 @@ def test_user_errors_are_said_in_place(lib, tmp_path):
     finally:
         empty.close()
     docs = library_tab.list_documents(ctx)
-    assert library_tab.newest_ready(docs) == doc_id and "document(s)" in library_tab.library_note(docs)
+    note = library_tab.library_note(docs)
+    assert library_tab.newest_ready(docs) == doc_id and note.startswith(f"{len(docs)} document")
+    assert "document(s)" not in library_tab.library_note(docs)  # (walk 11: "1 document(s).")
     assert context.error_text(ValueError("x")).startswith("internal error (ValueError)")
 
 
@@ -653,7 +655,9 @@ def test_the_evidence_note_lists_its_pages_as_runs_not_one_span():
 
     ev = [{"chunk": c, "pages": ps, "weight": 0.5, "text": "some words"} for c, ps in
           ((3, [23]), (90, [141, 142]), (91, [142]), (130, [205]))]
-    assert _evidence_note(ev, {})["metadata"]["title"] == "Evidence: 4 passages (pp. 23, 141–142, 205)"
+    assert _evidence_note(ev, {})["metadata"]["title"] == "Retrieved by the model: 4 passages (pp. 23, 141–142, 205)"
+    # walk 11: "Evidence: 4 passages (pp. 8, 14, 81)" under a quote from p. 5, read from the question's pool
+    assert _evidence_note(ev[:1], {})["metadata"]["title"] == "Retrieved by the model: 1 passage (p. 23)"
     assert pages_runs([7]) == "p. 7" and pages_runs(range(1, 40, 2), limit=3) == "pp. 1, 3, 5, …"
     assert pages_runs([4, 5, 8, 9]) == "pp. 4–5, 8–9" and pages_runs([]) == ""
 

@@ -200,7 +200,8 @@ def _evidence_note(evidence: list[dict], labels: dict[int, str]) -> dict:
         body = "\n".join(lines)
         pages = f" ({pages_runs([p for e in evidence for p in e['pages']], labels)})"
     return {"role": "assistant", "content": body,
-            "metadata": {"title": f"Evidence: {len(evidence)} passages{pages}", "status": "done"}}  # fmt: skip
+            "metadata": {"title": f"Retrieved by the model: {len(evidence)} passage{'s' * (len(evidence) != 1)}{pages}",
+                         "status": "done"}}  # (not "Evidence": a quote may come from the question's own pool)
 
 
 def chat_bot(

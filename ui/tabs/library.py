@@ -99,7 +99,7 @@ def library_note(docs: list[dict]) -> str:
     if not docs:
         return EMPTY_LIBRARY
     busy = [d for d in docs if d["state"] != "ready"]
-    note = f"{len(docs)} document(s)"
+    note = f"{len(docs)} document{'s' * (len(docs) != 1)}"
     if busy:
         note += ", " + ", ".join(f"{md_escape(d['title'])}: {_state_text(d)}" for d in busy[:3])
     return note + "."
