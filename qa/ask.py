@@ -629,7 +629,7 @@ def _cross_answer(library: Library, doc_id: str, question: str, evidence: list[d
     # "Who is X?" of someone the document names again and again: the book does say who X is, so the
     # answer is the passage that introduces X (first), not "Not found" (Gilbert Blythe, 107 mentions,
     # got "Not found" when tried as a new user would); on development sets no such question abstained
-    introduced = unsure and not missing and bool(ce.get("introduces")) and ce.get("named", 0) >= WHO_MENTIONS
+    introduced = not missing and bool(ce.get("introduces")) and ce.get("named", 0) >= WHO_MENTIONS
     if introduced:
         unsure = False
         intro = [c for c in ce["introduces"] if c in wins][:1]  # its first mention; the passages after it are
