@@ -39,12 +39,17 @@ def appearances(o: dict) -> dict:
             "numbers": [p["number"] for p in parts], "share": share}
 
 
+GRID_WIDTH = 760  # pixels the who-appears-where grid may fill before its cells shrink to 14
+
+
 def cast_grid(o: dict) -> str:
     """The characters-by-parts grid as SVG ("" when the outline has no people or no parts)."""
     a = appearances(o)
     if not a["people"] or not a["parts"]:
         return ""
-    cell, left, top = 14, 8 + 7 * max(len(p) for p in a["people"]), 40
+    left, top = 8 + 7 * max(len(p) for p in a["people"]), 40
+    # cells of 14 px at least, larger for a short book (walk 11: 12 chapters drew 300 px of a 1,200 px page)
+    cell = max(14, min(36, (GRID_WIDTH - left) // len(a["parts"])))
     title = "Who appears where (darker: named on more of the part's pages)"
     # wide enough for the title too: a book of 12 chapters cut it at "(darker: nam"
     w, h = max(left + cell * len(a["parts"]) + 10, 8 + TITLE_EM * len(title)), top + cell * len(a["people"]) + 24
@@ -57,7 +62,7 @@ def cast_grid(o: dict) -> str:
             out.append(f'<text x="{x + 2}" y="{top - 4}" font-size="9">{num}</text>')
     for i, name in enumerate(a["people"]):
         y = top + i * cell
-        out.append(f'<text x="{left - 6}" y="{y + 11}" text-anchor="end">{escape(name)}</text>')
+        out.append(f'<text x="{left - 6}" y="{y + cell // 2 + 4}" text-anchor="end">{escape(name)}</text>')
         for j, v in enumerate(a["share"][i]):
             shade = int(245 - 200 * min(1.0, v))
             out.append(f'<rect x="{left + j * cell}" y="{y}" width="{cell - 1}" height="{cell - 1}" '

@@ -94,3 +94,15 @@ def test_a_person_named_in_a_heading_printed_over_two_lines_is_introduced_by_the
     assert "CHAPTER II. A Long Visit from Captain Wentworth" in [p["title"] for p in o["parts"]]
     went = next(n for n in o["names"] if n["name"].endswith("Wentworth"))
     assert went["introduced"]["text"] == "Captain Wentworth came."
+
+
+def test_a_short_books_grid_is_drawn_with_larger_cells(library):
+    """Walk 11: The Time Machine's 12 chapters drew the who-appears-where grid 300 px wide on a
+    1,200 px page. A short book's cells grow (to 36 px); a long one's stay 14 px."""
+    doc = store_text(library, book())
+    svg = cast_grid(build(library, doc, []))
+    widths = {int(w) for w in re.findall(r'<rect[^>]*width="(\d+)"', svg)}
+    assert widths == {35}  # 3 parts: the largest cells
+    long = {"names": [{"name": "Anne", "kind": "person", "mentions": 9, "pages": list(range(1, 200, 3))}],
+            "parts": [{"number": i, "title": f"Chapter {i}", "page_first": i, "page_last": i} for i in range(1, 121)]}
+    assert {int(w) for w in re.findall(r'<rect[^>]*width="(\d+)"', cast_grid(long))} == {13}
