@@ -537,7 +537,8 @@ def layout(answers: gr.State, pending_q: gr.State) -> AskTab:
         with gr.Accordion("Evidence", open=True):
             evidence = gr.Markdown(elem_id="drt-evidence")
         with gr.Row():
-            export_btn = gr.Button("Export the conversation (Markdown)", scale=1, elem_id="drt-export")
+            # every question asked of this document, in any session (walk 11: "the conversation" promised this tab's)
+            export_btn = gr.Button("Export all questions on this document (Markdown)", scale=1, elem_id="drt-export")
             export_file = gr.File(label="Markdown", interactive=False, scale=2, elem_id="drt-export-file")
         with gr.Accordion("Raw result (answer, evidence, trace as JSON)", open=False):
             ask_json = gr.JSON()
