@@ -151,10 +151,9 @@ def test_read_answer_quotes_the_readers_sentence_with_its_short_answer():
     with their neighbours; the quote is its sentence grown by the next ones, with the short answer
     (a span of it), the chunk, pages and the reader's confidence; confidence() applies the calibrated
     test shipped beside it."""
-    import numpy as np
 
     from qa import ask
-    from qa.reader import SENTENCE_FEATURES, SPAN_FEATURES, Reader, Scorer
+    from qa.reader import Reader
     from drt_core.bm25 import BM25
 
     text = ("It rained all week in the town, and nobody went out of doors. " * 6
@@ -165,15 +164,7 @@ def test_read_answer_quotes_the_readers_sentence_with_its_short_answer():
     lib.pages = lambda doc_id, with_text=False, numbers=None: [
         {"number": r["page_first"], "text": r["text"]} for r in rows if numbers is None or r["page_first"] in numbers]
 
-    def linear(feature, names):
-        F = len(names)
-        w = np.zeros(F, np.float32)
-        w[names.index(feature)] = 1.0
-        return Scorer({"mean": np.zeros(F, np.float32), "std": np.ones(F, np.float32),
-                       "W1": np.zeros((1, F), np.float32), "b1": np.zeros(1, np.float32),
-                       "w2": np.zeros(1, np.float32), "w": w})
-
-    reader = Reader(linear("cov", SENTENCE_FEATURES), linear("cap_frac", SPAN_FEATURES), {})
+    reader = coverage_reader()
     bm = BM25([r["text"] for r in rows])
     eng = SimpleNamespace(bm25_index=lambda state: bm)
     target = next(r["idx"] for r in rows if "Barton" in r["text"])
@@ -333,12 +324,11 @@ def test_a_papers_reference_list_is_tagged_and_never_quoted(library):
     (the part ingest.parts makes of the one "References" line, up to the appendix after it) is matter
     like a licence or contents page, labelled "reference list", and the reader never quotes it; the
     text before it and the appendix after it are no such matter."""
-    import numpy as np
 
     from ingest.boilerplate import chunk_matter, matter_label
     from ingest.parts import document_text
     from qa import ask
-    from qa.reader import SENTENCE_FEATURES, SPAN_FEATURES, DocStats, Reader, Scorer
+    from qa.reader import DocStats
     from drt_core.bm25 import BM25
     from tests.ingest.docstore import store_text
 
@@ -362,15 +352,7 @@ def test_a_papers_reference_list_is_tagged_and_never_quoted(library):
     assert not any(tags.get(c["idx"]) for c in chunks if c["char_end"] <= a or c["char_start"] >= b)
     assert matter_label({"matter": tags[inside[0]]}) == "reference list"
 
-    def linear(feature, names):
-        F = len(names)
-        w = np.zeros(F, np.float32)
-        w[names.index(feature)] = 1.0
-        return Scorer({"mean": np.zeros(F, np.float32), "std": np.ones(F, np.float32),
-                       "W1": np.zeros((1, F), np.float32), "b1": np.zeros(1, np.float32),
-                       "w2": np.zeros(1, np.float32), "w": w})
-
-    reader = Reader(linear("cov", SENTENCE_FEATURES), linear("cap_frac", SPAN_FEATURES), {})
+    reader = coverage_reader()
     eng = SimpleNamespace(bm25_index=lambda state: BM25([c["text"] for c in chunks]))
     ask._STATS[(str(library.home), doc, None)] = DocStats([c["text"] for c in chunks])
     entry = next(c["idx"] for c in chunks if c["idx"] in inside and "Symposium" in c["text"])
@@ -386,12 +368,11 @@ def test_no_sentence_of_a_reference_list_is_quoted_from_a_chunk_it_shares(librar
     """itcs20's chunk 873 holds the end of Open Problems and the list's first entry: too little of the
     list to be tagged, so the reader could quote the entry, or a quote grown from the section's last
     sentence could run on into it. The list's characters are blank in every passage the reader reads."""
-    import numpy as np
 
     from ingest.boilerplate import chunk_matter
     from ingest.parts import document_text
     from qa import ask
-    from qa.reader import SENTENCE_FEATURES, SPAN_FEATURES, DocStats, Reader, Scorer
+    from qa.reader import DocStats
     from drt_core.bm25 import BM25
     from tests.ingest.docstore import store_text
 
@@ -410,15 +391,7 @@ def test_no_sentence_of_a_reference_list_is_quoted_from_a_chunk_it_shares(librar
     shared = next(c for c in chunks if c["char_start"] < a < c["char_end"])
     assert tags.get(shared["idx"]) is None  # (the case: too little of the list to be tagged)
 
-    def linear(feature, names):
-        w = np.zeros(len(names), np.float32)
-        w[names.index(feature)] = 1.0
-        F = len(names)
-        return Scorer({"mean": np.zeros(F, np.float32), "std": np.ones(F, np.float32),
-                       "W1": np.zeros((1, F), np.float32), "b1": np.zeros(1, np.float32),
-                       "w2": np.zeros(1, np.float32), "w": w})
-
-    reader = Reader(linear("cov", SENTENCE_FEATURES), linear("cap_frac", SPAN_FEATURES), {})
+    reader = coverage_reader()
     eng = SimpleNamespace(bm25_index=lambda state: BM25([c["text"] for c in chunks]))
     ask._STATS[(str(library.home), doc, None)] = DocStats([c["text"] for c in chunks])
     q = "Who said a word about the quiet day in the town?"
@@ -427,3 +400,21 @@ def test_no_sentence_of_a_reference_list_is_quoted_from_a_chunk_it_shares(librar
     ps, _ = ask.pool_passages(library, doc, [shared["idx"]])
     assert ps and "Author" not in ps[0].text and len(ps[0].text) == sum(
         len(c["text"]) for c in chunks if abs(c["idx"] - shared["idx"]) <= 1)
+
+
+def coverage_reader():
+    """A reader whose sentence score is the question's coverage and whose span score the capitals'
+    share: a stand-in for the trained one where a test needs only its choices to be predictable."""
+    import numpy as np
+
+    from qa.reader import SENTENCE_FEATURES, SPAN_FEATURES, Reader, Scorer
+
+    def linear(feature, names):
+        F = len(names)
+        w = np.zeros(F, np.float32)
+        w[names.index(feature)] = 1.0
+        return Scorer({"mean": np.zeros(F, np.float32), "std": np.ones(F, np.float32),
+                       "W1": np.zeros((1, F), np.float32), "b1": np.zeros(1, np.float32),
+                       "w2": np.zeros(1, np.float32), "w": w})
+
+    return Reader(linear("cov", SENTENCE_FEATURES), linear("cap_frac", SPAN_FEATURES), {})
