@@ -19,9 +19,7 @@ what the model learns.
 
 from __future__ import annotations
 
-import re
-
-from .page_kind import GUTENBERG_START, matter_of
+from .page_kind import GUTENBERG_END, GUTENBERG_START, matter_of
 from .parts import document_parts
 
 MATTER_LABELS = {"licence": "licence page", "contents": "contents page", "index": "index page",
@@ -35,10 +33,13 @@ def matter_label(row: dict) -> str | None:
     return MATTER_LABELS.get(row.get("matter") or "")
 
 
-# the line a Project Gutenberg edition ends its text with; the licence follows it, on the same page
-_GUTENBERG_END = re.compile(r"\*\*\*\s*END OF (?:THE|THIS) PROJECT GUTENBERG EBOOK"
-                            r"|End of (?:the )?Project Gutenberg'?s? (?:EBook|E-text|Etext)?", re.I)
-_END_PAGES = 12  # the last pages searched for that line
+def _view_key(library, doc_id: str) -> tuple:
+    """The key of a document's cached spans: its library's home, the document, and the view's chunk
+    limit (a reader's view, `qa.views.BeforePage`, has its own)."""
+    return str(getattr(library, "home", "")), doc_id, getattr(library, "limit", None)
+
+
+_END_PAGES = 12  # the last pages searched for a Gutenberg edition's end-of-text line (GUTENBERG_END)
 _ENDS: dict[tuple, int | None] = {}  # (home, doc_id, view's chunk limit) -> where the licence starts (RAM)
 
 
@@ -47,11 +48,11 @@ def licence_start(library, doc_id: str) -> int | None:
     is its licence), searched on the document's last pages; None when there is none."""
     if not hasattr(library, "document"):  # a bare page store (tests' stand-ins): no last pages to read
         return None
-    key = (str(getattr(library, "home", "")), doc_id, getattr(library, "limit", None))  # (a reader's view: its own)
+    key = _view_key(library, doc_id)
     if key not in _ENDS:
         n = library.document(doc_id)["n_pages"]
         pages = library.pages(doc_id, with_text=True, numbers=set(range(max(1, n - _END_PAGES + 1), n + 1)))
-        hits = [p["char_start"] + m.start() for p in pages for m in [_GUTENBERG_END.search(p["text"])] if m]
+        hits = [p["char_start"] + m.start() for p in pages for m in [GUTENBERG_END.search(p["text"])] if m]
         _ENDS[key] = min(hits) if hits else None
     return _ENDS[key]
 
@@ -67,7 +68,7 @@ def header_end(library, doc_id: str) -> int | None:
     which is then no licence page (ingest.page_kind)."""
     if not hasattr(library, "document"):
         return None
-    key = (str(getattr(library, "home", "")), doc_id, getattr(library, "limit", None))
+    key = _view_key(library, doc_id)
     if key not in _STARTS:
         pages = library.pages(doc_id, with_text=True, numbers=set(range(1, _START_PAGES + 1)))
         hits = [p["char_start"] + m.end() for p in pages for m in [GUTENBERG_START.search(p["text"])] if m]
@@ -85,7 +86,7 @@ def references_spans(library, doc_id: str) -> list[tuple[int, int]]:
     bare page store (tests' stand-ins). Worked out once per document (and view)."""
     if not hasattr(library, "document") or not hasattr(library, "outline"):
         return []
-    key = (str(getattr(library, "home", "")), doc_id, getattr(library, "limit", None))
+    key = _view_key(library, doc_id)
     if key not in _BACK:
         _BACK[key] = [(p.char_start, p.char_end) for p in document_parts(library, doc_id)
                       if p.source == "back matter"]

@@ -23,6 +23,9 @@ CONTENTS_CHARS = 200   # its contents list (prose names one or two; a commentary
 # the line a Project Gutenberg edition's header ends with ("*** START OF THIS PROJECT GUTENBERG EBOOK THE
 # TIME MACHINE ***", its title wrapped over two lines in a PDF): the book's own text follows it, often on
 # the same page
+# the line a Project Gutenberg edition ends its text with; the licence follows it, on the same page
+GUTENBERG_END = re.compile(r"\*\*\*\s*END OF (?:THE|THIS) PROJECT GUTENBERG EBOOK"
+                           r"|End of (?:the )?Project Gutenberg'?s? (?:EBook|E-text|Etext)?", re.I)
 GUTENBERG_START = re.compile(r"\*\*\*\s*START OF (?:THE|THIS) PROJECT GUTENBERG E-?BOOK[^*]{0,200}?\*\*\*", re.I)
 
 

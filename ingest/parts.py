@@ -37,7 +37,7 @@ from bisect import bisect_right
 from collections import Counter
 from dataclasses import asdict, dataclass
 
-from .page_kind import matter_of
+from .page_kind import GUTENBERG_END, matter_of
 from .errors import IngestError
 
 MIN_CONTENTS_GAP = 400  # characters: headings closer than this to the next of their family are a contents list
@@ -194,14 +194,13 @@ def headings(text: str) -> list[tuple[str, int]]:
 
 
 _CLOSING = re.compile(r"^(?:epilogue|afterword|postscript|l[’']envoi)\b[^\n]{0,60}$", re.I)
-_GUTENBERG_END = re.compile(r"\*\*\*\s*END OF|End of (?:the )?Project Gutenberg", re.I)
 
 
 def _after_last(text: str, best: list[tuple[str, int]]) -> list[tuple[str, int]]:
     """The headings, and after the last one an "EPILOGUE" (afterword, postscript) printed as a line of
     its own after a blank one, before any Gutenberg licence: The Time Machine's epilogue read as the
     end of chapter XII (walk 11). Before the first heading a contents list may name it, so only after."""
-    end = _GUTENBERG_END.search(text, best[-1][1])
+    end = GUTENBERG_END.search(text, best[-1][1])  # (the licence's first line)
     stop = end.start() if end else len(text)
     pos = text.find("\n", best[-1][1])
     prev_blank = False
