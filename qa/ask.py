@@ -362,10 +362,10 @@ def read_answer(library: Library, engine: DocumentEngine, state: Any, doc_id: st
     intro = introduction(library, doc_id, question)
     if intro:  # "Who is X?": the passage that introduces X is read first (read alone, it did worse on validation)
         order = (intro + [c for c in order if c not in intro])[:READ_PASSAGES]
-    order = quotable(library, doc_id, order)
     want = sorted({c for c0 in order for c in (c0 - 1, c0, c0 + 1)})
     by_idx = unquoted_blank(library, doc_id, {r["idx"]: r for r in library.chunks(doc_id, [c for c in want if c >= 0])})
     matter = chunk_matter(library, doc_id, [by_idx[c] for c in order if c in by_idx])
+    order = [c for c in order if matter.get(c) not in NOT_QUOTED]  # as `quotable`, from the tags read once
     index = engine.bm25_index(state)
     bm = index.scores(question) if index is not None else None
     top = max((float(bm[c]) for c in order if bm is not None and c < len(bm)), default=0.0) or 1.0
@@ -705,22 +705,17 @@ def _make_answer(library: Library, engine: DocumentEngine, doc_id: str, question
     quote, reading, unsure = None, None, None
     reader = _reader(engine)
     rows = tj.get("chunks") or []
+    scores = rows[0].get("scores") if rows else None
     if evidence and not abstained and reader is not None:
-        scores = rows[0].get("scores") if rows else None
         quote, reading, bm = read_answer(library, engine, state, doc_id, question, evidence, reader, scores)
         unsure = confidence(reader, library, doc_id, question, reading, bm)
         if unsure is not None and unsure["abstain"]:  # calibrated: the reader and the retriever are not sure
             abstained, quote, reading = True, None, None
-        elif quote is None and (cands := [e for e in evidence if e.get("matter") not in NOT_QUOTED]):
-            # the reader found no sentence to read: quote as a checkpoint without one does
-            vocab = _doc_vocabulary(library, doc_id)
-            first = quote_chunk(library, doc_id, cands, question, vocab, scores)
-            quote = quote_from_evidence(library, doc_id, first["chunk"], question, vocab, weight=first["weight"])
-            if quote is not None:
-                quote["matter"] = first.get("matter")
-    elif evidence and not abstained and (cands := [e for e in evidence if e.get("matter") not in NOT_QUOTED]):
+    cands = [e for e in evidence if e.get("matter") not in NOT_QUOTED]  # (a reference list is never quoted)
+    if cands and not abstained and quote is None:
+        # no reader, or it found no sentence to read: quote as a checkpoint without one does
         vocab = _doc_vocabulary(library, doc_id)
-        first = quote_chunk(library, doc_id, cands, question, vocab, rows[0].get("scores") if rows else None)
+        first = quote_chunk(library, doc_id, cands, question, vocab, scores)
         quote = quote_from_evidence(library, doc_id, first["chunk"], question, vocab, weight=first["weight"])
         if quote is not None:  # a quote drawn from a licence / contents / index page says so (the UI and CLI show it)
             quote["matter"] = first.get("matter")
