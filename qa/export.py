@@ -123,8 +123,8 @@ def answer_lines(row: dict, made: dict, labels: dict[int, str]) -> list[str]:
     lines = []
     if made.get("masked"):
         lines += [f"Answered with {_chunks(list(made['masked']))} barred from retrieval (masked).", ""]
-    if read_before(made):
-        lines += [f"Answered from the pages before p. {read_before(made)} only (spoiler-safe).", ""]
+    if (page := read_before(made)) is not None:
+        lines += [f"Answered from the pages before p. {page} only (spoiler-safe).", ""]
     q = made.get("quote")
     if made.get("abstained"):
         heading, reason = not_found(made)  # of the pages read

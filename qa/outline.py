@@ -73,6 +73,8 @@ def kind_plural(kind: str) -> str:
     if kind.endswith("y") and kind[-2:-1] not in tuple("aeiou"):
         return kind[:-1] + "ies"
     return kind + "s"
+
+
 # where a printed statement's text ends: its proof, an end marker (LIPIcs's "◀"), or a sentence closing a paragraph
 _STATEMENT_END = re.compile(r"\n[ \t]*(?:Proof\b|Beweis\b)|◀|[.!?]\s*\n[ \t]*\n")
 STATEMENT_MAX = 1200  # characters of a printed statement's text at most

@@ -178,6 +178,11 @@ def chat_user(ctx: UIContext, doc_id: str | None, question: str, history: list |
     return "", list(history or []) + [{"role": "user", "content": q}], q
 
 
+# what the chat keeps of each answer (the answer picker, the heatmap, Mask and regenerate, export read it)
+RECORD_KEYS = ("doc_id", "question", "answer", "evidence", "trace", "quote", "abstained", "passages", "short_answer",
+               "before_page")
+
+
 def _answer_choices(answers: list[dict]) -> list[tuple[str, int]]:
     out = []
     for i, a in enumerate(answers):
@@ -236,9 +241,7 @@ def chat_bot(
                      "before_page": before_page}
             _, labels = ctx.layout(early["doc_id"])
             note = "\n\n*Measuring each passage's causal effect on this answer…*"
-            shown_now = answers + [{k: early.get(k) for k in ("doc_id", "question", "answer", "evidence", "trace",
-                                                               "quote", "abstained", "passages", "short_answer",
-                                                               "before_page")}]
+            shown_now = answers + [{k: early.get(k) for k in RECORD_KEYS}]
             yield (history + [{"role": "assistant", "content": answer_md(early, labels) + note}], shown_now,
                    gr.update(choices=_answer_choices(shown_now), value=len(shown_now) - 1),
                    answer_heatmap(ctx, early), evidence_md(early["evidence"], labels) + note, skip)
@@ -254,8 +257,7 @@ def chat_bot(
         return
     shown = answer_md(final, labels)
     history = history + [{"role": "assistant", "content": shown}, _evidence_note(final["evidence"], labels)]
-    record = {k: final.get(k) for k in ("doc_id", "question", "answer", "evidence", "trace", "quote", "abstained",
-                                        "passages", "short_answer", "before_page")}
+    record = {k: final.get(k) for k in RECORD_KEYS}
     answers.append(record)
     picker = gr.update(choices=_answer_choices(answers), value=len(answers) - 1)
     result = {k: final[k] for k in ("answer", "evidence", "trace")}
