@@ -88,7 +88,8 @@ RANKS = ("Sergeant", "Superintendent", "Inspector", "Captain", "Colonel", "Gener
 PLACE_WORDS = frozenset("""Abbey Park Hall House Street Square Lane Court Castle Place Road Church Mill Grove Farm
 Lodge Manor Cottage Inn Bridge River Hill Common Green Gardens Palace Cathedral Hotel Island Bay Mount Valley
 Forest Wood Wells Buildings Crescent Terrace Rooms Chapel Priory Heath Moor Cross Gate Row Quay
-Avenue Station Harbour Wharf Docks Barracks College Hospital Gaol Theatre Chambers Club Academy""".split())
+Avenue Station Harbour Wharf Docks Barracks College Hospital Gaol Theatre Chambers Club Academy
+Grange Shaft University Museum""".split())
 PARTICLES = ("de", "du", "des", "la", "le", "von", "van", "del", "della")
 INNER = PARTICLES + ("of",)  # inside a name only: "Anne of Austria"
 _ROMAN = re.compile(r"[IVX]{2,5}")
@@ -98,7 +99,7 @@ Wednesday Thursday Friday Saturday Sunday Christmas Easter Michaelmas Lent God H
 Lord Jesus Christ Christian Bible Gospel English French Spanish Italian German Dutch Irish Scotch Scottish
 Welsh British American Indian Indians Swiss Russian Greek Latin Roman Romans Catholic Protestant Gascon
 Gutenberg Project Chapter Volume Book Part Section Madam Sir Miss Mrs Mr Esq Oh Ah Yes No Well Alas Hush
-St Bah Pshaw Hum Hem Ha Eh Hallo Halloa Parbleu Pardieu Mordieu Morbleu Sacre Adieu Amen Vive
+St Bah Pshaw Hum Hem Ha Eh Hallo Halloa Hullo Hello Parbleu Pardieu Mordieu Morbleu Sacre Adieu Amen Vive
 Englishman Englishmen Frenchman Frenchmen Scotchman Scotchmen Irishman Irishmen Spaniard Spaniards Dutchman
 Jesuit Jesuits Huguenot Huguenots Puritan Puritans Saxon Saxons Norman Normans
 """.split())
@@ -343,8 +344,10 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
         weight[k] += alone[words[0]] if len(by_first[words[0]]) == 1 else 0
     first_of = {k: words[0] for words, k in names.items()}
     minor = {e for e in names.values() if in_full[e] < 3}  # a full name once or twice ("Ramazan Dulany")
-    maiden = {}  # entry -> the surname of its earliest full name ("Amelia Sedley", later Amelia Osborne)
-    for k, f in sorted(full.items(), key=lambda kv: kv[1].first if kv[1].first is not None else 1 << 60):
+    maiden = {}  # entry -> the surname of its earliest full name ("Amelia Sedley", later Amelia Osborne), of
+    # those named three times if any (not a contents line's "Amelia Invades the Low Countries")
+    for k, f in sorted(full.items(), key=lambda kv: (kv[1].count < 3, kv[1].first if kv[1].first is not None
+                                                      else 1 << 60)):
         maiden.setdefault(entity[k], _surname(f.words))
     titles_of = defaultdict(set)  # entry -> the titles its forms are written with
     for k, f in full.items():
@@ -384,14 +387,18 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
                 if not seen:  # else the one of them the book writes in full with that rank ("Major William
                     seen = {e for e in men - minor if f.title in titles_of[e]}  # Dobbin", beside Sir William)
                     seen = seen if len(seen) == 1 else set()
-            elif f.title == "Mr" and not seen and counts[("Mrs", (word,))] < f.count / 4:
+            elif f.title == "Mr" and not seen:
                 # "Mr." with a surname is the one man of that surname named in full ("Mr. Crawford" is Henry
-                # Crawford) unless the book has a "Mrs." of that surname (then he is most often the
-                # family's father, whose full name is seldom written: "Mr. Musgrove", "Mr. Hale") or
-                # calls that man "Mr." with his first name to tell him from "Mr. Blake" ("Mr. Franklin")
+                # Crawford) unless the book calls that man "Mr." with his first name to tell him from "Mr.
+                # Blake" ("Mr. Franklin"), or has a "Mrs." of that surname: then he is most often the family's
+                # father, whose full name is seldom written ("Mr. Musgrove", "Mr. Hale"), unless the father is
+                # titled otherwise ("General Tilney": "Mr. Tilney" is Henry)
                 plain = {e for e in by_last.get(word, set()) - minor if _classes(titles_of[e]) <= {"Mr"}}  # (not
-                seen = {e for e in _one_of(plain, "m", sex_of)  # "Sir Michael Audley": "Mr. Audley" is Robert)
-                        if counts[("Mr", (first_of[e],))] < max(3, 0.1 * f.count)}
+                # "Sir Michael Audley": "Mr. Audley" is Robert)
+                wife = counts[("Mrs", (word,))] >= f.count / 4 and not any(
+                    counts[(t, (word,))] >= max(3, f.count / 4) for t in MALE if t not in FAMILIAR)
+                seen = set() if wife else {e for e in _one_of(plain, "m", sex_of)
+                                           if counts[("Mr", (first_of[e],))] < max(3, 0.1 * f.count)}
             if not seen and f.title in KIN:  # "Aunt Norris" is Mrs. Norris, "Uncle Pumblechook" Mr. Pumblechook
                 seen = next(({entity.get(j, j)} for j in ((t, (word,)) for t in KIN[f.title]) if counts[j]), set())
             if not seen and word in alone_name and f.title not in WIVES:  # "Monsieur d'Artagnan"

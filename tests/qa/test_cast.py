@@ -332,3 +332,35 @@ def test_a_word_broken_at_a_line_end_hyphen_reads_whole_where_it_is_shown():
     assert flat("the Editor of a well-\n  known daily\npaper") == "the Editor of a well-known daily paper"
     assert flat("a dash -\nthen more") == "a dash - then more" and flat("x- y") == "x- y"  # (not a line end)
     assert snippet("A well-\nknown paper.") == "A well-known paper."
+
+
+def test_mr_beside_a_mrs_is_the_son_where_the_father_is_titled_otherwise():
+    """The seven development cast lists (2026-12-07, twelfth session): Northanger Abbey's "Mr. Tilney"
+    (35 mentions) stood apart from Henry Tilney because a "Mrs. Tilney" is named (the dead mother), whose
+    husband the book calls "General Tilney"; where the father has no other title, "Mr." stays his."""
+    he = lambda *names: six_times(*names).replace("she", "he")  # noqa: E731
+    text = he("Henry Tilney", "Henry", "Mr. Tilney", "General Tilney") + six_times("Mrs. Tilney")
+    owner = owners(text)
+    assert owner["Mr. Tilney"] == owner["Henry Tilney"] != owner["General Tilney"]
+    owner = owners(he("Frederick Hale", "Frederick", "Mr. Hale") + six_times("Mrs. Hale"))
+    assert owner["Mr. Hale"] != owner["Frederick Hale"]
+
+
+def test_a_maiden_name_is_read_from_a_full_name_the_book_repeats():
+    """Vanity Fair: the contents' "Amelia Invades the Low Countries" (twice) was Amelia's earliest full
+    name, so her maiden name read "Invades" (her first name, used alone far more than in full, makes one entry of
+    every "Amelia X"), and "Miss Sedley" stood apart from Amelia Sedley."""
+    text = "Contents. Amelia Invades the Low Countries. Amelia Invades again. " + six_times(
+        "Amelia Sedley", "Miss Amelia Sedley", "Miss Amelia", "Miss Sedley", "Joseph Sedley") + " ".join(
+        f"Amelia {v}." for v in ["wept", "smiled", "sat", "rose"] * 80)
+    owner = owners(text.replace("Joseph Sedley said so; she", "Joseph Sedley said so; he"))
+    assert owner["Miss Sedley"] == owner["Amelia Sedley"]
+
+
+def test_a_grange_or_a_university_is_a_place_and_hullo_no_one():
+    """Howards End's "Oniton Grange" and Kim's "Punjab University" were people, "Hullo" a person."""
+    text = six_times("Margaret Schlegel", "Henry Wilcox") + " ".join(
+        "They drove to Oniton Grange. He taught at Punjab University. 'Hullo!' Hullo said the boy." for _ in range(6))
+    kinds = {o["name"]: o["kind"] for o in cast(text)}
+    assert kinds.get("Oniton Grange") == "place" and kinds.get("Punjab University") == "place"
+    assert "Hullo" not in kinds
