@@ -376,9 +376,15 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
                 # ("Miss Thornton" is not her mother Hannah Thornton, named twice)
                 kin = by_last.get(word, set())  # (else of all, a full name written once or twice too where her
                 # first name is used more than "Miss X": "Catherine Morland" once beside "Catherine" 420 times)
+                # Where the book shows sisters ("the Miss Brownings", "the Misses Jenkyns"), "Miss X" is
+                # the eldest, and a sister it calls "Miss" with her first name is a younger one ("Miss Phoebe")
+                sisters = any(counts[(t, (w,))] for t in DAUGHTERS + ("Misses", "Mlles") for w in (word + "s",
+                                                                                                 word + "es"))
+                sisters = sisters or counts[("Misses", (word,))]
                 seen = {e for e in _one_of(kin - minor, "f", sex_of, weight) or
                         {e for e in _one_of(kin, "f", sex_of, weight) if alone[first_of[e]] > f.count}
                         if alone[first_of[e]] >= max(5, 0.1 * f.count) and _classes(titles_of[e]) <= {"Miss"}
+                        and not (sisters and counts[(f.title, (first_of[e],))] >= max(3, 0.3 * f.count))
                         and maiden.get(e) == word}  # "Miss Osborne" is not Amelia, Mrs. Osborne by marriage
             elif f.title in RANKS and not seen:  # "Captain Wentworth": the one man's, as for "Miss"
                 men = by_last.get(word, set())  # (or the one full name whose sex nothing tells: "Austin Sloper")

@@ -364,3 +364,14 @@ def test_a_grange_or_a_university_is_a_place_and_hullo_no_one():
     kinds = {o["name"]: o["kind"] for o in cast(text)}
     assert kinds.get("Oniton Grange") == "place" and kinds.get("Punjab University") == "place"
     assert "Hullo" not in kinds
+
+
+def test_miss_with_the_surname_is_the_eldest_sister_not_one_called_miss_and_her_first_name():
+    """Wives and Daughters, Cranford (2026-12-07): where the book shows sisters ("the Miss Brownings"),
+    "Miss Browning" is the eldest, and Phoebe, whom it calls "Miss Phoebe", a younger one: they were one
+    entry. Without sisters, "Miss Verinder" stays Rachel, though her servant calls her "Miss Rachel"."""
+    sisters = six_times("Phoebe Browning", "Miss Phoebe", "Miss Browning", "Phoebe") + " The Miss Brownings came."
+    owner = owners(sisters)
+    assert owner["Miss Browning"] != owner["Phoebe Browning"] == owner["Miss Phoebe"]
+    owner = owners(six_times("Rachel Verinder", "Miss Rachel", "Miss Verinder", "Rachel"))
+    assert owner["Miss Verinder"] == owner["Rachel Verinder"]
