@@ -305,10 +305,16 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
         names.setdefault(f.words, k)
         entity[k] = names[f.words]
     ranked = {entity[k] for k, f in full.items() if f.title and f.title not in FAMILIAR}
+    pet_of = {}  # a pet name's own entry (a name used alone) -> the entry it joined ("Becky" -> "Rebecca")
     for words in list(names):  # "Becky Sharp" is Rebecca Sharp (but "Tom Bertram" is not his father Sir Thomas)
         formal = [w for w in names if len(words) >= 2 and w[1:] == words[1:] and w[0] in NICKNAMES.get(words[0], ())]
         if len(formal) == 1 and names[formal[0]] != names[words] and names[formal[0]] not in ranked:
             old, new = names[words], names[formal[0]]
+            if old == (None, words[:1]):  # the pet name is the person ("Sissy" 128 times): the formal joins it,
+                if new == (None, formal[0][:1]):  # unless both are ("Rebecca" 412, "Becky" 325): the pet joins
+                    pet_of[old] = new
+                else:
+                    old, new = new, old
             for w in names:
                 names[w] = new if names[w] == old else names[w]
             for j in entity:
@@ -425,7 +431,7 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
         if word.endswith("s") and (word[:-1] in by_last or word[:-1] in titled_single):
             continue  # "the Steeles": a family
         if word in alone_name:
-            entity[k] = k
+            entity[k] = pet_of.get(k, k)
             continue
         heading = by_first.get(word, set()) <= minor and f.count > 10 * sum(in_full[e] for e in by_first.get(word, ()))
         if word in by_first and not heading:  # (not "Dobbin", hundreds of times, beside a heading's "Dobbin Licked")
@@ -440,9 +446,12 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
             total = sum(titled_single[word].values())
             top, n = titled_single[word].most_common(1)[0]
             one_sex = len({t in FEMALE for t, _ in titled_single[word]}) == 1  # "Lord" and "Monsieur de Buckingham"
-            if n >= 2 / 3 * total or one_sex:
-                entity[k] = top
-            continue
+            sex = _sex(f, given)  # unless the pronouns after it tell the other sex and someone of that surname is
+            # named in full: "Bounderby" ("he") is not "Mrs. Bounderby" but Josiah Bounderby, whom "Mr." joined
+            if not (sex and sex != ("f" if top[0] in FEMALE else "m") and word in by_last):
+                if n >= 2 / 3 * total or one_sex:
+                    entity[k] = top
+                continue
         if word in by_last and f.place < 0.2 * f.count:  # ("Paris" is no one's surname)
             sex = _sex(f, given)  # "Betteredge" beside Gabriel and Penelope Betteredge: he
             one = by_last[word] if len(by_last[word]) == 1 else _one_of(by_last[word], sex, sex_of) if sex else ()

@@ -74,4 +74,7 @@ NICKNAMES = {
     "Nancy": ("Ann", "Anne", "Anna"), "Sukey": ("Susan",), "Dolly": ("Dorothy",),
     "Tamsin": ("Thomasin", "Thomasina"), "Tamsie": ("Thomasin", "Thomasina"), "Dora": ("Dorothea",),
     "Gussie": ("Augusta",), "Lotty": ("Charlotte",), "Lottie": ("Charlotte",), "Milly": ("Millicent", "Amelia"),
+    "Sissy": ("Cecilia", "Cecily"), "Cissy": ("Cecilia", "Cecily"), "Lou": ("Louisa", "Louise"),
+    "Tilly": ("Matilda",), "Annie": ("Ann", "Anne", "Anna"), "Hetty": ("Hester", "Henrietta", "Harriet"),
+    "Sophy": ("Sophia",), "Bertie": ("Albert", "Herbert"),
 }

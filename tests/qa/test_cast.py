@@ -375,3 +375,21 @@ def test_miss_with_the_surname_is_the_eldest_sister_not_one_called_miss_and_her_
     assert owner["Miss Browning"] != owner["Phoebe Browning"] == owner["Miss Phoebe"]
     owner = owners(six_times("Rachel Verinder", "Miss Rachel", "Miss Verinder", "Rachel"))
     assert owner["Miss Verinder"] == owner["Rachel Verinder"]
+
+
+def test_a_surname_alone_follows_its_pronouns_and_a_pet_name_used_alone_keeps_its_formal_name():
+    """Hard Times and Vanity Fair (2026-12-07): "Bounderby" alone ("he" after it) joined "Mrs. Bounderby"
+    because "Mr. Bounderby" had joined Josiah Bounderby; "Sissy" (used alone far more than in full) stood
+    apart from "Sissy Jupe" and "Cecilia Jupe"; of "Rebecca" and "Becky", both used alone, one stood apart."""
+    he = lambda *names: six_times(*names).replace("she", "he")  # noqa: E731
+    text = he("Josiah Bounderby", *["Mr. Bounderby"] * 4, "Bounderby", "Bounderby")
+    text += " Mrs. Bounderby wept; she sat." * 5
+    owner = owners(text)
+    assert owner["Bounderby"] == owner["Josiah Bounderby"] != owner["Mrs. Bounderby"]
+    pet = six_times("Sissy Jupe", "Cecilia Jupe") + " ".join(f"Sissy {v}; she rose." for v in ["wept", "sat"] * 60)
+    owner = owners(pet)
+    assert owner["Sissy"] == owner["Sissy Jupe"] == owner["Cecilia Jupe"]
+    both = six_times("Rebecca Sharp", "Becky Sharp") + " ".join(
+        f"{n} {v}; she rose." for n in ("Rebecca", "Becky") for v in ["wept", "sat"] * 120)
+    owner = owners(both)
+    assert owner["Becky"] == owner["Rebecca"] == owner["Rebecca Sharp"] == owner["Becky Sharp"]
