@@ -304,7 +304,8 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
         # "Miss Lucy Steele" and "Lucy Steele" are one person
         names.setdefault(f.words, k)
         entity[k] = names[f.words]
-    ranked = {entity[k] for k, f in full.items() if f.title and f.title not in FAMILIAR}
+    ranked = {entity[k] for k, f in full.items() if f.title and f.title not in FAMILIAR and f.count >= 2}  # (not
+    # Vanity Fair's one joking "Lord Joseph Sedley")
     pet_of = {}  # a pet name's own entry (a name used alone) -> the entry it joined ("Becky" -> "Rebecca")
     for words in list(names):  # "Becky Sharp" is Rebecca Sharp (but "Tom Bertram" is not his father Sir Thomas)
         formal = [w for w in names if len(words) >= 2 and w[1:] == words[1:] and w[0] in NICKNAMES.get(words[0], ())]

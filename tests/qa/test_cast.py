@@ -393,3 +393,14 @@ def test_a_surname_alone_follows_its_pronouns_and_a_pet_name_used_alone_keeps_it
         f"{n} {v}; she rose." for n in ("Rebecca", "Becky") for v in ["wept", "sat"] * 120)
     owner = owners(both)
     assert owner["Becky"] == owner["Rebecca"] == owner["Rebecca Sharp"] == owner["Becky Sharp"]
+
+
+def test_a_title_written_once_does_not_keep_a_formal_name_from_its_pet_name():
+    """Vanity Fair: one joking "Lord Joseph Sedley" made Joseph Sedley a titled man, whom "Jos Sedley" may
+    not be (as "Tom Bertram" is not his father "Sir Thomas Bertram"): two entries for Jos."""
+    he = lambda *names: six_times(*names).replace("she", "he")  # noqa: E731
+    text = he("Jos Sedley", "Joseph Sedley", "Jos") + " Lord Joseph Sedley came; he sat."
+    owner = owners(text)
+    assert owner["Jos Sedley"] == owner["Joseph Sedley"]
+    owner = owners(he("Tom Bertram", "Sir Thomas Bertram", "Tom", "Sir Thomas"))
+    assert owner["Tom Bertram"] != owner["Sir Thomas Bertram"]
