@@ -101,7 +101,8 @@ Welsh British American Indian Indians Swiss Russian Greek Latin Roman Romans Cat
 Gutenberg Project Chapter Volume Book Part Section Madam Sir Miss Mrs Mr Esq Oh Ah Yes No Well Alas Hush
 St Bah Pshaw Hum Hem Ha Eh Hallo Halloa Hullo Hello Parbleu Pardieu Mordieu Morbleu Sacre Adieu Amen Vive
 Englishman Englishmen Frenchman Frenchmen Scotchman Scotchmen Irishman Irishmen Spaniard Spaniards Dutchman
-Jesuit Jesuits Huguenot Huguenots Puritan Puritans Saxon Saxons Norman Normans
+Jesuit Jesuits Huguenot Huguenots Puritan Puritans Saxon Saxons Norman Normans Jew Jews Jewess Templar Templars
+Moor Moors Turk Turks Quaker Quakers Gipsy Gipsies Gypsy Gypsies Heathen Pagan Mahometan
 """.split())
 SPEECH = frozenset("said says replied asked cried answered exclaimed whispered continued returned added "
                    "resumed observed remarked rejoined murmured shouted".split())

@@ -404,3 +404,12 @@ def test_a_title_written_once_does_not_keep_a_formal_name_from_its_pet_name():
     assert owner["Jos Sedley"] == owner["Joseph Sedley"]
     owner = owners(he("Tom Bertram", "Sir Thomas Bertram", "Tom", "Sir Thomas"))
     assert owner["Tom Bertram"] != owner["Sir Thomas Bertram"]
+
+
+def test_a_people_or_an_order_is_no_one_name():
+    """Ivanhoe: "the Jew" (216 mentions, with "Jew Isaac") and "the Templar" were entries of their own
+    beside Isaac of York and Brian de Bois-Guilbert, as "Englishman" or "Puritan" never are."""
+    he = lambda *names: six_times(*names).replace("she", "he")  # noqa: E731
+    text = he("Isaac of York", "Isaac", "the Jew", "Brian de Bois-Guilbert", "the Templar")
+    names = {o["name"] for o in cast(text)}
+    assert "Jew" not in names and "Templar" not in names and "Isaac of York" in names
