@@ -416,6 +416,20 @@ def test_the_story_so_far_field_shows_nothing_from_page_n_on(lib):
         summary_tab.summary_view(ctx, doc_id, "extractive", before_page="abc")
 
 
+def test_a_failed_summary_clears_the_previous_ones_heatmap_and_evidence(lib):
+    """Walk 11, item 10: after a summary error, the previous summary's heatmap and evidence stayed
+    under the message (the event answered gr.skip() for them), as if they were its; they are
+    cleared, with the record a clicked cell reads and the passage clicked last."""
+    ctx, doc_id = lib["ctx"], lib["doc_id"]
+    md, ev, heat, out, record, *picked = summary_tab.summarize_outputs(ctx, doc_id, "extractive", 0, "", None)
+    assert 'data-chunk="' in heat and ev and record is out
+    assert picked == [gr.skip()] * 3  # a new summary leaves the clicked passage as it was
+    md, ev, heat, out, record, *picked = summary_tab.summarize_outputs(ctx, doc_id, "extractive", 0, "4-3", None)
+    assert md.startswith("**✗**") and "page range" in md
+    assert ev == "" and heat == plots.note(summary_tab.HEATMAP_NOTE) and 'data-chunk="' not in heat
+    assert out is None and record is None and picked == ["", "", None]
+
+
 def test_outline_and_what_a_chunk_relied_on(lib):
     ctx, doc_id = lib["ctx"], lib["doc_id"]
     md = outline_tab.outline_view(ctx, doc_id)
