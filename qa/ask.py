@@ -775,7 +775,8 @@ def ask(
     `before_page`: spoiler-safe reading: the model reads and retrieves only the chunks that end
     before that page (BeforePage, prefix_state): no evidence at or after it, and the answer the
     document truncated there would get. `on_answer(result)` is called with the answer as soon as it
-    is made, before its causal effects are measured (the UI shows it, then streams the effects in)."""
+    is made, before its causal effects are measured (the UI shows it, then streams the effects in).
+    "question_id" is the question as the library recorded it (the UI exports a conversation by it)."""
     question = " ".join(str(question).split())
     if not question:
         raise QAError("the question is empty")
@@ -829,10 +830,10 @@ def ask(
         made = dict(made, before_page=int(before_page))
     tj = dict(out["trace"], answer=made)
     answer, evidence = out["answer"], out["evidence"]
-    record.record_answer(
+    ids = record.record_answer(
         doc_id, question, str(engine.fingerprint), answer, evidence, tj, seconds=time.monotonic() - t0
     )
-    return {"answer": answer, "evidence": evidence, "trace": tj, **made}
+    return {"answer": answer, "evidence": evidence, "trace": tj, **made, "question_id": ids["question_id"]}
 
 
 def ask_all(library: Library, engine: DocumentEngine, question: str, *, max_new_tokens: int = 64,

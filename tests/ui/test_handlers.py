@@ -268,7 +268,7 @@ def test_mask_and_regenerate_shows_both_answers_and_causal_effects(lib):
     answers = outs[-1][1]
     assert "causal effect" in outs[-1][4]  # the evidence list shows each passage's causal effect
     top = answers[0]["evidence"][0]["chunk"]
-    before, after, ev, result = ask_tab.mask_regenerate(ctx, answers, 0, float(top), 16)
+    before, after, ev, result, _ = ask_tab.mask_regenerate(ctx, answers, 0, float(top), 16)
     assert before.startswith("**Before** (nothing masked)") and after.startswith(f"**After** (chunk {top} masked)")
     assert set(result) == {"answer", "evidence", "trace"} and result["trace"]["answer"]["masked"] == [top]
     assert top not in [e["chunk"] for e in result["evidence"]]
@@ -577,6 +577,28 @@ def test_the_page_of_a_passage_and_the_export(lib):
     assert ask_tab.page_view(ctx, None, 3) == (None, "")
     path = Path(ask_tab.export_conversation(ctx, doc_id))
     assert path.suffix == ".md" and path.read_text().startswith("# GeoTopo")
+
+
+def test_export_this_conversation_or_every_question_on_the_document(lib):
+    """Walk 11, item 11: the export gave every question ever asked of the document (two browser
+    sessions'), not this chat's. "Export this conversation" gives the chat's questions and their
+    masked re-answers; "Export all questions on this document" still gives every one."""
+    ctx, doc_id = lib["ctx"], lib["doc_id"]
+    *_, (_, others, *_) = ask_tab.chat_bot(ctx, doc_id, "Was ist eine Metrik?", [], [], 16, session="tab-x")
+    *_, (_, answers, *_) = ask_tab.chat_bot(ctx, doc_id, "What is a metric?", [], [], 16, session="tab-y")
+    top = answers[0]["evidence"][0]["chunk"]
+    *_, answers = ask_tab.mask_regenerate(ctx, answers, 0, str(top), 16)
+    asked = [r["question_id"] for r in ctx.library.conversation(doc_id)]
+    mine = ask_tab.conversation_questions(answers, doc_id)
+    assert mine == asked[-2:] and answers[0]["question_id"] == asked[-2] and others[0]["question_id"] == asked[-3]
+    md = Path(ask_tab.export_conversation(ctx, doc_id, answers)).read_text().split("## Summary")[0]
+    assert f"One conversation: 2 of the {len(asked)} questions" in md and md.count("\n### ") == 2
+    assert "Was ist eine Metrik?" not in md and md.count("What is a metric?") == 2
+    assert f"chunk {top} barred from retrieval" in md
+    every = Path(ask_tab.export_conversation(ctx, doc_id)).read_text().split("## Summary")[0]
+    assert every.count("\n### ") == len(asked) and "Was ist eine Metrik?" in every
+    with pytest.raises(context.UIError, match="no question about this document"):
+        ask_tab.export_conversation(ctx, doc_id, [])
 
 
 def test_user_errors_are_said_in_place(lib, tmp_path):

@@ -180,7 +180,7 @@ def chat_user(ctx: UIContext, doc_id: str | None, question: str, history: list |
 
 # what the chat keeps of each answer (the answer picker, the heatmap, Mask and regenerate, export read it)
 RECORD_KEYS = ("doc_id", "question", "answer", "evidence", "trace", "quote", "abstained", "passages", "short_answer",
-               "before_page")
+               "before_page", "question_id")
 
 
 def _answer_choices(answers: list[dict]) -> list[tuple[str, int]]:
@@ -280,7 +280,8 @@ def chat_all(ctx: UIContext, question: str, history: list, answers: list, max_ne
         _, labels = ctx.layout(d["doc_id"])
         parts.append(f"**{md_escape(d['title'])}**\n\n{answer_md(d, labels)}")
         answers.append({"doc_id": d["doc_id"], "question": question, **{k: d.get(k) for k in
-                        ("answer", "evidence", "trace", "quote", "abstained", "passages", "short_answer")}})
+                        ("answer", "evidence", "trace", "quote", "abstained", "passages", "short_answer",
+                         "question_id")}})
     history = history + [{"role": "assistant", "content": "\n\n---\n\n".join(parts)}]
     picker = gr.update(choices=_answer_choices(answers), value=len(answers) - len(out["documents"]))
     first = answers[len(answers) - len(out["documents"])]
@@ -411,23 +412,38 @@ def _stack_png(pngs: list[bytes]) -> Any:
     return out
 
 
-def export_conversation(ctx: UIContext, doc_id: str | None) -> str:
-    """The document's conversation and latest summary as a Markdown file (qa.export); its path."""
+def conversation_questions(answers: list | None, doc_id: str) -> list[int]:
+    """The library's ids of this chat's questions about `doc_id`: its answers' and their masked
+    re-answers' (Mask and regenerate), in the order asked."""
+    ids = [i for a in answers or [] if a.get("doc_id") == doc_id
+           for i in (a.get("question_id"), *a.get("masked_questions", ())) if i is not None]
+    return sorted(ids)
+
+
+def export_conversation(ctx: UIContext, doc_id: str | None, answers: list | None = None) -> str:
+    """The document's questions and latest summary as a Markdown file (qa.export); its path.
+    `answers` (the chat's records): only this conversation's questions (`conversation_questions`);
+    None: every question asked of the document, in any session."""
     from qa.export import export_file
 
     if doc_id == ALL_DOCS:
         raise UIError("pick one document to export its conversation")
     doc_id = ready(ctx, doc_id)
-    return str(export_file(ctx.library, doc_id, ctx.upload_root / "exports", model_fp=ctx.fingerprint()))
+    questions = None if answers is None else conversation_questions(answers, doc_id)
+    if questions == []:
+        raise UIError("this conversation has no question about this document yet: ask one first")
+    return str(export_file(ctx.library, doc_id, ctx.upload_root / "exports", model_fp=ctx.fingerprint(),
+                           questions=questions))
 
 
 def mask_regenerate(
     ctx: UIContext, answers: list | None, index: int | None, chunks: Any, max_new_tokens: int = 64
-) -> tuple[str, str, str, dict | None]:
+) -> tuple[str, str, str, dict | None, list]:
     """Mask and regenerate: ask the picked answer's question again with `chunks` ("12" or "12,40",
     or a number) barred from retrieval (qa.ask.ask's `mask`). Returns (the unmasked answer,
     the new answer, the new evidence with each passage's weight and causal effect, the new result
-    JSON): Markdown for the two answers side by side."""
+    JSON, the chat's records with the re-answer's question noted in the picked one's
+    "masked_questions", for the conversation's export): Markdown for the two answers side by side."""
     from qa.ask import ask, parse_mask
 
     answers = answers or []
@@ -451,7 +467,9 @@ def mask_regenerate(
     before_md = "**Before** (nothing masked)\n\n" + answer_md(before, labels)
     after_md = f"**After** (chunk{'s' if len(out['masked']) > 1 else ''} {masked} masked)\n\n" + answer_md(out, labels)
     ev = evidence_md(out["evidence"], labels, title=f"Evidence with chunk {masked} masked")
-    return before_md, after_md, ev, {k: out[k] for k in ("answer", "evidence", "trace")}
+    noted = dict(rec, masked_questions=[*rec.get("masked_questions", ()), out["question_id"]])
+    answers = [noted if i == int(index) else a for i, a in enumerate(answers)]
+    return before_md, after_md, ev, {k: out[k] for k in ("answer", "evidence", "trace")}, answers
 
 
 # ---------------------------------------------------------------------------------------------
@@ -486,6 +504,7 @@ class AskTab:
     mask_after: gr.Markdown
     mask_evidence: gr.Markdown
     evidence: gr.Markdown
+    export_chat_btn: gr.Button
     export_btn: gr.Button
     export_file: gr.File
     ask_json: gr.JSON
@@ -538,16 +557,17 @@ def layout(answers: gr.State, pending_q: gr.State) -> AskTab:
         mask_evidence = gr.Markdown(elem_id="drt-mask-evidence")
         with gr.Accordion("Evidence", open=True):
             evidence = gr.Markdown(elem_id="drt-evidence")
-        with gr.Row():
-            # every question asked of this document, in any session (walk 11: "the conversation" promised this tab's)
-            export_btn = gr.Button("Export all questions on this document (Markdown)", scale=1, elem_id="drt-export")
+        with gr.Row():  # this chat's questions, or every question asked of this document, in any session
+            with gr.Column(scale=1):
+                export_chat_btn = gr.Button("Export this conversation (Markdown)", elem_id="drt-export-chat")
+                export_btn = gr.Button("Export all questions on this document (Markdown)", elem_id="drt-export")
             export_file = gr.File(label="Markdown", interactive=False, scale=2, elem_id="drt-export-file")
         with gr.Accordion("Raw result (answer, evidence, trace as JSON)", open=False):
             ask_json = gr.JSON()
     return AskTab(answers, pending_q, doc, max_tokens, before_in, chat, question, send_btn, stop_btn,
                   answer_pick, heatmap, pick_chunk, pick_btn, mask_in, mask_btn, picked, page_caption,
-                  page_img, mask_before, mask_after, mask_evidence, evidence, export_btn, export_file,
-                  ask_json)
+                  page_img, mask_before, mask_after, mask_evidence, evidence, export_chat_btn, export_btn,
+                  export_file, ask_json)
 
 
 # The chat does not follow a long answer to its end (autoscroll off): once the question is asked and
@@ -636,12 +656,13 @@ def _wire_answer(ctx: UIContext, tab: AskTab) -> None:
     page_outputs = [tab.page_caption, tab.page_img]
     tab.pick_chunk.change(show_page, [tab.doc, *picked_answer, tab.pick_chunk], page_outputs, **PRIVATE)
 
-    def export(doc_id) -> tuple:
+    def export(doc_id, answers_=None) -> tuple:
         try:
-            return export_conversation(ctx, doc_id), ""
+            return export_conversation(ctx, doc_id, answers_), ""
         except Exception as e:
             return None, in_place(error_text(e))
 
+    tab.export_chat_btn.click(export, [tab.doc, tab.answers], [tab.export_file, tab.page_caption], **PRIVATE)
     tab.export_btn.click(export, [tab.doc], [tab.export_file, tab.page_caption], **PRIVATE)
 
     @user_facing
@@ -655,7 +676,7 @@ def _wire_answer(ctx: UIContext, tab: AskTab) -> None:
         return mask_regenerate(ctx, answers_, index, chunks, int(n_tokens))
 
     tab.mask_btn.click(mask_and_regenerate, [*picked_answer, tab.mask_in, tab.max_tokens],
-                       [tab.mask_before, tab.mask_after, tab.mask_evidence, tab.ask_json],
+                       [tab.mask_before, tab.mask_after, tab.mask_evidence, tab.ask_json, tab.answers],
                        **MODEL, **PRIVATE)  # fmt: skip
     def warm(doc_id: str | None) -> None:  # (no output: the event has none)
         warm_document(ctx, doc_id)
