@@ -770,7 +770,8 @@ def ask(
     chunk alone is barred from retrieval: + means the chunk made that answer likelier.
     `mask`: document chunk numbers barred from retrieval; the answer is then regenerated without
     them, and the unmasked one is kept in trace["answer"]["unmasked"] (answer, generated, quote,
-    abstained, evidence chunks with weight and causal effect). `causal=False` skips the effects
+    abstained, the passages shown and why it abstained, as the answer itself shows them; evidence
+    chunks with weight and causal effect). `causal=False` skips the effects
     (one batched forked pass, a row per evidence chunk; `eval qa` does not report them): they are then null.
     `before_page`: spoiler-safe reading: the model reads and retrieves only the chunks that end
     before that page (BeforePage, prefix_state): no evidence at or after it, and the answer the
@@ -823,6 +824,7 @@ def ask(
         made = dict(made, masked=barred, unmasked={
             "answer": original["answer"], "generated": o["generated"], "quote": o["quote"],
             "abstained": o["abstained"], "short_answer": o["short_answer"], "missing_words": o["missing_words"],
+            **{k: o[k] for k in ("passages", "confidence", "statement_absent") if k in o},  # as it is shown
             "evidence": [{k: e[k] for k in ("chunk", "pages", "weight", "causal_effect")}
                          for e in original["evidence"]]})
     # how the answer was made rides in the trace, so Contract 2's three keys stay as they are
