@@ -683,6 +683,25 @@ def test_a_document_being_prefilled_is_listed_as_such(lib, monkeypatch):
     assert d["state"] == "partial" and "resumable" in library_tab._state_text(d)
 
 
+def test_resume_is_offered_only_where_there_is_something_to_resume(lib, monkeypatch, tmp_path):
+    """Walk 11, item 14: "Resume prefill" was offered for a ready document. It starts hidden and is
+    shown for a document whose prefill stopped part way or never began for this model; not for a
+    ready one, one being prefilled now, or none."""
+    ctx, doc_id = lib["ctx"], lib["doc_id"]
+    with gr.Blocks():
+        assert library_tab.layout(ctx).resume_btn.visible is False
+    assert not library_tab.resumable(ctx, doc_id)  # ready
+    assert not library_tab.resumable(ctx, None) and not library_tab.resumable(ctx, "no-such-document")
+    for state in ("partial", "pending", "not prefilled"):
+        monkeypatch.setattr(library_tab, "_state_of", lambda d, fp: (state, 630, 6300))
+        assert library_tab.resumable(ctx, doc_id), state
+    ctx.prefilling.add(doc_id)
+    try:
+        assert not library_tab.resumable(ctx, doc_id)  # under way
+    finally:
+        ctx.prefilling.discard(doc_id)
+
+
 def test_the_evidence_note_lists_its_pages_as_runs_not_one_span():
     """Four passages on pp. 23, 141-142 and 205 were labelled 'pp. 23-205', as if one passage ran over
     180 pages; the note names the runs."""
