@@ -702,6 +702,33 @@ def test_resume_is_offered_only_where_there_is_something_to_resume(lib, monkeypa
         ctx.prefilling.discard(doc_id)
 
 
+def test_the_chunk_number_fields_start_empty_and_read_what_is_typed(lib):
+    """Walk 11, item 14: the chunk-number fields (Ask, Outline, Map) started at 0, a chunk no one chose
+    (Gradio's number field shows and sends 0 when it has no value, placeholder or not), and the map's
+    optional retrieved chunk then showed chunk 0 beside the querying chunk, not what it retrieved.
+    They are text boxes, empty until a chunk is chosen; a number typed in reads as before."""
+    ctx, doc_id = lib["ctx"], lib["doc_id"]
+    with gr.Blocks():
+        a, o, m = ask_tab.layout(gr.State([]), gr.State("")), outline_tab.layout(), map_tab.layout()
+    for field in (a.pick_chunk, o.chunk, m.src, m.dst):
+        assert isinstance(field, gr.Textbox) and not field.value and field.placeholder, field.label
+    assert [context.chunk_number(v) for v in (None, "", " 12 ", 12, 12.0)] == [None, None, 12, 12, 12]
+    for bad in ("abc", "-3", "1.5", "١٢"):
+        with pytest.raises(context.UIError, match="not a chunk number"):
+            context.chunk_number(bad)
+    rec = {"doc_id": doc_id, "trace": {"chunks": []}}
+    assert ask_tab.heatmap_pick(ctx, [rec], 0, "") == "Pick a chunk."
+    assert ask_tab.heatmap_pick(ctx, [rec], 0, "5") == ask_tab.heatmap_pick(ctx, [rec], 0, 5)
+    assert ask_tab.page_view(ctx, doc_id, "") == (None, "") and ask_tab.page_view(ctx, doc_id, "5")[1].startswith(
+        "Chunk 5 highlighted")
+    assert "type a chunk number" in outline_tab.relied_on_view(ctx, doc_id, "")
+    assert outline_tab.relied_on_view(ctx, doc_id, "40") == outline_tab.relied_on_view(ctx, doc_id, 40)
+    row = next(r for r in map_tab.doc_map(ctx, doc_id) if r["retrieved"])
+    alone = map_tab.doc_map_pick(ctx, doc_id, str(row["chunk"]), "")  # what it retrieved, not chunk 0
+    assert "Retrieved (weight" in alone and alone == map_tab.doc_map_pick(ctx, doc_id, row["chunk"])
+    assert "**Retrieved chunk 0**" in map_tab.doc_map_pick(ctx, doc_id, str(row["chunk"]), "0")
+
+
 def test_the_evidence_note_lists_its_pages_as_runs_not_one_span():
     """Four passages on pp. 23, 141-142 and 205 were labelled 'pp. 23-205', as if one passage ran over
     180 pages; the note names the runs."""

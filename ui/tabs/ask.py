@@ -23,6 +23,7 @@ from ..context import (
     PRIVATE,
     UIContext,
     UIError,
+    chunk_number,
     error_text,
     in_place,
     not_prefilled_message,
@@ -341,9 +342,9 @@ def heatmap_pick(ctx: UIContext, answers: list | None, index: int | None, chunk:
     if index is None or not (0 <= int(index) < len(answers)):
         return "Ask a question first."
     rec = answers[int(index)]
-    if chunk is None:
+    c = chunk_number(chunk)
+    if c is None:
         return "Pick a chunk."
-    c = int(chunk)
     notes = []
     rows, names = answer_rows(ctx, rec)
     for i, (r, name) in enumerate(zip(rows, names)):
@@ -373,11 +374,11 @@ def page_view(ctx: UIContext, doc_id: str | None, chunk: Any) -> tuple[Any, str]
     text document's page typeset; (None, the passage in its context) when no page can be drawn."""
     from ingest.page import passage_context, render_page
 
-    if not doc_id or chunk is None or str(chunk) == "":
+    c = chunk_number(chunk)
+    if not doc_id or c is None:
         return None, ""
     lib = ctx.library
     doc_id = lib.resolve(doc_id)
-    c = int(chunk)
     n = lib.document(doc_id)["n_chunks"]
     if not 0 <= c < n:
         raise UIError(f"chunk {c} is not in this document (0 to {n - 1})")
@@ -493,7 +494,7 @@ class AskTab:
     stop_btn: gr.Button
     answer_pick: gr.Dropdown
     heatmap: gr.HTML
-    pick_chunk: gr.Number
+    pick_chunk: gr.Textbox
     pick_btn: gr.Button
     mask_in: gr.Textbox
     mask_btn: gr.Button
@@ -542,7 +543,8 @@ def layout(answers: gr.State, pending_q: gr.State) -> AskTab:
             css_template=plots.CSS, js_on_load=plots.CLICK_JS, elem_id="drt-heatmap",
         )  # fmt: skip
         with gr.Row():
-            pick_chunk = gr.Number(label="…or type a chunk number", precision=0, minimum=0, scale=1)
+            pick_chunk = gr.Textbox(label="…or type a chunk number", placeholder="e.g. 12", max_lines=1, scale=1,
+                                    elem_id="drt-pick-chunk")  # fmt: skip
             pick_btn = gr.Button("Show passage", scale=1)
             mask_in = gr.Textbox(label="Chunk(s) to mask", placeholder="e.g. 12 or 12,40", scale=1,
                                  elem_id="drt-mask-in")  # fmt: skip
