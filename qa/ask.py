@@ -828,8 +828,10 @@ def ask(
             "evidence": [{k: e[k] for k in ("chunk", "pages", "weight", "causal_effect")}
                          for e in original["evidence"]]})
     # how the answer was made rides in the trace, so Contract 2's three keys stay as they are
-    if before_page is not None:
+    if before_page is not None:  # (the unmasked answer read the same pages)
         made = dict(made, before_page=int(before_page))
+        if barred:
+            made["unmasked"] = dict(made["unmasked"], before_page=int(before_page))
     tj = dict(out["trace"], answer=made)
     answer, evidence = out["answer"], out["evidence"]
     ids = record.record_answer(

@@ -285,6 +285,22 @@ def test_mask_and_regenerate_shows_both_answers_and_causal_effects(lib):
     assert render.effect_text({"causal_effect": 1.5}) == " · causal effect +1.500" and render.effect_text({}) == ""
 
 
+def test_masking_a_spoiler_safe_answer_reads_the_same_pages(lib):
+    """Mask and regenerate asked a spoiler-safe answer's question again of the whole document: the
+    re-answer could quote pages the reader had not reached, and its Before column was not the answer
+    the chat showed. Both read the pages before the same page, and both columns say so."""
+    ctx, doc_id = lib["ctx"], lib["doc_id"]
+    *_, last = ask_tab.chat_bot(ctx, doc_id, "Was ist ein topologischer Raum?", [], [], 16, before_page=4)
+    answers = last[1]
+    top = answers[-1]["evidence"][0]["chunk"]
+    before, after, ev, result, _ = ask_tab.mask_regenerate(ctx, answers, len(answers) - 1, str(top), 16)
+    made = result["trace"]["answer"]
+    assert made["before_page"] == 4 and made["unmasked"]["before_page"] == 4
+    assert made["unmasked"]["answer"] == answers[-1]["answer"]
+    assert all(p < 4 for e in result["evidence"] + made["unmasked"]["evidence"] for p in e["pages"])
+    assert "before p. 4" in before and "before p. 4" in after
+
+
 def test_ask_masking_a_chunk_never_retrieved_changes_nothing(lib):
     """qa.ask.ask with a chunk that no selection picked (the answer's, the prompt's, the carried
     one) masked: the same answer, evidence (weights and causal effects) and trace, bit for bit, but

@@ -280,9 +280,7 @@ def chat_all(ctx: UIContext, question: str, history: list, answers: list, max_ne
     for d in out["documents"]:
         _, labels = ctx.layout(d["doc_id"])
         parts.append(f"**{md_escape(d['title'])}**\n\n{answer_md(d, labels)}")
-        answers.append({"doc_id": d["doc_id"], "question": question, **{k: d.get(k) for k in
-                        ("answer", "evidence", "trace", "quote", "abstained", "passages", "short_answer",
-                         "question_id")}})
+        answers.append({**{k: d.get(k) for k in RECORD_KEYS}, "question": question})
     history = history + [{"role": "assistant", "content": "\n\n---\n\n".join(parts)}]
     picker = gr.update(choices=_answer_choices(answers), value=len(answers) - len(out["documents"]))
     first = answers[len(answers) - len(out["documents"])]
@@ -440,8 +438,9 @@ def export_conversation(ctx: UIContext, doc_id: str | None, answers: list | None
 def mask_regenerate(
     ctx: UIContext, answers: list | None, index: int | None, chunks: Any, max_new_tokens: int = 64
 ) -> tuple[str, str, str, dict | None, list]:
-    """Mask and regenerate: ask the picked answer's question again with `chunks` ("12" or "12,40",
-    or a number) barred from retrieval (qa.ask.ask's `mask`). Returns (the unmasked answer,
+    """Mask and regenerate: ask the picked answer's question again, of the pages it read (spoiler-safe:
+    before the same page), with `chunks` ("12" or "12,40", or a number) barred from retrieval
+    (qa.ask.ask's `mask`). Returns (the unmasked answer,
     the new answer, the new evidence with each passage's weight and causal effect, the new result
     JSON, the chat's records with the re-answer's question noted in the picked one's
     "masked_questions", for the conversation's export): Markdown for the two answers side by side."""
@@ -459,7 +458,8 @@ def mask_regenerate(
     doc_id = ready(ctx, rec["doc_id"])
     n_new = max(1, min(int(max_new_tokens or 64), MAX_NEW_TOKENS))
     try:
-        out = ask(ctx.library, ctx.engine(), doc_id, rec["question"], max_new_tokens=n_new, mask=mask)
+        out = ask(ctx.library, ctx.engine(), doc_id, rec["question"], max_new_tokens=n_new, mask=mask,
+                  before_page=rec.get("before_page"))
     except NotPrefilled as e:
         raise UIError(not_prefilled_message(ctx, doc_id)) from e
     _, labels = ctx.layout(doc_id)
