@@ -770,12 +770,14 @@ def ask(
     chunk alone is barred from retrieval: + means the chunk made that answer likelier.
     `mask`: document chunk numbers barred from retrieval; the answer is then regenerated without
     them, and the unmasked one is kept in trace["answer"]["unmasked"] (answer, generated, quote,
-    abstained, evidence chunks with weight and causal effect). `causal=False` skips the effects
+    abstained, the passages shown and why it abstained, as the answer itself shows them; evidence
+    chunks with weight and causal effect). `causal=False` skips the effects
     (one batched forked pass, a row per evidence chunk; `eval qa` does not report them): they are then null.
     `before_page`: spoiler-safe reading: the model reads and retrieves only the chunks that end
     before that page (BeforePage, prefix_state): no evidence at or after it, and the answer the
     document truncated there would get. `on_answer(result)` is called with the answer as soon as it
-    is made, before its causal effects are measured (the UI shows it, then streams the effects in)."""
+    is made, before its causal effects are measured (the UI shows it, then streams the effects in).
+    "question_id" is the question as the library recorded it (the UI exports a conversation by it)."""
     question = " ".join(str(question).split())
     if not question:
         raise QAError("the question is empty")
@@ -822,17 +824,20 @@ def ask(
         made = dict(made, masked=barred, unmasked={
             "answer": original["answer"], "generated": o["generated"], "quote": o["quote"],
             "abstained": o["abstained"], "short_answer": o["short_answer"], "missing_words": o["missing_words"],
+            **{k: o[k] for k in ("passages", "confidence", "statement_absent") if k in o},  # as it is shown
             "evidence": [{k: e[k] for k in ("chunk", "pages", "weight", "causal_effect")}
                          for e in original["evidence"]]})
     # how the answer was made rides in the trace, so Contract 2's three keys stay as they are
-    if before_page is not None:
+    if before_page is not None:  # (the unmasked answer read the same pages)
         made = dict(made, before_page=int(before_page))
+        if barred:
+            made["unmasked"] = dict(made["unmasked"], before_page=int(before_page))
     tj = dict(out["trace"], answer=made)
     answer, evidence = out["answer"], out["evidence"]
-    record.record_answer(
+    ids = record.record_answer(
         doc_id, question, str(engine.fingerprint), answer, evidence, tj, seconds=time.monotonic() - t0
     )
-    return {"answer": answer, "evidence": evidence, "trace": tj, **made}
+    return {"answer": answer, "evidence": evidence, "trace": tj, **made, "question_id": ids["question_id"]}
 
 
 def ask_all(library: Library, engine: DocumentEngine, question: str, *, max_new_tokens: int = 64,

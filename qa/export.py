@@ -1,7 +1,8 @@
 """Export a document's conversation and its latest summary as Markdown (`drt-reader export`, the UI's
-download button).
+download buttons).
 
-`export_markdown` reads only the library: each question with its answer as the reader quoted it
+`export_markdown` reads only the library: each question (every one asked of the document, or those
+of one conversation, the UI's "Export this conversation") with its answer as the reader quoted it
 (qa.ask: the quote as a block quote, the short answer in bold inside it, its pages as printed
 labels and its chunk; an abstention says so and why), the evidence the model retrieved (chunk,
 pages, weight, causal effect, a snippet cut at a word boundary), then the latest summary (qa.summary:
@@ -224,17 +225,24 @@ def summary_lines(library: Library, doc_id: str, found: dict | None, labels: dic
 # ---------------------------------------------------------------------------------------------
 
 
-def export_markdown(library: Library, doc_id: str, model_fp: str | None = None) -> str:
+def export_markdown(library: Library, doc_id: str, model_fp: str | None = None,
+                    questions: list[int] | None = None) -> str:
     """The document's conversation and latest summary (of `model_fp`, else of any model) as Markdown.
-    UnknownDocument (one line) for a document not in the library."""
+    `questions`: only these questions (their ids in the library: the UI's one conversation), said
+    under the title; None: every question asked of the document. UnknownDocument (one line) for a
+    document not in the library."""
     doc = library.document(doc_id)
     labels = page_labels(library, doc_id)
     title = md_escape(doc.get("title") or "Untitled")
     name = md_escape(doc.get("source_name") or "")
     lines = [f"# {title}" + (f" ({name})" if name else ""), "",
-             f"Document {doc_id[:12]}, {doc.get('n_pages') or 0} pages, exported by drt-reader.", "",
-             "## Questions", ""]
+             f"Document {doc_id[:12]}, {doc.get('n_pages') or 0} pages, exported by drt-reader.", ""]
     rows = library.conversation(doc_id)
+    if questions is not None:
+        asked, wanted = len(rows), set(questions)
+        rows = [r for r in rows if r["question_id"] in wanted]
+        lines += [f"One conversation: {len(rows)} of the {asked} questions asked about this document.", ""]
+    lines += ["## Questions", ""]
     if not rows:
         lines += ["No questions yet.", ""]
     for n, row in enumerate(rows, 1):
@@ -271,11 +279,12 @@ def safe_name(title: str, limit: int = 60) -> str:
 
 
 def export_file(library: Library, doc_id: str, directory: str | os.PathLike,
-                model_fp: str | None = None) -> Path:
+                model_fp: str | None = None, questions: list[int] | None = None) -> Path:
     """Write the export to `<directory>/<safe title>-<doc_id[:8]>.md` (atomically; the folder is
-    created) and return its path."""
+    created; one conversation's, `questions`, to `...-conversation.md`) and return its path."""
     doc = library.document(doc_id)
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{safe_name(doc.get('title') or '')}-{doc_id[:8]}.md"
-    return write_atomic(path, export_markdown(library, doc_id, model_fp))
+    one = "-conversation" if questions is not None else ""
+    path = folder / f"{safe_name(doc.get('title') or '')}-{doc_id[:8]}{one}.md"
+    return write_atomic(path, export_markdown(library, doc_id, model_fp, questions))

@@ -280,6 +280,20 @@ def ready(ctx: UIContext, doc_id: str | None) -> str:
     return ctx.library.resolve(doc_id)
 
 
+def chunk_number(value: Any) -> int | None:
+    """A chunk-number field (the Ask, Outline and Map tabs' text boxes, empty until a chunk is chosen:
+    Gradio's number field shows 0, a chunk no one chose): None when empty; a UIError for anything but a
+    whole number from 0. Whether the document has that chunk is the handler's to say."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    text = "" if value is None else str(value).strip()
+    if not text:
+        return None
+    if not (text.isascii() and text.isdigit()):
+        raise UIError(f"chunk: {text[:40]!r} is not a chunk number (a whole number from 0, e.g. 12)")
+    return int(text)
+
+
 def not_prefilled_message(ctx: UIContext, doc_id: str) -> str:
     title = ctx.library.document(doc_id)["title"]
     return f"“{title}” is not fully prefilled yet: open the Library tab, pick it and press Resume."

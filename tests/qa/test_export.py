@@ -193,6 +193,26 @@ def test_cli_out_writes_the_file(cli, assets, library, tmp_path):
     assert rc == 2 and "folder" in err
 
 
+def test_one_conversation_exported_apart_from_the_others(cli, assets, library, tmp_path):
+    """The UI's "Export this conversation" (walk 11, item 11: the export gave every question ever asked
+    of the document, from two browser sessions): `questions` keeps one conversation's, in order, says
+    how many of all they are, and is written beside the whole export; without it, every question, as
+    `drt-reader export` prints them."""
+    doc = _ingest(cli, assets / "emma-pp2-21.pdf")
+    ids = [library.record_answer(doc, q, "fp", f"answer {n}", [], {})["question_id"]
+           for n, q in enumerate(["First?", "Second?", "Third?"])]
+    md = export_markdown(library, doc, questions=[ids[2], ids[0]])
+    assert "pages, exported by drt-reader.\n\nOne conversation: 2 of the 3 questions asked about this document." in md
+    assert "### 1. First?" in md and "### 2. Third?" in md and "Second?" not in md
+    whole = export_markdown(library, doc)
+    assert "One conversation" not in whole and "### 2. Second?" in whole and "### 3. Third?" in whole
+    rc, out, _ = cli("export", doc[:12])
+    assert rc == 0 and out == whole
+    one = export_file(library, doc, tmp_path, questions=[ids[1]])
+    assert one.name.endswith(f"-{doc[:8]}-conversation.md") and one != export_file(library, doc, tmp_path)
+    assert "### 1. Second?" in one.read_text(encoding="utf-8")
+
+
 def test_export_file_for_the_ui(cli, assets, library, tmp_path):
     doc = _ingest(cli, assets / "emma-pp2-21.pdf", "--title", "Émma: a <novel>/2")
     path = export_file(library, doc, tmp_path / "downloads")

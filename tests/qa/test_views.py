@@ -200,6 +200,25 @@ def test_a_masked_chunk_never_shows_in_the_answer(library, engine, assets, quest
         assert not (_ngrams(t) & secret), t
 
 
+@pytest.mark.parametrize("engine", ["cross-encoder"], indirect=True)  # the passages shown are the cross-encoder's
+def test_the_unmasked_answer_is_shown_as_the_answer_itself_was(library, engine, assets):
+    """Walk 11, item 12: Mask and regenerate's *Before* column showed the unmasked answer without its
+    "Also relevant" passages and with "(the passage is shown first under Evidence)", unlike the chat's
+    rendering of the same answer: trace["answer"]["unmasked"] carried no passages. It carries what the
+    rendering (ui.render.answer_md, the chat's and the column's) reads of it."""
+    from ui.render import answer_md
+
+    doc = ingest(assets / "emma-pp2-21.pdf", library=library, engine=engine).doc_id
+    question = "How long had Miss Taylor been in Mr. Woodhouse's family?"
+    plain = ask(library, engine, doc, question, max_new_tokens=8, causal=False)
+    assert plain["passages"] and not plain["abstained"]
+    out = ask(library, engine, doc, question, max_new_tokens=8, causal=False, mask=[plain["quote"]["chunk"]])
+    before = out["unmasked"]
+    assert before["passages"] == plain["passages"] and before["confidence"] == plain["confidence"]
+    assert answer_md(before) == answer_md(plain) and "Also relevant" in answer_md(before)
+    assert "shown first under Evidence" not in answer_md(before)
+
+
 @pytest.mark.parametrize("engine", ["cross-encoder"], indirect=True)  # the cross-encoder's abstention
 def test_who_is_someone_the_document_names_often_is_answered_by_the_introduction(library, engine, tmp_path,
                                                                                 monkeypatch):

@@ -268,7 +268,7 @@ def test_mask_and_regenerate_shows_both_answers_and_causal_effects(lib):
     answers = outs[-1][1]
     assert "causal effect" in outs[-1][4]  # the evidence list shows each passage's causal effect
     top = answers[0]["evidence"][0]["chunk"]
-    before, after, ev, result = ask_tab.mask_regenerate(ctx, answers, 0, float(top), 16)
+    before, after, ev, result, _ = ask_tab.mask_regenerate(ctx, answers, 0, float(top), 16)
     assert before.startswith("**Before** (nothing masked)") and after.startswith(f"**After** (chunk {top} masked)")
     assert set(result) == {"answer", "evidence", "trace"} and result["trace"]["answer"]["masked"] == [top]
     assert top not in [e["chunk"] for e in result["evidence"]]
@@ -283,6 +283,22 @@ def test_mask_and_regenerate_shows_both_answers_and_causal_effects(lib):
     with pytest.raises(FOR_PEOPLE, match="not in this document"):
         ask_tab.mask_regenerate(ctx, answers, 0, "5000")
     assert render.effect_text({"causal_effect": 1.5}) == " · causal effect +1.500" and render.effect_text({}) == ""
+
+
+def test_masking_a_spoiler_safe_answer_reads_the_same_pages(lib):
+    """Mask and regenerate asked a spoiler-safe answer's question again of the whole document: the
+    re-answer could quote pages the reader had not reached, and its Before column was not the answer
+    the chat showed. Both read the pages before the same page, and both columns say so."""
+    ctx, doc_id = lib["ctx"], lib["doc_id"]
+    *_, last = ask_tab.chat_bot(ctx, doc_id, "Was ist ein topologischer Raum?", [], [], 16, before_page=4)
+    answers = last[1]
+    top = answers[-1]["evidence"][0]["chunk"]
+    before, after, ev, result, _ = ask_tab.mask_regenerate(ctx, answers, len(answers) - 1, str(top), 16)
+    made = result["trace"]["answer"]
+    assert made["before_page"] == 4 and made["unmasked"]["before_page"] == 4
+    assert made["unmasked"]["answer"] == answers[-1]["answer"]
+    assert all(p < 4 for e in result["evidence"] + made["unmasked"]["evidence"] for p in e["pages"])
+    assert "before p. 4" in before and "before p. 4" in after
 
 
 def test_ask_masking_a_chunk_never_retrieved_changes_nothing(lib):
@@ -414,6 +430,20 @@ def test_the_story_so_far_field_shows_nothing_from_page_n_on(lib):
         summary_tab.summary_view(ctx, doc_id, "extractive", before_page=99)
     with pytest.raises(context.UIError, match="not a page number"):
         summary_tab.summary_view(ctx, doc_id, "extractive", before_page="abc")
+
+
+def test_a_failed_summary_clears_the_previous_ones_heatmap_and_evidence(lib):
+    """Walk 11, item 10: after a summary error, the previous summary's heatmap and evidence stayed
+    under the message (the event answered gr.skip() for them), as if they were its; they are
+    cleared, with the record a clicked cell reads and the passage clicked last."""
+    ctx, doc_id = lib["ctx"], lib["doc_id"]
+    md, ev, heat, out, record, *picked = summary_tab.summarize_outputs(ctx, doc_id, "extractive", 0, "", None)
+    assert 'data-chunk="' in heat and ev and record is out
+    assert picked == [gr.skip()] * 3  # a new summary leaves the clicked passage as it was
+    md, ev, heat, out, record, *picked = summary_tab.summarize_outputs(ctx, doc_id, "extractive", 0, "4-3", None)
+    assert md.startswith("**✗**") and "page range" in md
+    assert ev == "" and heat == plots.note(summary_tab.HEATMAP_NOTE) and 'data-chunk="' not in heat
+    assert out is None and record is None and picked == ["", "", None]
 
 
 def test_outline_and_what_a_chunk_relied_on(lib):
@@ -565,6 +595,28 @@ def test_the_page_of_a_passage_and_the_export(lib):
     assert path.suffix == ".md" and path.read_text().startswith("# GeoTopo")
 
 
+def test_export_this_conversation_or_every_question_on_the_document(lib):
+    """Walk 11, item 11: the export gave every question ever asked of the document (two browser
+    sessions'), not this chat's. "Export this conversation" gives the chat's questions and their
+    masked re-answers; "Export all questions on this document" still gives every one."""
+    ctx, doc_id = lib["ctx"], lib["doc_id"]
+    *_, (_, others, *_) = ask_tab.chat_bot(ctx, doc_id, "Was ist eine Metrik?", [], [], 16, session="tab-x")
+    *_, (_, answers, *_) = ask_tab.chat_bot(ctx, doc_id, "What is a metric?", [], [], 16, session="tab-y")
+    top = answers[0]["evidence"][0]["chunk"]
+    *_, answers = ask_tab.mask_regenerate(ctx, answers, 0, str(top), 16)
+    asked = [r["question_id"] for r in ctx.library.conversation(doc_id)]
+    mine = ask_tab.conversation_questions(answers, doc_id)
+    assert mine == asked[-2:] and answers[0]["question_id"] == asked[-2] and others[0]["question_id"] == asked[-3]
+    md = Path(ask_tab.export_conversation(ctx, doc_id, answers)).read_text().split("## Summary")[0]
+    assert f"One conversation: 2 of the {len(asked)} questions" in md and md.count("\n### ") == 2
+    assert "Was ist eine Metrik?" not in md and md.count("What is a metric?") == 2
+    assert f"chunk {top} barred from retrieval" in md
+    every = Path(ask_tab.export_conversation(ctx, doc_id)).read_text().split("## Summary")[0]
+    assert every.count("\n### ") == len(asked) and "Was ist eine Metrik?" in every
+    with pytest.raises(context.UIError, match="no question about this document"):
+        ask_tab.export_conversation(ctx, doc_id, [])
+
+
 def test_user_errors_are_said_in_place(lib, tmp_path):
     ctx, doc_id = lib["ctx"], lib["doc_id"]
     box, history, pending = ask_tab.chat_user(ctx, None, "What is it?", [])
@@ -645,6 +697,52 @@ def test_a_document_being_prefilled_is_listed_as_such(lib, monkeypatch):
         ctx.prefilling.discard(doc_id)
     (d,) = library_tab.list_documents(ctx)
     assert d["state"] == "partial" and "resumable" in library_tab._state_text(d)
+
+
+def test_resume_is_offered_only_where_there_is_something_to_resume(lib, monkeypatch, tmp_path):
+    """Walk 11, item 14: "Resume prefill" was offered for a ready document. It starts hidden and is
+    shown for a document whose prefill stopped part way or never began for this model; not for a
+    ready one, one being prefilled now, or none."""
+    ctx, doc_id = lib["ctx"], lib["doc_id"]
+    with gr.Blocks():
+        assert library_tab.layout(ctx).resume_btn.visible is False
+    assert not library_tab.resumable(ctx, doc_id)  # ready
+    assert not library_tab.resumable(ctx, None) and not library_tab.resumable(ctx, "no-such-document")
+    for state in ("partial", "pending", "not prefilled"):
+        monkeypatch.setattr(library_tab, "_state_of", lambda d, fp: (state, 630, 6300))
+        assert library_tab.resumable(ctx, doc_id), state
+    ctx.prefilling.add(doc_id)
+    try:
+        assert not library_tab.resumable(ctx, doc_id)  # under way
+    finally:
+        ctx.prefilling.discard(doc_id)
+
+
+def test_the_chunk_number_fields_start_empty_and_read_what_is_typed(lib):
+    """Walk 11, item 14: the chunk-number fields (Ask, Outline, Map) started at 0, a chunk no one chose
+    (Gradio's number field shows and sends 0 when it has no value, placeholder or not), and the map's
+    optional retrieved chunk then showed chunk 0 beside the querying chunk, not what it retrieved.
+    They are text boxes, empty until a chunk is chosen; a number typed in reads as before."""
+    ctx, doc_id = lib["ctx"], lib["doc_id"]
+    with gr.Blocks():
+        a, o, m = ask_tab.layout(gr.State([]), gr.State("")), outline_tab.layout(), map_tab.layout()
+    for field in (a.pick_chunk, o.chunk, m.src, m.dst):
+        assert isinstance(field, gr.Textbox) and not field.value and field.placeholder, field.label
+    assert [context.chunk_number(v) for v in (None, "", " 12 ", 12, 12.0)] == [None, None, 12, 12, 12]
+    for bad in ("abc", "-3", "1.5", "١٢"):
+        with pytest.raises(context.UIError, match="not a chunk number"):
+            context.chunk_number(bad)
+    rec = {"doc_id": doc_id, "trace": {"chunks": []}}
+    assert ask_tab.heatmap_pick(ctx, [rec], 0, "") == "Pick a chunk."
+    assert ask_tab.heatmap_pick(ctx, [rec], 0, "5") == ask_tab.heatmap_pick(ctx, [rec], 0, 5)
+    assert ask_tab.page_view(ctx, doc_id, "") == (None, "") and ask_tab.page_view(ctx, doc_id, "5")[1].startswith(
+        "Chunk 5 highlighted")
+    assert "type a chunk number" in outline_tab.relied_on_view(ctx, doc_id, "")
+    assert outline_tab.relied_on_view(ctx, doc_id, "40") == outline_tab.relied_on_view(ctx, doc_id, 40)
+    row = next(r for r in map_tab.doc_map(ctx, doc_id) if r["retrieved"])
+    alone = map_tab.doc_map_pick(ctx, doc_id, str(row["chunk"]), "")  # what it retrieved, not chunk 0
+    assert "Retrieved (weight" in alone and alone == map_tab.doc_map_pick(ctx, doc_id, row["chunk"])
+    assert "**Retrieved chunk 0**" in map_tab.doc_map_pick(ctx, doc_id, str(row["chunk"]), "0")
 
 
 def test_the_evidence_note_lists_its_pages_as_runs_not_one_span():

@@ -23,6 +23,7 @@ from ..context import (
     PRIVATE,
     UIContext,
     UIError,
+    chunk_number,
     error_text,
     in_place,
     not_prefilled_message,
@@ -180,7 +181,7 @@ def chat_user(ctx: UIContext, doc_id: str | None, question: str, history: list |
 
 # what the chat keeps of each answer (the answer picker, the heatmap, Mask and regenerate, export read it)
 RECORD_KEYS = ("doc_id", "question", "answer", "evidence", "trace", "quote", "abstained", "passages", "short_answer",
-               "before_page")
+               "before_page", "question_id")
 
 
 def _answer_choices(answers: list[dict]) -> list[tuple[str, int]]:
@@ -279,8 +280,7 @@ def chat_all(ctx: UIContext, question: str, history: list, answers: list, max_ne
     for d in out["documents"]:
         _, labels = ctx.layout(d["doc_id"])
         parts.append(f"**{md_escape(d['title'])}**\n\n{answer_md(d, labels)}")
-        answers.append({"doc_id": d["doc_id"], "question": question, **{k: d.get(k) for k in
-                        ("answer", "evidence", "trace", "quote", "abstained", "passages", "short_answer")}})
+        answers.append({**{k: d.get(k) for k in RECORD_KEYS}, "question": question})
     history = history + [{"role": "assistant", "content": "\n\n---\n\n".join(parts)}]
     picker = gr.update(choices=_answer_choices(answers), value=len(answers) - len(out["documents"]))
     first = answers[len(answers) - len(out["documents"])]
@@ -340,9 +340,9 @@ def heatmap_pick(ctx: UIContext, answers: list | None, index: int | None, chunk:
     if index is None or not (0 <= int(index) < len(answers)):
         return "Ask a question first."
     rec = answers[int(index)]
-    if chunk is None:
+    c = chunk_number(chunk)
+    if c is None:
         return "Pick a chunk."
-    c = int(chunk)
     notes = []
     rows, names = answer_rows(ctx, rec)
     for i, (r, name) in enumerate(zip(rows, names)):
@@ -372,11 +372,11 @@ def page_view(ctx: UIContext, doc_id: str | None, chunk: Any) -> tuple[Any, str]
     text document's page typeset; (None, the passage in its context) when no page can be drawn."""
     from ingest.page import passage_context, render_page
 
-    if not doc_id or chunk is None or str(chunk) == "":
+    c = chunk_number(chunk)
+    if not doc_id or c is None:
         return None, ""
     lib = ctx.library
     doc_id = lib.resolve(doc_id)
-    c = int(chunk)
     n = lib.document(doc_id)["n_chunks"]
     if not 0 <= c < n:
         raise UIError(f"chunk {c} is not in this document (0 to {n - 1})")
@@ -411,23 +411,39 @@ def _stack_png(pngs: list[bytes]) -> Any:
     return out
 
 
-def export_conversation(ctx: UIContext, doc_id: str | None) -> str:
-    """The document's conversation and latest summary as a Markdown file (qa.export); its path."""
+def conversation_questions(answers: list | None, doc_id: str) -> list[int]:
+    """The library's ids of this chat's questions about `doc_id`: its answers' and their masked
+    re-answers' (Mask and regenerate), in the order asked."""
+    ids = [i for a in answers or [] if a.get("doc_id") == doc_id
+           for i in (a.get("question_id"), *a.get("masked_questions", ())) if i is not None]
+    return sorted(ids)
+
+
+def export_conversation(ctx: UIContext, doc_id: str | None, answers: list | None = None) -> str:
+    """The document's questions and latest summary as a Markdown file (qa.export); its path.
+    `answers` (the chat's records): only this conversation's questions (`conversation_questions`);
+    None: every question asked of the document, in any session."""
     from qa.export import export_file
 
     if doc_id == ALL_DOCS:
         raise UIError("pick one document to export its conversation")
     doc_id = ready(ctx, doc_id)
-    return str(export_file(ctx.library, doc_id, ctx.upload_root / "exports", model_fp=ctx.fingerprint()))
+    questions = None if answers is None else conversation_questions(answers, doc_id)
+    if questions == []:
+        raise UIError("this conversation has no question about this document yet: ask one first")
+    return str(export_file(ctx.library, doc_id, ctx.upload_root / "exports", model_fp=ctx.fingerprint(),
+                           questions=questions))
 
 
 def mask_regenerate(
     ctx: UIContext, answers: list | None, index: int | None, chunks: Any, max_new_tokens: int = 64
-) -> tuple[str, str, str, dict | None]:
-    """Mask and regenerate: ask the picked answer's question again with `chunks` ("12" or "12,40",
-    or a number) barred from retrieval (qa.ask.ask's `mask`). Returns (the unmasked answer,
+) -> tuple[str, str, str, dict | None, list]:
+    """Mask and regenerate: ask the picked answer's question again, of the pages it read (spoiler-safe:
+    before the same page), with `chunks` ("12" or "12,40", or a number) barred from retrieval
+    (qa.ask.ask's `mask`). Returns (the unmasked answer,
     the new answer, the new evidence with each passage's weight and causal effect, the new result
-    JSON): Markdown for the two answers side by side."""
+    JSON, the chat's records with the re-answer's question noted in the picked one's
+    "masked_questions", for the conversation's export): Markdown for the two answers side by side."""
     from qa.ask import ask, parse_mask
 
     answers = answers or []
@@ -442,7 +458,8 @@ def mask_regenerate(
     doc_id = ready(ctx, rec["doc_id"])
     n_new = max(1, min(int(max_new_tokens or 64), MAX_NEW_TOKENS))
     try:
-        out = ask(ctx.library, ctx.engine(), doc_id, rec["question"], max_new_tokens=n_new, mask=mask)
+        out = ask(ctx.library, ctx.engine(), doc_id, rec["question"], max_new_tokens=n_new, mask=mask,
+                  before_page=rec.get("before_page"))
     except NotPrefilled as e:
         raise UIError(not_prefilled_message(ctx, doc_id)) from e
     _, labels = ctx.layout(doc_id)
@@ -451,7 +468,9 @@ def mask_regenerate(
     before_md = "**Before** (nothing masked)\n\n" + answer_md(before, labels)
     after_md = f"**After** (chunk{'s' if len(out['masked']) > 1 else ''} {masked} masked)\n\n" + answer_md(out, labels)
     ev = evidence_md(out["evidence"], labels, title=f"Evidence with chunk {masked} masked")
-    return before_md, after_md, ev, {k: out[k] for k in ("answer", "evidence", "trace")}
+    noted = dict(rec, masked_questions=[*rec.get("masked_questions", ()), out["question_id"]])
+    answers = [noted if i == int(index) else a for i, a in enumerate(answers)]
+    return before_md, after_md, ev, {k: out[k] for k in ("answer", "evidence", "trace")}, answers
 
 
 # ---------------------------------------------------------------------------------------------
@@ -475,7 +494,7 @@ class AskTab:
     stop_btn: gr.Button
     answer_pick: gr.Dropdown
     heatmap: gr.HTML
-    pick_chunk: gr.Number
+    pick_chunk: gr.Textbox
     pick_btn: gr.Button
     mask_in: gr.Textbox
     mask_btn: gr.Button
@@ -486,6 +505,7 @@ class AskTab:
     mask_after: gr.Markdown
     mask_evidence: gr.Markdown
     evidence: gr.Markdown
+    export_chat_btn: gr.Button
     export_btn: gr.Button
     export_file: gr.File
     ask_json: gr.JSON
@@ -523,7 +543,8 @@ def layout(answers: gr.State, pending_q: gr.State) -> AskTab:
             css_template=plots.CSS, js_on_load=plots.CLICK_JS, elem_id="drt-heatmap",
         )  # fmt: skip
         with gr.Row():
-            pick_chunk = gr.Number(label="…or type a chunk number", precision=0, minimum=0, scale=1)
+            pick_chunk = gr.Textbox(label="…or type a chunk number", placeholder="e.g. 12", max_lines=1, scale=1,
+                                    elem_id="drt-pick-chunk")  # fmt: skip
             pick_btn = gr.Button("Show passage", scale=1)
             mask_in = gr.Textbox(label="Chunk(s) to mask", placeholder="e.g. 12 or 12,40", scale=1,
                                  elem_id="drt-mask-in")  # fmt: skip
@@ -538,16 +559,17 @@ def layout(answers: gr.State, pending_q: gr.State) -> AskTab:
         mask_evidence = gr.Markdown(elem_id="drt-mask-evidence")
         with gr.Accordion("Evidence", open=True):
             evidence = gr.Markdown(elem_id="drt-evidence")
-        with gr.Row():
-            # every question asked of this document, in any session (walk 11: "the conversation" promised this tab's)
-            export_btn = gr.Button("Export all questions on this document (Markdown)", scale=1, elem_id="drt-export")
+        with gr.Row():  # this chat's questions, or every question asked of this document, in any session
+            with gr.Column(scale=1):
+                export_chat_btn = gr.Button("Export this conversation (Markdown)", elem_id="drt-export-chat")
+                export_btn = gr.Button("Export all questions on this document (Markdown)", elem_id="drt-export")
             export_file = gr.File(label="Markdown", interactive=False, scale=2, elem_id="drt-export-file")
         with gr.Accordion("Raw result (answer, evidence, trace as JSON)", open=False):
             ask_json = gr.JSON()
     return AskTab(answers, pending_q, doc, max_tokens, before_in, chat, question, send_btn, stop_btn,
                   answer_pick, heatmap, pick_chunk, pick_btn, mask_in, mask_btn, picked, page_caption,
-                  page_img, mask_before, mask_after, mask_evidence, evidence, export_btn, export_file,
-                  ask_json)
+                  page_img, mask_before, mask_after, mask_evidence, evidence, export_chat_btn, export_btn,
+                  export_file, ask_json)
 
 
 # The chat does not follow a long answer to its end (autoscroll off): once the question is asked and
@@ -636,12 +658,13 @@ def _wire_answer(ctx: UIContext, tab: AskTab) -> None:
     page_outputs = [tab.page_caption, tab.page_img]
     tab.pick_chunk.change(show_page, [tab.doc, *picked_answer, tab.pick_chunk], page_outputs, **PRIVATE)
 
-    def export(doc_id) -> tuple:
+    def export(doc_id, answers_=None) -> tuple:
         try:
-            return export_conversation(ctx, doc_id), ""
+            return export_conversation(ctx, doc_id, answers_), ""
         except Exception as e:
             return None, in_place(error_text(e))
 
+    tab.export_chat_btn.click(export, [tab.doc, tab.answers], [tab.export_file, tab.page_caption], **PRIVATE)
     tab.export_btn.click(export, [tab.doc], [tab.export_file, tab.page_caption], **PRIVATE)
 
     @user_facing
@@ -655,7 +678,7 @@ def _wire_answer(ctx: UIContext, tab: AskTab) -> None:
         return mask_regenerate(ctx, answers_, index, chunks, int(n_tokens))
 
     tab.mask_btn.click(mask_and_regenerate, [*picked_answer, tab.mask_in, tab.max_tokens],
-                       [tab.mask_before, tab.mask_after, tab.mask_evidence, tab.ask_json],
+                       [tab.mask_before, tab.mask_after, tab.mask_evidence, tab.ask_json, tab.answers],
                        **MODEL, **PRIVATE)  # fmt: skip
     def warm(doc_id: str | None) -> None:  # (no output: the event has none)
         warm_document(ctx, doc_id)

@@ -112,6 +112,13 @@ def newest_ready(docs: list[dict]) -> str | None:
     return max(ready, key=lambda d: d["created_at"])["doc_id"] if ready else None
 
 
+def resumable(ctx: UIContext, doc_id: str | None) -> bool:
+    """Whether the document's prefill has something to resume for this model: stopped part way, or
+    not begun (a ready document has nothing to resume, one being prefilled now is under way)."""
+    d = next((d for d in list_documents(ctx) if d["doc_id"] == doc_id), None) if doc_id else None
+    return d is not None and d["state"] in ("partial", "pending", "not prefilled")
+
+
 def documents_table(ctx: UIContext, docs: list[dict] | None = None) -> list[list]:
     docs = list_documents(ctx) if docs is None else docs
     return [[d["title"], d["pages"], d["tokens"], d["chunks"], _state_text(d), d["doc_id"][:12]] for d in docs]
@@ -423,7 +430,8 @@ def layout(ctx: UIContext) -> LibraryTab:
         lib_note = gr.Markdown(EMPTY_LIBRARY, elem_id="drt-lib-note")
         with gr.Row():
             doc = gr.Dropdown(label="Document", choices=[], scale=3, elem_id="drt-lib-doc")
-            resume_btn = gr.Button("Resume prefill", scale=1, elem_id="drt-resume")
+            # shown for a document with something to resume (wire: offer_resume)
+            resume_btn = gr.Button("Resume prefill", scale=1, visible=False, elem_id="drt-resume")
             delete_btn = gr.Button("Delete", variant="stop", scale=1, elem_id="drt-delete")
             refresh_btn = gr.Button("Refresh", scale=1)
         ingest_result = gr.JSON(label="Last ingest (JSON)", visible=False)
@@ -542,6 +550,14 @@ def _wire_ingest(ctx: UIContext, tab: LibraryTab, doc_outputs: list) -> None:
     tab.resume_btn.click(arm_ingest, None, tab.cancel_note, queue=False, **PRIVATE).then(
         resume, [tab.doc], [tab.status, *doc_outputs], show_progress="minimal", **MODEL, **PRIVATE
     )
+
+    def offer_resume(doc_id: str | None) -> Any:
+        return gr.update(visible=resumable(ctx, doc_id))
+
+    # Resume is offered only where there is something to resume: on every pick of a document, and
+    # on every change to the list (a prefill stopped or finished leaves the picked document as it was)
+    for changed in (tab.doc.change, tab.docs_table.change):
+        changed(offer_resume, [tab.doc], [tab.resume_btn], show_progress="hidden", **PRIVATE)
 
     def cancel(request: gr.Request) -> str:
         return cancel_job(ctx, session_of(request), "ingest")

@@ -20,6 +20,7 @@ from ..context import (
     PRIVATE,
     UIContext,
     UIError,
+    chunk_number,
     error_text,
     in_place,
     not_prefilled_message,
@@ -75,13 +76,13 @@ def doc_map_view(ctx: UIContext, doc_id: str | None) -> tuple[str, str]:
 def doc_map_pick(ctx: UIContext, doc_id: str | None, src: Any, dst: Any = None) -> str:
     """Both passages of a link (querying chunk src, retrieved chunk dst); without dst, src and
     the chunks it retrieved."""
-    if not doc_id or src is None:
+    s, d = chunk_number(src), chunk_number(dst)
+    if not doc_id or s is None:
         return "Pick a document and a chunk."
     doc_id = ctx.library.resolve(doc_id)
-    s = int(src)
     parts = [passage_md(ctx, doc_id, s, heading="Querying chunk")]
-    if dst is not None and str(dst) != "" and int(dst) >= 0:
-        parts.append(passage_md(ctx, doc_id, int(dst), heading="Retrieved chunk"))
+    if d is not None:
+        parts.append(passage_md(ctx, doc_id, d, heading="Retrieved chunk"))
         return "\n\n---\n\n".join(parts)
     dep = doc_map(ctx, doc_id)
     row = next((r for r in dep if int(r.get("chunk", -1)) == s), None)
@@ -107,8 +108,8 @@ class MapTab:
     button: gr.Button
     depmap: gr.HTML
     info: gr.Markdown
-    src: gr.Number
-    dst: gr.Number
+    src: gr.Textbox
+    dst: gr.Textbox
     pick_btn: gr.Button
     picked: gr.Markdown
 
@@ -135,8 +136,9 @@ def layout() -> MapTab:
             with gr.Column(scale=2):
                 info = gr.Markdown()
                 with gr.Row():
-                    src = gr.Number(label="Querying chunk", precision=0, minimum=0)
-                    dst = gr.Number(label="Retrieved chunk (optional)", precision=0, minimum=0)
+                    src = gr.Textbox(label="Querying chunk", placeholder="e.g. 12", max_lines=1, elem_id="drt-map-src")
+                    dst = gr.Textbox(label="Retrieved chunk (optional)", placeholder="empty: the chunks it retrieved",
+                                     max_lines=1, elem_id="drt-map-dst")
                 pick_btn = gr.Button("Show passages")
                 picked = gr.Markdown(elem_id="drt-map-picked")
     return MapTab(doc, button, depmap, info, src, dst, pick_btn, picked)

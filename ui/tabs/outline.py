@@ -13,7 +13,7 @@ from typing import Any
 import gradio as gr
 
 from .. import plots
-from ..context import MODEL, PRIVATE, UIContext, UIError, error_text, in_place, user_facing
+from ..context import MODEL, PRIVATE, UIContext, UIError, chunk_number, error_text, in_place, user_facing
 from ..render import md_escape, quote
 from .library import passage_md
 from .map import doc_map
@@ -90,10 +90,10 @@ def relied_on_view(ctx: UIContext, doc_id: str | None, chunk: Any) -> str:
     """What chunk `chunk` retrieved while it was read, with the statement each retrieved chunk is part of."""
     from qa.outline import document_statements, relied_on
 
-    if not doc_id or chunk is None or str(chunk) == "":
+    c = chunk_number(chunk)
+    if not doc_id or c is None:
         return "Pick a document and type a chunk number."
     doc_id = ctx.library.resolve(doc_id)
-    c = int(chunk)
     n = ctx.library.document(doc_id)["n_chunks"]
     if not 0 <= c < n:
         raise UIError(f"chunk {c} is not in this document (0 to {n - 1})")
@@ -120,7 +120,7 @@ class OutlineTab:
     button: gr.Button
     outline_md: gr.Markdown
     picture: gr.HTML
-    chunk: gr.Number
+    chunk: gr.Textbox
     chunk_btn: gr.Button
     relied_md: gr.Markdown
 
@@ -140,8 +140,8 @@ def layout() -> OutlineTab:
         outline_md = gr.Markdown(elem_id="drt-outline")
         picture = gr.HTML(elem_id="drt-outline-picture")
         with gr.Row():
-            chunk = gr.Number(label="What did a chunk rely on? (chunk number)", precision=0, minimum=0,
-                              scale=3, elem_id="drt-out-chunk")
+            chunk = gr.Textbox(label="What did a chunk rely on? (chunk number)", placeholder="e.g. 12", max_lines=1,
+                               scale=3, elem_id="drt-out-chunk")
             chunk_btn = gr.Button("Show", scale=1, elem_id="drt-out-chunk-btn")
         relied_md = gr.Markdown(elem_id="drt-relied")
     return OutlineTab(doc, button, outline_md, picture, chunk, chunk_btn, relied_md)
