@@ -19,6 +19,8 @@ what the model learns.
 
 from __future__ import annotations
 
+import re
+
 from .page_kind import GUTENBERG_END, GUTENBERG_START, matter_of
 from .parts import document_parts
 
@@ -61,17 +63,37 @@ _STARTS: dict[tuple, int | None] = {}  # (home, doc_id, view's chunk limit) -> w
 _START_PAGES = 3  # the first pages searched for the header's end line
 
 
+# the paragraph an edition puts under its header's end line to credit its transcriber ("Produced by ...",
+# "Transcribed by David Price, email ... from the 1912 Macmillan and Co. edition.")
+_CREDIT = re.compile(r"(?:e-?text\s+|this\s+e-?book\s+(?:was\s+)?)?(?:produced|transcribed|prepared|scanned|"
+                     r"proofread|digiti[sz]ed)\b[^\n]{0,60}?\bby\b", re.I)
+_PARAGRAPH_END = re.compile(r"\n[ \t]*\n|\Z")
+_CREDIT_CHARS = 600  # a credit paragraph is short; a longer one is the book's
+
+
+def _after_credits(text: str, at: int) -> int:
+    """`at`, or the end of the credit paragraphs (at most three) that follow it in `text`."""
+    for _ in range(3):
+        start = len(text) - len(text[at:].lstrip())
+        end = _PARAGRAPH_END.search(text, start).start()
+        if not _CREDIT.match(text, start) or end - start > _CREDIT_CHARS:
+            break
+        at = end
+    return at
+
+
 def header_end(library, doc_id: str) -> int | None:
     """The character offset where a Project Gutenberg edition's header ends (the end of its "*** START
-    OF THIS PROJECT GUTENBERG EBOOK ... ***" line; everything before it is licence), searched on the
-    document's first pages; None when there is none. The book's text often opens on the same page,
-    which is then no licence page (ingest.page_kind)."""
+    OF THIS PROJECT GUTENBERG EBOOK ... ***" line, or of the transcriber's credit under it: everything
+    before it is licence), searched on the document's first pages; None when there is none. The book's
+    text often opens on the same page, which is then no licence page (ingest.page_kind)."""
     if not hasattr(library, "document"):
         return None
     key = _view_key(library, doc_id)
     if key not in _STARTS:
         pages = library.pages(doc_id, with_text=True, numbers=set(range(1, _START_PAGES + 1)))
-        hits = [p["char_start"] + m.end() for p in pages for m in [GUTENBERG_START.search(p["text"])] if m]
+        hits = [p["char_start"] + _after_credits(p["text"], m.end())
+                for p in pages for m in [GUTENBERG_START.search(p["text"])] if m]
         _STARTS[key] = min(hits) if hits else None
     return _STARTS[key]
 

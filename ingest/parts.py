@@ -340,9 +340,12 @@ def document_text(library, doc_id: str, pages_apart: bool = False) -> str:
 def joined_text(pages: list[dict], pages_apart: bool = False) -> str:
     """Each page's text at its char_start: the separators between pages, which belong to no page,
     become spaces, so a sentence runs on over a page break; with `pages_apart`, line breaks, so a
-    page's first line starts a line (a heading atop a page, a statement's)."""
-    text, gap = "", "\n" if pages_apart else " "
+    page's first line starts a line (a heading atop a page, a statement's). After a page that ends
+    with a line break (a text file's page, cut at a paragraph break) they are line breaks too: the
+    paragraph break stays one, and a heading ending the page does not open the next page's sentence."""
+    text = ""
     for p in pages:
+        gap = "\n" if pages_apart or text.endswith("\n") else " "
         text += gap * max(p["char_start"] - len(text), 0) + p["text"]
     return text
 

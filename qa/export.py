@@ -117,6 +117,7 @@ def _made(library: Library, trace_id: int | None) -> dict:
 def answer_lines(row: dict, made: dict, labels: dict[int, str]) -> list[str]:
     """The answer to one question: the quote (or the abstention, or the generated text)."""
     from .ask import not_found
+    from .statement_qa import uses_sentence
     from .views import read_before
 
     if row.get("answer_id") is None:
@@ -139,6 +140,8 @@ def answer_lines(row: dict, made: dict, labels: dict[int, str]) -> list[str]:
             where += f"; the passage that introduces {md_escape(q['introduces'])}"
         elif q.get("retrieved") is False:
             where += f"; scored #{q.get('rank')} by the model, after the chunks it retrieved"
+        if (made.get("statement") or {}).get("uses") is not None:  # "What does Theorem 8 use?", as `ask` says
+            lines += [md_escape(uses_sentence(made["statement"])), ""]
         lines += quote_block(q.get("text", ""), made.get("short_answer") or q.get("short"))
         lines += ["", f"Quoted from {where}."]
         rest = [p for p in made.get("passages") or [] if p["chunk"] != q["chunk"]]

@@ -70,11 +70,14 @@ _ENDED = re.compile(r"""[.!?:;\"'’”)\]]\s*$""")  # what closes a line a blan
 def sentence_spans(text: str) -> list[tuple[int, int]]:
     """[start, end) of each sentence of `text` (ends at . ! ? ; and blank lines, not at the period of
     "Mr." or an initial, nor at a blank line between a line that ends no sentence and one that goes
-    on in lower case: a PDF's page break), blank ones dropped."""
+    on in lower case: a PDF's page break, nor inside a spaced ellipsis ". . ."), blank ones dropped."""
     spans, start = [], 0
     for m in SENTENCE_END.finditer(text):
         if text[m.start()] == "\n" and _GOES_ON.match(text, m.end()) and not _ENDED.search(text, start, m.start()):
             continue  # a page break (or a blank line) inside a sentence: it goes on in lower case
+        if text[m.start()] == "." and (text.startswith(".", m.end()) or (
+                text[max(0, m.start() - 2): m.start()] == ". " and _GOES_ON.match(text, m.end()))):
+            continue  # a dot of a spaced ellipsis (". . ."), or its last with the sentence going on in lower case
         if text[m.start()] == "." and not text[m.start() + 1: m.end()].strip("\"'’”)] \n\t"):
             w = _BEFORE.search(text, max(0, m.start() - 12), m.start())
             if w and (w.group(1).lower() in ABBREVIATIONS or (len(w.group(1)) == 1 and w.group(1).isupper())):

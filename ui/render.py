@@ -13,6 +13,7 @@ import re
 from ingest.boilerplate import matter_label
 from qa.ask import not_found, quote_origin
 from qa.evidence import snippet
+from qa.statement_qa import uses_sentence
 from qa.views import spoiler_note
 
 from . import plots
@@ -114,6 +115,9 @@ def answer_md(result: dict, labels: dict[int, str] | None = None) -> str:
                 "model scored highest are listed under Evidence.")
     note = spoiler_note(result)
     shown = _answer_body(result, text, passages, labels)
+    statement = result.get("statement") or {}
+    if statement.get("uses") is not None:  # "What does Theorem 8 use?": what it uses, then the statement
+        shown = f"{md_escape(uses_sentence(statement))}\n\n{shown}"
     return f"{shown}\n\n*{note}*" if note else shown  # our own words: nothing to escape
 
 

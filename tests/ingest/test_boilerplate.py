@@ -97,3 +97,23 @@ def test_a_first_page_that_is_mostly_story_under_the_header_is_no_licence_page(l
     tags = chunk_matter(library, doc, library.chunks(doc))
     assert all(tags.get(c["idx"]) == "licence" for c in library.chunks(doc) if c["char_end"] <= start - 20)
     assert not any(c["idx"] in tags for c in library.chunks(doc) if c["char_start"] >= start)
+
+
+def test_the_transcribers_credit_under_the_header_is_header_too(library):
+    """The paragraph a Gutenberg edition puts under its header's end line to credit its transcriber
+    ("Transcribed by David Price, email ... from the 1912 Macmillan and Co. edition.") belongs to the
+    header: the summary of Under the Greenwood Tree (walk 12) opened with it. The book's first lines
+    after it stay text."""
+    from ingest.boilerplate import header_end
+
+    credit = ("Transcribed by David Price, email ccx074@coventry.ac.uk from the 1912\nMacmillan and Co. edition.  "
+              "Proofed by Margaret Rose Price, Dagny and\nDavid Price.\n\n\n\n")
+    chapter = "".join(f"Sentence {i} tells how the carrier drove home that night by the wood. " for i in range(40))
+    text = HEADER + "\n\n\n" + credit + "CHAPTER I\n\n" + chapter + "\n\nCHAPTER II\n\n" + chapter
+    doc = store_text(library, text, page_chars=1500)
+    full = document_text(library, doc)
+    assert full.index("David Price.") < header_end(library, doc) <= full.index("CHAPTER I")
+    got = extractive(library, doc, [], per_part=5, embed=None)["trace"]["sentences"]
+    assert got and not any("Transcribed" in s["text"] or "Proofed" in s["text"] for s in got)
+    assert header_end(library, store_text(library, HEADER + "CHAPTER I\n\nTranscribed by me. " + chapter,
+                                          page_chars=1500)) < len(HEADER) + 2  # not a credit paragraph

@@ -162,3 +162,16 @@ def test_sentences_do_not_end_at_a_title_or_an_initial():
     assert [t[a:b] for a, b in sentence_spans(t)] == [
         "Sixteen years had Miss Taylor been in Mr. Woodhouse's family.", "M. de Treville was there.",
         "It rained.", "Mrs. Weston came, e.g. at noon!", "New part"]
+
+
+def test_a_spaced_ellipsis_ends_no_sentence_inside_one():
+    """". . ." is one mark: its dots end no sentence, and its last ends one only where a capital follows
+    (walk 12, Galois cohomology notes: "a = pe11 pe22 . . . penn where ..." was cut at each dot, and the
+    answer quoted ". penn where pi are prime ideals ..."). Hardy writes "The tranter's. . . . The voice"."""
+    from qa.reader import sentence_spans
+
+    t = ("It factors as a = p1 p2 . . . pn where pi are prime ideals. Let O be a domain. "
+         "He went on . . . and on. I wish I could go. . . . The voice was the tranter's.")
+    assert [t[a:b] for a, b in sentence_spans(t)] == [
+        "It factors as a = p1 p2 . . . pn where pi are prime ideals.", "Let O be a domain.",
+        "He went on . . . and on.", "I wish I could go. . . .", "The voice was the tranter's."]

@@ -194,3 +194,24 @@ def test_a_summary_sentence_gives_its_own_pages_not_its_chunks(library):
     by_chunks = [sorted({q for i in s["chunks"] for q in range(chunks[i]["page_first"], chunks[i]["page_last"] + 1)})
                  for s in rows]
     assert any(s["pages"] != pg for s, pg in zip(rows, by_chunks))  # (the case arises: a chunk over two pages)
+
+
+def test_a_text_page_cut_after_a_heading_keeps_the_heading_out_of_the_next_sentence():
+    """A text file's page is cut at a paragraph break: the page before keeps its line end, and the
+    joined text keeps the break, so a chapter's first sentence does not open with the heading (walk 12,
+    Under the Greenwood Tree: "CHAPTER II: THE TRANTER'S It was a long low cottage ..." in the
+    summary, the heading ending p. 3 and the sentence opening p. 4). A PDF page (no line end) runs on."""
+    from ingest.parts import joined_text
+
+    pages, at = [], 0
+    for t in ["and they proceeded up the path to Dick's house.\n\n\n\nCHAPTER II: THE TRANTER'S\n",
+              "It was a long low cottage with a hipped roof of thatch, having dormer windows breaking up into "
+              "the eaves, a chimney standing in the middle of the ridge and another at each end."]:
+        pages.append({"text": t, "char_start": at, "char_end": at + len(t)})
+        at += len(t) + 2
+    text = joined_text(pages)
+    assert len(text) == pages[-1]["char_end"]  # the chunks' char spans still index it
+    got = [text[a:b] for a, b in whole_sentences(text)]
+    assert got[-1].startswith("It was a long low cottage") and not any("TRANTER'S" in s for s in got)
+    pdf = [{"text": "We end the section", "char_start": 0}, {"text": "here.", "char_start": 20}]
+    assert joined_text(pdf) == "We end the section  here."
