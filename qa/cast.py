@@ -187,6 +187,7 @@ def mentions(text: str, skip_spans: Sequence[tuple[int, int]] = ()) -> dict[tupl
         return i >= 0 and skips[i][0] <= pos < skips[i][1]
 
     text = _unwrap(text)
+    surnames = _ordinary_surnames(text, ordinary)
     forms: dict[tuple, Form] = {}
     for m in _MENTION.finditer(text):
         if skipped(m.start()):
@@ -197,7 +198,7 @@ def mentions(text: str, skip_spans: Sequence[tuple[int, int]] = ()) -> dict[tupl
         if title is None and len(words) == 1 and words[0] in FEMALE + MALE and before.endswith(("the ", "The ")):
             skipped_chars = 0  # a role for a name: "the Queen", "the Duchess"
         else:
-            title, words, skipped_chars = _front(title, words, ordinary)
+            title, words, skipped_chars = _front(title, words, ordinary, surnames)
         if not words:
             continue
         pos = m.start("name") + skipped_chars
@@ -248,13 +249,16 @@ def _unwrap(text: str) -> str:
     return "".join(out)
 
 
-def _front(title: str | None, words: list[str], ordinary: set[str]) -> tuple[str | None, list[str], int]:
+def _front(title: str | None, words: list[str], ordinary: set[str],
+           surnames: frozenset[str] = frozenset()) -> tuple[str | None, list[str], int]:
     """(title, name words, characters dropped in front) of one mention: ordinary words, titles
     and non-names in front dropped (a sentence's first word is capitalised anyway; "Sir" in
-    "Dear Sir John" becomes the title), cut before an ordinary word inside; None words for no name."""
+    "Dear Sir John" becomes the title), cut before an ordinary word inside; None words for no name.
+    An ordinary word in `surnames` (`_ordinary_surnames`) is a name after a title or a first name."""
     dropped = 0
     if not (title is not None and words[0] in PARTICLES):  # "M. de Treville" keeps its particle
-        while words and (words[0].lower() in ordinary or words[0] in TITLES or words[0] in NOT_PEOPLE
+        while words and ((words[0].lower() in ordinary and not (title is not None and words[0] in surnames))
+                         or words[0] in TITLES or words[0] in NOT_PEOPLE
                          or words[0] in FUNCTION) and not (len(words) == 2 and _ROMAN.fullmatch(words[1])):
             if title is None and words[0] in TITLES and len(words) > 1:
                 title = SAME_TITLE.get(words[0], words[0])
@@ -262,10 +266,12 @@ def _front(title: str | None, words: list[str], ordinary: set[str]) -> tuple[str
             words = words[1:]
             while words and words[0] == "of":  # "Tower of London": London; "King of Spain": Spain
                 dropped, words, title = dropped + 3, words[1:], None
-    if "of" in words and (title is not None or words.index("of") != 1):
-        words = words[:words.index("of")]  # "Anne of Austria", not "Miss Musgrove of Uppercross"
+    if "of" in words:  # "Anne of Austria", not "Miss Musgrove of Uppercross" nor one person asked of another
+        i = words.index("of")  # ("inquired Charley of Michael")
+        if title is not None or i != 1 or i + 1 == len(words) or given_sex(words[i + 1]):
+            words = words[:i]
     cut = next((i for i, w in enumerate(words)
-                if i and w not in INNER and (w.lower() in ordinary or w in NOT_PEOPLE)), None)
+                if i and w not in INNER and ((w.lower() in ordinary and w not in surnames) or w in NOT_PEOPLE)), None)
     words = words[:cut] if cut is not None else words
     while words and words[-1] in INNER:
         words = words[:-1]
@@ -273,9 +279,23 @@ def _front(title: str | None, words: list[str], ordinary: set[str]) -> tuple[str
         return title, [], dropped  # "XIV" alone; "Captains Wentworth and Harville": two men
     if not words or (words[0] in PARTICLES and title is None):
         return title, [], dropped
-    if len(words) == 1 and (words[0].lower() in ordinary or words[0] in NOT_PEOPLE):
+    if len(words) == 1 and ((words[0].lower() in ordinary and not (title is not None and words[0] in surnames))
+                            or words[0] in NOT_PEOPLE):
         return title, [], dropped
     return title, words, dropped
+
+
+_ADDRESSED = re.compile(r"\b(?:Mr|Mrs|Miss|Ms|Dr|Mme|Mlle)\.?[ \t]+([A-Z][a-z]+)\b")
+
+
+def _ordinary_surnames(text: str, ordinary: set[str]) -> frozenset[str]:
+    """Ordinary words the book writes after "Mr.", "Mrs.", "Miss" or "Dr." three times or more: surnames
+    ("Mrs. Day" 18 times in Under the Greenwood Tree, whose daughter is "Fancy Day"; "day" is an ordinary
+    word). Not after "Sir" or "Lord", which address a rank ("Sir Knight", "Sir Prior"), nor a word that names
+    a place's kind ("Mr. Hall" would make Hamley Hall a man)."""
+    seen = Counter(m.group(1) for m in _ADDRESSED.finditer(text)
+                   if m.group(1).lower() in ordinary and m.group(1) not in PLACE_WORDS)
+    return frozenset(w for w, n in seen.items() if n >= 3)
 
 
 def _surname(words: tuple[str, ...]) -> str:

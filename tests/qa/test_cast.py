@@ -413,3 +413,14 @@ def test_a_people_or_an_order_is_no_one_name():
     text = he("Isaac of York", "Isaac", "the Jew", "Brian de Bois-Guilbert", "the Templar")
     names = {o["name"] for o in cast(text)}
     assert "Jew" not in names and "Templar" not in names and "Isaac of York" in names
+
+
+def test_an_ordinary_word_the_book_titles_is_a_surname_and_one_asked_of_another_is_two_people():
+    """Walk 12 (Under the Greenwood Tree): "Mrs. Day" (18 mentions) was no one and "Fancy Day" only "Fancy",
+    "day" being an ordinary word; "inquired Charley of Michael" made a "Charley of Michael"."""
+    text = six_times("Fancy Day", "Fancy", "Mrs. Day", "Miss Day", "Michael Mail") + " ".join(
+        f"It was a fine day; every day she sang. '{q}' inquired Charley of Michael." for q in ("Cold?", "Warm?") * 4)
+    owner = owners(text)
+    assert owner["Fancy Day"] == owner["Fancy"] == owner["Miss Day"] and "Mrs. Day" in owner
+    assert not any(" of " in f for f in owner)
+    assert owners(six_times("Anne of Austria", "Anne"))["Anne of Austria"] == "Anne of Austria"
