@@ -175,6 +175,30 @@ def missing_names(question: str, vocab: DocVocabulary) -> list[str]:
     return out
 
 
+_ASKS_YEAR = re.compile(r"^\s*(?:in\s+)?what\s+year\b", re.I)
+_ASKS_NUMBER = re.compile(r"^\s*how\s+(?:many|much|old)\b", re.I)
+_YEAR = re.compile(r"\b(?:1[0-9]{3}|20[0-9]{2})\b|\b(?:eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|"
+                   r"eighteen|nineteen)[- ]hundred\b", re.I)
+_NUMBER = re.compile(r"\b(?:\d[\d,.]*|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|"
+                     r"fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|"
+                     r"eighty|ninety|hundreds?|thousands?|millions?|dozens?|score|half|once|twice|thrice|both|"
+                     r"single|pair|none|nothing|pounds?|shillings?|pence|penny|guineas?|dollars?|cents?|francs?|"
+                     r"crowns?|sovereigns?|sous?|livres?|pistoles?|louis)\b", re.I)
+
+
+def asked_kind(question: str) -> str | None:
+    """"year" for "In what year ...?", "number" for "How many / much / old ...?", else None."""
+    return "year" if _ASKS_YEAR.match(question) else "number" if _ASKS_NUMBER.match(question) else None
+
+
+def holds_kind(kind: str, text: str) -> bool:
+    """Whether `text` holds a word of the kind a question asks for (`asked_kind`): a year (1066, "eighteen
+    hundred"), or a number, a quantity or a sum of money ("twenty", "a dozen", "a shilling"). A quote that
+    holds none cannot be the answer: on the development pool (395 answerable and 126 unanswerable written
+    questions, 2026-12-07) no right quote lacked one, and 12 unanswerable questions' quotes did."""
+    return bool((_YEAR if kind == "year" else _NUMBER).search(text))
+
+
 def build_common_words(corpora: str | Path, splits: dict, min_share: float = MIN_SHARE) -> tuple[list[str], int]:
     """Words found in at least `min_share` of the TRAINING documents of `splits` (data/splits.json),
     sorted; and the number of documents read."""

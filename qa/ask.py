@@ -112,6 +112,9 @@ def abstain_reason(out: dict) -> str:
         named = ", ".join(f"\u201c{w}\u201d" for w in missing[:5])
         return f"The document never mentions {named}."
     conf = out.get("confidence") or {}
+    if conf.get("lacks"):
+        return (f"The passage that answers it best holds no {conf['lacks']}, and the question asks for one "
+                f"(the reader gives it a {100 * conf['p']:.0f}% chance of holding the answer).")
     if conf.get("abstain") and conf.get("by") == "cross-encoder":
         return ("Its words are in the document, but no passage answers it: the reader gives the best one "
                 f"a {100 * conf['p']:.0f}% chance of holding the answer, below the {100 * conf['threshold']:.0f}% "
@@ -643,6 +646,10 @@ def _cross_answer(library: Library, doc_id: str, question: str, evidence: list[d
     elif shown:
         first = quotable(library, doc_id, [w.chunk for w in shown])[:1]
         quote = rerank.quote_of(next(w for w in shown if w.chunk == first[0])) if first else None
+    kind = abstain_mod.asked_kind(question)  # "In what year ...?" answered by a passage that holds no year
+    lacks = kind if not abstained and quote is not None and kind and not abstain_mod.holds_kind(kind, quote["text"]) \
+        else None
+    abstained = abstained or lacks is not None
     if abstained:
         quote = None
     shown = matter_last(library, doc_id, shown, rerank.SHOWN)
@@ -663,7 +670,8 @@ def _cross_answer(library: Library, doc_id: str, question: str, evidence: list[d
     return {"quote": quote, "abstained": abstained, "short_answer": short,
             "passages": passages,
             "confidence": {"p": round(best, 4), "threshold": cal.abstain_below, "abstain": unsure,
-                           "by": "cross-encoder", **({"named": ce["named"]} if introduced else {})}}
+                           "by": "cross-encoder", **({"named": ce["named"]} if introduced else {}),
+                           **({"lacks": lacks} if lacks else {})}}
 
 
 def absent_answer(out: dict, absent: dict) -> dict:
