@@ -245,7 +245,7 @@ def test_chat_turn_heatmap_and_pick(lib):
     assert set(result) == {"answer", "evidence", "trace"}
     c = result["trace"]["chunks"][0]["topk"][0]
     md = ask_tab.heatmap_pick(ctx, answers, 0, c, result["trace"]["chunks"][0]["gen_chunk"])
-    assert f"**Chunk {c}**" in md and "p. " in md and "retrieved (top-k), weight" in md
+    assert f"**Chunk {c}**" in md and "p. " in md and "in the model's top-k, fusion weight" in md
     # a quoted answer's heatmap: the generated chunks' rows, then one per quoted sentence as the model read it
     assert answers[0]["quote"] and answers[0]["quote_rows"]
     n_gen, quoted = len(result["trace"]["chunks"]), answers[0]["quote_rows"]
@@ -405,7 +405,7 @@ def test_the_summary_heatmap_has_a_row_per_sentence_and_a_cell_shows_its_passage
     c = row["topk"][0]
     picked = summary_tab.summary_pick(ctx, out, c, i)
     assert f"**Chunk {c}**" in picked and f"While it read sentence {i + 1}" in picked
-    assert "with weight" in picked
+    assert "with fusion weight" in picked
     assert "Summarize first." == summary_tab.summary_pick(ctx, None, c)
 
 
