@@ -16,6 +16,7 @@ import pytest
 from cli_io import UserError
 from ingest.errors import IngestError, TooLarge
 from ingest.pipeline import Progress
+from tests.ingest.docstore import store_text
 from tests.ui.conftest import fake_upload
 from ui import context
 from ui import jobs
@@ -140,6 +141,28 @@ def test_ingest_cancelled_before_it_starts_does_nothing(tmp_path):
     assert [u.status.splitlines()[-1] for u in updates] == ["Cancelled before it started."]
     assert updates[-1].finished and updates[-1].doc_id is None and ctx.running() == 0
     assert Path(up).exists()  # not stored, so the upload is kept
+    ctx.close()
+
+
+def test_a_title_typed_after_the_drop_renames_the_added_document(tmp_path):
+    """Walk 12: a dropped file is added at once, so the title typed after the drop counted for nothing
+    ("Add to library" answered "already in the library"). Pressed with a title, the button now renames
+    the document the upload added; without one, or with its own title, it says it is already added."""
+    ctx = context.UIContext(tmp_path / "home", tmp_path / "no-model", upload_root=tmp_path / "up")
+    doc_id = store_text(ctx.library, "To dwellers in a wood almost every species of tree has its voice.")
+    ctx.last_added["s1"] = doc_id
+    (same,) = library_tab.ingest_upload(ctx, None, title="  ", session="s1")
+    assert "Already added:** T." in same.status and ctx.library.document(doc_id)["title"] == "T"
+    (renamed,) = library_tab.ingest_upload(ctx, None, title=" Under the Greenwood Tree ", session="s1")
+    assert renamed.finished and renamed.doc_id == doc_id and "**Renamed:** T is now **Under the Greenwood Tree**" \
+        in renamed.status
+    assert ctx.library.document(doc_id)["title"] == "Under the Greenwood Tree"
+    gone = tmp_path / "up" / "2662.txt"  # the upload event's file, removed once stored
+    ctx.ingested[str(gone)] = doc_id
+    (again,) = library_tab.ingest_upload(ctx, gone, title="Under the Greenwood Tree", session="s2")
+    assert "Already added:** Under the Greenwood Tree." in again.status
+    (by_path,) = library_tab.ingest_upload(ctx, gone, title="The Mellstock Quire", session="s2")
+    assert "Renamed" in by_path.status and ctx.library.document(doc_id)["title"] == "The Mellstock Quire"
     ctx.close()
 
 
