@@ -17,7 +17,9 @@ Four sources, tried in order:
             that recurs with a page number (a page's running head) is no heading either, though the
             heading it repeats stays. When the family's first heading is numbered n > 1 ("Chapter 2"),
             the last line before it that reads as heading n - 1 opens the family even without a
-            blank line before it (a PDF prints "Chapter 1" in the title's text block).
+            blank line before it (a PDF prints "Chapter 1" in the title's text block). A heading right
+            under a part's, book's or volume's heading ("PART THE SECOND--SPRING", "BOOK TWO: 1805")
+            starts there and is titled with it: chapters numbered afresh in each part say whose they are.
   sections  lines numbered and titled as a licence's or a report's sections ("0. Definitions.",
             "1. Source Code.", a blank line before them or not: `numbered_sections`), when no
             heading family is found
@@ -48,7 +50,9 @@ _NUM_WORDS = (r"one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|t
               r"eighth|ninth|tenth|last")
 _KEYWORDS = r"chapter|book|part|lecture|section|sect\.|act|scene|letter|stave|canto|volume|essay|article"
 HEADING_FORMS = (
-    ("keyword", re.compile(rf"^(?P<key>{_KEYWORDS})\s+(?:[ivxlcdm]+|\d+|{_NUM_WORDS})\b[^\n]{{0,80}}$", re.I)),
+    # "PART THE FIRST--WINTER" (Under the Greenwood Tree), "BOOK THE SECOND: RICHES" (Little Dorrit)
+    ("keyword", re.compile(rf"^(?P<key>{_KEYWORDS})\s+(?:[ivxlcdm]+|\d+|(?:the\s+)?(?:{_NUM_WORDS}))\b[^\n]{{0,80}}$",
+                           re.I)),
     ("numbered", re.compile(r"^\d{1,3}\.?\s+[A-Z][A-Z0-9 ,;:’'\".!?()—–-]{2,80}$")),
     ("roman", re.compile(r"^[IVXLC]{1,7}\.?(?:\s+[A-Z][A-Z0-9 ,;:’'\".!?()—–-]{2,80})?$")),
     ("tex", re.compile(r"^\\(?P<key>chapter|section)\*?\{(?P<title>[^\n]{0,120})\}")),
@@ -190,7 +194,36 @@ def headings(text: str) -> list[tuple[str, int]]:
     if best_fam.startswith("tex"):
         return best
     # a PDF's heading set over two lines after a blank one too ("CHAPTER V. Advice from a" / "Caterpillar")
-    return _after_last(text, [(_wrapped_title(text, t, pos), pos) for t, pos in best])
+    return _in_divisions(_after_last(text, [(_wrapped_title(text, t, pos), pos) for t, pos in best]), fams, best_fam)
+
+
+_DIVISIONS = ("part", "book", "volume")
+
+
+def _in_divisions(best: list[tuple[str, int]], fams: dict[str, list[tuple[str, int]]],
+                  best_fam: str) -> list[tuple[str, int]]:
+    """The headings, each one right under a part's, book's or volume's heading (another family's,
+    within MIN_CONTENTS_GAP characters) titled and started with it: "PART THE SECOND--SPRING, CHAPTER I:
+    PASSING BY THE SCHOOL". Under the Greenwood Tree numbers its chapters afresh in each of its five
+    parts, and its outline listed "CHAPTER I" five times with nothing to say which part each opened
+    (walk 12), the part's heading left at the end of the chapter before; so do War and Peace's books."""
+    key = best_fam.split(":")[1] if best_fam.startswith("keyword:") else ""
+    divs = sorted((h for fam, hits in fams.items() if fam.startswith("keyword:") and fam.split(":")[1] != key
+                   and fam.split(":")[1] in _DIVISIONS for h in _not_contents(hits)), key=lambda h: h[1])
+    # a contents list's last entry recurs as the heading ("PART SIXTH" above Jude the Obscure's "Part
+    # First"); a line ending with a colon introduces something ("Volume one begins:", Grant's Memoirs)
+    words = [" ".join(re.findall(r"\w+", t.lower())) for t, _ in divs]
+    divs = [d for i, d in enumerate(divs) if words[i] not in words[i + 1:] and not d[0].endswith(":")]
+    out, prev = [], -1
+    for title, pos in best:
+        above = []  # the divisions' headings right above this one, nearest last ("VOLUME I", "BOOK FIRST")
+        for t, p in reversed([d for d in divs if prev < d[1] < pos]):
+            if (above[0][1] if above else pos) - p >= MIN_CONTENTS_GAP:
+                break
+            above.insert(0, (t, p))
+        out.append((", ".join([t for t, _ in above] + [title]), above[0][1] if above else pos))
+        prev = pos
+    return out
 
 
 _CLOSING = re.compile(r"^(?:epilogue|afterword|postscript|l[’']envoi)\b[^\n]{0,60}$", re.I)
@@ -278,7 +311,7 @@ def _roman(s: str) -> int | None:
 def heading_number(title: str) -> tuple[str, int, str] | None:
     """("chapter", 2, "arabic") for "Chapter 2", ("", 4, "roman") for "IV. THE END": a heading's
     keyword (lower case; "" for none), its number and how the number is written."""
-    m = re.match(rf"^(?:(?P<key>{_KEYWORDS})\s+)?(?P<n>[ivxlcdm]+|\d+|{_NUM_WORDS})\b", title.strip(), re.I)
+    m = re.match(rf"^(?:(?P<key>{_KEYWORDS})\s+(?:the\s+)?)?(?P<n>[ivxlcdm]+|\d+|{_NUM_WORDS})\b", title.strip(), re.I)
     if not m:
         return None
     tok, key = m.group("n"), (m.group("key") or "").lower()

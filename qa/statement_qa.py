@@ -141,6 +141,6 @@ def uses_sentence(info: dict) -> str:
 
     out = f"{head} uses {', '.join(map(where, cited))}." if cited else \
         f"{head} cites no numbered statement of this document in its text or its proof."
-    if seen:
-        out += f" While reading it, the model also retrieved {', '.join(map(where, seen[:6]))}."
+    if seen:  # "also" beside what it cites only (walk 12: "cites no numbered statement ... also retrieved")
+        out += f" While reading it, the model {'also ' if cited else ''}retrieved {', '.join(map(where, seen[:6]))}."
     return out

@@ -108,6 +108,13 @@ def page_label(number: int, labels: dict[int, str] | None) -> str:
     return str(number) if not lab or lab == str(number) else f"{number} ({lab})"
 
 
+def weight_text(w: float) -> str:
+    """A fusion weight as the UI prints it: "0.412", or "under 0.001" for a chunk of the model's top-k
+    that the softmax over the picked chunks' scores gave almost nothing. Walk 12: an outlined cell read
+    "retrieved (top-k), weight 0.000" (chunk 742 at relevance 27.680), which looked like a contradiction."""
+    return "under 0.001" if 0 < w < 0.0005 else f"{w:.3f}"
+
+
 def page_ticks(chunk_pages: Sequence[int], labels: dict[int, str] | None = None) -> list[tuple[int, int, str]]:
     """(first chunk of the page, page number, label) for every page some chunk starts on."""
     out: list[tuple[int, int, str]] = []
@@ -249,7 +256,7 @@ def retrieval_heatmap_svg(
         stroke = 2.0 if row["has_scores"] or cw >= 8 else max(0.5, cw / 6)
         for ci, (c, w) in sorted(row["marks"].items()):
             pages = page_label(int(chunk_pages[c]), page_labels)
-            tip = _e(f"{row['label']}: top-k chunk {c}, p. {pages}, weight {w:.3f}")
+            tip = _e(f"{row['label']}: chunk {c} in the model's top-k, p. {pages}, fusion weight {weight_text(w)}")
             out.append(
                 f'<rect class="drt-topk" x="{left + ci * cw + 0.5:.2f}" y="{y + 0.5:.1f}" '
                 f'width="{max(cw - 1, 1.5):.2f}" height="{row_h - 2:.1f}" fill="none" stroke="{TOPK_STROKE}" '
@@ -394,7 +401,8 @@ def dependency_map_svg(
             f'<circle cx="{x:.2f}" cy="{y:.2f}" r="{r:.2f}" fill="{viridis(f)}" fill-opacity="0.85" '
             f'data-src="{c}" data-dst="{j}" data-w="{w:.4f}">'
             f'<title>chunk {c} (p. {_e(page_label(int(chunk_pages[c]), page_labels))}) '
-            f'retrieved chunk {j} (p. {_e(page_label(int(chunk_pages[j]), page_labels))}), weight {w:.3f}{also}'
+            f'retrieved chunk {j} (p. {_e(page_label(int(chunk_pages[j]), page_labels))}), '
+            f'weight {weight_text(w)}{also}'
             "</title></circle>"
         )
     if cells is not None:  # (past max_points squares, the weakest squares are left out)

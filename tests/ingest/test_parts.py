@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ingest.errors import IngestError
-from ingest.parts import document_parts, document_text, headings, select
+from ingest.parts import document_parts, document_text, heading_number, headings, select
 from tests.ingest.docstore import store_text
 
 BODY = "It was a quiet day in the town and nobody said a word about it. " * 12
@@ -302,3 +302,26 @@ def test_an_epilogue_after_the_last_chapter_is_a_part_of_its_own():
     got = headings(text)
     assert [t for t, _ in got] == ["I", "II", "III", "EPILOGUE"]
     assert text[got[-1][1]:].startswith("EPILOGUE\n\n")
+
+
+def test_chapters_numbered_afresh_in_each_part_are_titled_with_their_part(library):
+    """Walk 12 (Under the Greenwood Tree): "PART THE SECOND--SPRING" read as no heading (a number must
+    follow the keyword), so the outline listed "CHAPTER I" five times with nothing to say which part
+    each opened, and each part's heading ended the chapter before. A chapter right under its part's
+    heading now starts there and is titled with it; the contents list's last entry ("PART THE FIFTH",
+    recurring as the heading) is no part's."""
+    seasons = (("PART THE FIRST--WINTER", ("I: MELLSTOCK-LANE", "II: THE TRANTER'S")),
+               ("PART THE SECOND--SPRING", ("I: PASSING BY THE SCHOOL", "II: A MEETING OF THE QUIRE")),
+               ("PART THE FIFTH: CONCLUSION", ("I: 'THE KNOT THERE'S NO UNTYING'", "II: UNDER THE GREENWOOD TREE")))
+    text = "UNDER THE GREENWOOD TREE\n\nCONTENTS\n\n" + "".join(f"   {p}\n\n" for p, _ in seasons) + "".join(
+        f"\n\n\n{p}\n\n\n" + "".join(f"CHAPTER {c}\n\n\n{BODY}\n\n\n" for c in chapters) for p, chapters in seasons)
+    doc = store_text(library, text)
+    parts = document_parts(library, doc)
+    assert [p.title for p in parts] == [
+        "PART THE FIRST--WINTER, CHAPTER I: MELLSTOCK-LANE", "CHAPTER II: THE TRANTER'S",
+        "PART THE SECOND--SPRING, CHAPTER I: PASSING BY THE SCHOOL", "CHAPTER II: A MEETING OF THE QUIRE",
+        "PART THE FIFTH: CONCLUSION, CHAPTER I: 'THE KNOT THERE'S NO UNTYING'", "CHAPTER II: UNDER THE GREENWOOD TREE"]
+    full = document_text(library, doc)
+    assert full[parts[2].char_start:].startswith("PART THE SECOND--SPRING")
+    assert "PART THE SECOND" not in full[parts[1].char_start:parts[1].char_end]
+    assert heading_number("PART THE SECOND--SPRING") == ("part", 2, "word")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from qa.statement_qa import statement_absent, statement_answer, statement_asked
+from qa.statement_qa import statement_absent, statement_answer, statement_asked, uses_sentence
 from tests.ingest.docstore import store_text
 
 
@@ -99,3 +99,15 @@ def test_hypotheses_are_statements_and_not_found_reads_in_the_plural(library):
     for kind in ("corollary", "notation", "assumption"):
         absent = statement_absent(library, doc, f"What is {kind.capitalize()} 9?")
         assert f"the {kind_plural(kind)} it lists are numbered" in abstain_reason({"statement_absent": absent})
+
+
+def test_what_the_model_retrieved_is_also_retrieved_only_beside_what_is_cited():
+    """Walk 12 (Galois cohomology notes): "Theorem 2.15 (p. 11) cites no numbered statement of this document
+    ... While reading it, the model also retrieved Theorem 2.13": "also" where nothing was cited."""
+    seen = {"statement": "Theorem 2.13", "page_label": "10", "cited": [], "retrieved": 0.5}
+    cited = {"statement": "Definition 2.14", "page_label": "10", "cited": ["proof"], "retrieved": None}
+    alone = uses_sentence({"name": "Theorem 2.15", "page_label": "11", "uses": [seen]})
+    assert "cites no numbered statement" in alone and "the model retrieved Theorem 2.13 (p. 10;" in alone
+    both = uses_sentence({"name": "Theorem 2.15", "page_label": "11", "uses": [cited, seen]})
+    assert both.startswith("Theorem 2.15 (p. 11) uses Definition 2.14 (p. 10; cited in its proof).")
+    assert "the model also retrieved Theorem 2.13" in both

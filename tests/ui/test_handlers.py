@@ -16,6 +16,7 @@ import pytest
 from cli_io import UserError
 from ingest.errors import IngestError, TooLarge
 from ingest.pipeline import Progress
+from tests.ingest.docstore import store_text
 from tests.ui.conftest import fake_upload
 from ui import context
 from ui import jobs
@@ -143,6 +144,28 @@ def test_ingest_cancelled_before_it_starts_does_nothing(tmp_path):
     ctx.close()
 
 
+def test_a_title_typed_after_the_drop_renames_the_added_document(tmp_path):
+    """Walk 12: a dropped file is added at once, so the title typed after the drop counted for nothing
+    ("Add to library" answered "already in the library"). Pressed with a title, the button now renames
+    the document the upload added; without one, or with its own title, it says it is already added."""
+    ctx = context.UIContext(tmp_path / "home", tmp_path / "no-model", upload_root=tmp_path / "up")
+    doc_id = store_text(ctx.library, "To dwellers in a wood almost every species of tree has its voice.")
+    ctx.last_added["s1"] = doc_id
+    (same,) = library_tab.ingest_upload(ctx, None, title="  ", session="s1")
+    assert "Already added:** T." in same.status and ctx.library.document(doc_id)["title"] == "T"
+    (renamed,) = library_tab.ingest_upload(ctx, None, title=" Under the Greenwood Tree ", session="s1")
+    assert renamed.finished and renamed.doc_id == doc_id and "**Renamed:** T is now **Under the Greenwood Tree**" \
+        in renamed.status
+    assert ctx.library.document(doc_id)["title"] == "Under the Greenwood Tree"
+    gone = tmp_path / "up" / "2662.txt"  # the upload event's file, removed once stored
+    ctx.ingested[str(gone)] = doc_id
+    (again,) = library_tab.ingest_upload(ctx, gone, title="Under the Greenwood Tree", session="s2")
+    assert "Already added:** Under the Greenwood Tree." in again.status
+    (by_path,) = library_tab.ingest_upload(ctx, gone, title="The Mellstock Quire", session="s2")
+    assert "Renamed" in by_path.status and ctx.library.document(doc_id)["title"] == "The Mellstock Quire"
+    ctx.close()
+
+
 # ---------------------------------------------------------------------------------------------
 # with a model: ingest (cancel, resume), ask, summary, map, delete
 # ---------------------------------------------------------------------------------------------
@@ -245,7 +268,7 @@ def test_chat_turn_heatmap_and_pick(lib):
     assert set(result) == {"answer", "evidence", "trace"}
     c = result["trace"]["chunks"][0]["topk"][0]
     md = ask_tab.heatmap_pick(ctx, answers, 0, c, result["trace"]["chunks"][0]["gen_chunk"])
-    assert f"**Chunk {c}**" in md and "p. " in md and "retrieved (top-k), weight" in md
+    assert f"**Chunk {c}**" in md and "p. " in md and "in the model's top-k, fusion weight" in md
     # a quoted answer's heatmap: the generated chunks' rows, then one per quoted sentence as the model read it
     assert answers[0]["quote"] and answers[0]["quote_rows"]
     n_gen, quoted = len(result["trace"]["chunks"]), answers[0]["quote_rows"]
@@ -405,7 +428,7 @@ def test_the_summary_heatmap_has_a_row_per_sentence_and_a_cell_shows_its_passage
     c = row["topk"][0]
     picked = summary_tab.summary_pick(ctx, out, c, i)
     assert f"**Chunk {c}**" in picked and f"While it read sentence {i + 1}" in picked
-    assert "with weight" in picked
+    assert "with fusion weight" in picked
     assert "Summarize first." == summary_tab.summary_pick(ctx, None, c)
 
 

@@ -40,6 +40,17 @@ def test_heatmap_svg_is_clickable_paged_and_escaped():
     assert "No retrieval" in plots.retrieval_heatmap_svg({"chunks": []}, PAGES)
 
 
+def test_a_top_k_chunk_the_fusion_gave_almost_nothing_reads_under_0001():
+    """Walk 12: an outlined cell read "retrieved (top-k), weight 0.000": the chunk is in the model's
+    top-k, and the softmax over the picked chunks' scores gave it a weight that rounds to 0."""
+    trace = {"n_doc_chunks": 10, "chunks": [{"gen_chunk": 11, "topk": [2, 7], "weights": [0.99998, 0.00002],
+                                             "scores": [float(i) for i in range(10)]}]}
+    svg = plots.retrieval_heatmap_svg(trace, PAGES)
+    assert svg.count('class="drt-topk"') == 2
+    assert "chunk 7 in the model&#x27;s top-k, p. 3, fusion weight under 0.001" in svg and "0.000" not in svg
+    assert [plots.weight_text(w) for w in (0.4123, 0.0005, 0.0004, 0.0)] == ["0.412", "0.001", "under 0.001", "0.000"]
+
+
 def test_dependency_map_svg():
     dep = [{"chunk": c, "retrieved": [0, c - 1], "weights": [0.6, 0.4], "groups": [
         {"retrieved": [0, c - 1], "weights": [0.6, 0.4]}]} for c in range(2, 10)]  # fmt: skip

@@ -357,9 +357,9 @@ def heatmap_pick(ctx: UIContext, answers: list | None, index: int | None, chunk:
             bits.append(f"relevance {float(s[c]):.3f}")
         if c in (r.get("topk") or []):
             w = r["weights"][r["topk"].index(c)]
-            how = ("retrieved (top-k)" if "text" not in r
+            how = ("in the model's top-k" if "text" not in r
                    else "retrieved while the model read this quoted sentence")
-            bits.append(f"{how}, weight {float(w):.3f}")
+            bits.append(f"{how}, fusion weight {plots.weight_text(float(w))}")
         if bits:
             notes.append(f"{name}: " + ", ".join(bits))
     text = passage_md(ctx, rec["doc_id"], c)
@@ -532,9 +532,9 @@ def layout(answers: gr.State, pending_q: gr.State) -> AskTab:
             stop_btn = gr.Button("Stop", variant="stop", scale=1)
         gr.Markdown(
             "**What the model retrieved.** One row per generated chunk, one column per document "
-            "chunk along the pages; colour = relevance score, outlined = retrieved (top-k). For a quoted "
-            "answer, then one row per quoted sentence: what the model retrieved while it read that sentence "
-            "(colour = fusion weight). Click a cell to read the passage.",
+            "chunk along the pages; colour = relevance score, outlined = the model's top-k (each fused with "
+            "its weight, which can be near 0). For a quoted answer, then one row per quoted sentence: what the "
+            "model retrieved while it read that sentence (colour = fusion weight). Click a cell to read the passage.",
             elem_classes="drt-small",
         )
         answer_pick = gr.Dropdown(label="Answer", choices=[], elem_id="drt-answer-pick")

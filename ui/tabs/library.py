@@ -219,6 +219,20 @@ def _ingest_job(
         ctx.end(session, "ingest", job)
 
 
+def _already_added(ctx: UIContext, doc_id: str, title: str | None, other: str = "") -> IngestUpdate:
+    """"Already added", or the document renamed when "Add to library" is pressed with a title other than
+    its own: a dropped file is added at once, so a title typed after the drop counted for nothing (walk
+    12: the button answered "already in the library"). The same file ingested again with --title does it."""
+    doc = ctx.library.document(doc_id)
+    new = (title or "").strip()
+    if new and new != doc["title"]:
+        ctx.library.set_title(doc_id, new)
+        return IngestUpdate(f"**Renamed:** {md_escape(doc['title'])} is now **{md_escape(new)}**. Ask about it in "
+                            f"the **Ask** tab{other}.", finished=True, doc_id=doc_id)
+    return IngestUpdate(f"**Already added:** {md_escape(doc['title'])}. Ask about it in the **Ask** tab{other}.",
+                        finished=True, doc_id=doc_id)
+
+
 def ingest_upload(
     ctx: UIContext,
     path: str | Path | None,
@@ -235,14 +249,10 @@ def ingest_upload(
     if not path and ctx.last_added.get(session) and ctx.library.has_document(ctx.last_added[session]):
         # "Add to library" after the upload was already added (the upload field is empty again): say so,
         # rather than "choose a file first" over the "Ready" it had shown
-        doc = ctx.library.document(ctx.last_added[session])
-        yield IngestUpdate(f"**Already added:** {md_escape(doc['title'])}. Ask about it in the **Ask** tab, or "
-                           "choose another file to add it.", finished=True, doc_id=doc["id"])
+        yield _already_added(ctx, ctx.last_added[session], title, ", or choose another file to add it")
         return
     if done_id is not None and ctx.library.has_document(done_id):  # the upload event already added (and removed) it
-        doc = ctx.library.document(done_id)
-        yield IngestUpdate(f"**Already added:** {md_escape(doc['title'])}. Ask about it in the **Ask** tab.",
-                           finished=True, doc_id=done_id)
+        yield _already_added(ctx, done_id, title)
         return
     p = check_upload(ctx, path)
     board = StageBoard(p.name)

@@ -140,13 +140,14 @@ def summary_pick(ctx: UIContext, out: dict | None, chunk: Any, row: Any = None) 
     if row is not None and 0 <= int(row) < len(sents):
         i = int(row)
         w = weight.get(i)
-        did = f"retrieved this chunk with weight {float(w):.3f}" if w else "did not retrieve this chunk"
+        did = f"retrieved this chunk with fusion weight {plots.weight_text(float(w))}" if w else \
+            "did not retrieve this chunk"
         said = md_escape(snippet(sents[i]["text"], 160))
         notes.append(f"While it read sentence {i + 1} ({said}), the model {did}.")
     others = [i for i, w in weight.items() if w and (row is None or i != int(row))]
     if others:
         notes.append("Retrieved while reading sentence" + ("s " if len(others) > 1 else " ")
-                     + ", ".join(f"{i + 1} ({float(weight[i]):.3f})" for i in others) + ".")
+                     + ", ".join(f"{i + 1} ({plots.weight_text(float(weight[i]))})" for i in others) + ".")
     return text + ("\n\n" + " ".join(notes) if notes else "")
 
 
