@@ -557,7 +557,9 @@ def causal_effects(engine: DocumentEngine, state: Any, question: str, ids: list[
     extra = {"terms": terms} if terms is not None else {}
     return {int(c): round(float(v), 4) for c, v in engine.causal_effects(state, question, ids, chunks, **extra).items()}
 
-READ_POOL = 8  # the trained reader reads the pool's best 8 by the fused score, each with its neighbours
+READ_POOL = 2  # the trained reader reads the pool's best 2 by the fused score, each with its neighbours: since
+# the cross-encoder orders the pool, fewer is better (development pool, 479 answerable written questions: the
+# quote holds the answer 234 with 8, 242 with 4, 257 with 2, 255 with 1; docs/history/2026-12-07-twelfth-session.md)
 
 
 def pool_passages(library: Library, doc_id: str, order: list[int]) -> tuple[list, dict[int, dict]]:
