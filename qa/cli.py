@@ -12,6 +12,7 @@ from ingest.parts import page_labels, pages_ref
 from ingest.session import DOC_HELP, load_engine, open_library
 
 from .errors import QAError
+from .evidence import weight_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -105,7 +106,7 @@ def _evidence_text(evidence: list[dict], labels: dict[int, str] | None = None) -
     for e in evidence:
         snippet = text_snippet(e["text"], 160)
         lines.append(f"  [chunk {e['chunk']}, {pages_ref(e['pages'], labels)}{_matter(e)}, "
-                     f"weight {e['weight']:.3f}{_effect(e)}] {snippet}")
+                     f"weight {weight_text(e['weight'])}{_effect(e)}] {snippet}")
     return "\n".join(lines)
 
 
@@ -262,7 +263,8 @@ def cmd_outline(args: argparse.Namespace) -> int:
                 c = by_idx[r["chunk"]]
                 snippet = " ".join(c["text"].split())[:120]
                 what = f", {r['statement']}" if r["statement"] else ""
-                lines.append(f"  [chunk {r['chunk']}, p. {c['page_first']}{what}, weight {r['weight']:.3f}] {snippet}")
+                lines.append(f"  [chunk {r['chunk']}, p. {c['page_first']}{what}, weight {weight_text(r['weight'])}] "
+                             f"{snippet}")
             emit(args, {"doc_id": doc_id, "chunk": args.chunk, "relied_on": rows}, "\n".join(lines))
             return 0
         out = build(lib, doc_id, dep)

@@ -10,6 +10,14 @@ from ingest.boilerplate import chunk_matter
 from store.library import Library
 
 MAX_EVIDENCE = 8
+
+
+def weight_text(w: float) -> str:
+    """A fusion weight as the CLI, the UI and export print it: "0.412", or "under 0.001" for a chunk of the
+    model's top-k that the softmax over the picked chunks' scores gave almost nothing. Walk 12: an outlined
+    cell read "retrieved (top-k), weight 0.000" (chunk 742 at relevance 27.680), which looked like a
+    contradiction; `ask` and `export` printed the same."""
+    return "under 0.001" if 0 < w < 0.0005 else f"{w:.3f}"
 _LINE_END_HYPHEN = re.compile(r"(?<=[^\W\d_]-)[ \t]*\n\s*(?=[^\W\d_])")
 
 

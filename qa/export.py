@@ -24,7 +24,7 @@ from pathlib import Path
 from store.errors import StoreError
 from store.library import Library
 
-from .evidence import cut_words, snippet
+from .evidence import cut_words, snippet, weight_text
 from ingest.boilerplate import matter_label
 from ingest.parts import page_labels, pages_ref
 
@@ -70,7 +70,7 @@ def evidence_lines(library: Library, doc_id: str, evidence: list[dict], labels: 
             effect = f", causal effect {float(e['causal_effect']):+.3f}"
         text = snippet(e.get("text", ""), SNIPPET_CHARS, *cuts.get(int(e["chunk"]), (False, False)))
         out.append(f"- chunk {e['chunk']}, {page_ref(labels, list(e.get('pages') or []))}{_matter(e)}, "
-                   f"weight {float(e.get('weight') or 0.0):.3f}{effect}: {md_escape(text)}")
+                   f"weight {weight_text(float(e.get('weight') or 0.0))}{effect}: {md_escape(text)}")
     return out
 
 

@@ -20,6 +20,8 @@ import html
 import math
 from typing import Sequence
 
+from qa.evidence import weight_text  # one way to print a fusion weight (the tabs read it as plots.weight_text)
+
 # viridis, 9 stops (matplotlib's values), interpolated linearly
 _VIRIDIS = [
     (0.267, 0.005, 0.329),
@@ -106,13 +108,6 @@ def page_label(number: int, labels: dict[int, str] | None) -> str:
     lab = (labels or {}).get(number)
     lab = lab.replace("<", "‹").replace(">", "›") if lab else lab
     return str(number) if not lab or lab == str(number) else f"{number} ({lab})"
-
-
-def weight_text(w: float) -> str:
-    """A fusion weight as the UI prints it: "0.412", or "under 0.001" for a chunk of the model's top-k
-    that the softmax over the picked chunks' scores gave almost nothing. Walk 12: an outlined cell read
-    "retrieved (top-k), weight 0.000" (chunk 742 at relevance 27.680), which looked like a contradiction."""
-    return "under 0.001" if 0 < w < 0.0005 else f"{w:.3f}"
 
 
 def page_ticks(chunk_pages: Sequence[int], labels: dict[int, str] | None = None) -> list[tuple[int, int, str]]:

@@ -219,3 +219,14 @@ def test_export_file_for_the_ui(cli, assets, library, tmp_path):
     assert path == tmp_path / "downloads" / f"Emma-a-novel-2-{doc[:8]}.md"
     assert path.read_text(encoding="utf-8") == export_markdown(library, doc)
     assert safe_name("../../etc/passwd") == "etc-passwd" and safe_name("<>") == "document"
+
+
+def test_a_top_k_chunk_the_fusion_gave_almost_nothing_reads_under_0001_in_the_cli_too():
+    """Walk 12 mended the UI's "weight 0.000" for a chunk of the model's top-k; `ask`'s evidence and the
+    export still printed it (The Odyssey, chunk 534, "weight 0.000, causal effect +0.000"). One
+    function prints a fusion weight everywhere (qa.evidence.weight_text)."""
+    from qa.cli import _evidence_text
+
+    row = {"chunk": 534, "pages": [30], "weight": 0.00002, "text": "Thus did he speak, and the others applauded."}
+    out = _evidence_text([row, dict(row, chunk=535, weight=0.412)])
+    assert "weight under 0.001" in out and "weight 0.412" in out and "0.000" not in out
