@@ -12,7 +12,6 @@ from ingest.parts import page_labels, pages_ref
 from ingest.session import DOC_HELP, load_engine, open_library
 
 from .errors import QAError
-from .evidence import weight_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -100,7 +99,7 @@ def _matter(e: dict) -> str:
 
 
 def _evidence_text(evidence: list[dict], labels: dict[int, str] | None = None) -> str:
-    from .evidence import snippet as text_snippet
+    from .evidence import snippet as text_snippet, weight_text
 
     lines = []
     for e in evidence:
@@ -242,6 +241,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
 
 
 def cmd_outline(args: argparse.Namespace) -> int:
+    from .evidence import weight_text
     from .outline import build, document_statements, outline_text, relied_on
     from .summary import dependency_map
 
