@@ -406,9 +406,8 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
                 # first name is used more than "Miss X": "Catherine Morland" once beside "Catherine" 420 times)
                 # Where the book shows sisters ("the Miss Brownings", "the Misses Jenkyns"), "Miss X" is
                 # the eldest, and a sister it calls "Miss" with her first name is a younger one ("Miss Phoebe")
-                sisters = any(counts[(t, (w,))] for t in DAUGHTERS + ("Misses", "Mlles") for w in (word + "s",
-                                                                                                 word + "es"))
-                sisters = sisters or counts[("Misses", (word,))]
+                sisters = counts[("Misses", (word,))] or any(
+                    counts[(t, (word + end,))] for t in DAUGHTERS + ("Misses", "Mlles") for end in ("s", "es"))
                 seen = {e for e in _one_of(kin - minor, "f", sex_of, weight) or
                         {e for e in _one_of(kin, "f", sex_of, weight) if alone[first_of[e]] > f.count}
                         if alone[first_of[e]] >= max(5, 0.1 * f.count) and _classes(titles_of[e]) <= {"Miss"}
@@ -464,18 +463,18 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
             else:  # two people share the first name: each mention is the one named last before it
                 split[k] = sorted(by_first[word], key=str)
             continue
+        sex = _sex(f, given)  # "Betteredge" beside Gabriel and Penelope Betteredge: he
         if word in titled_single:
             total = sum(titled_single[word].values())
             top, n = titled_single[word].most_common(1)[0]
             one_sex = len({t in FEMALE for t, _ in titled_single[word]}) == 1  # "Lord" and "Monsieur de Buckingham"
-            sex = _sex(f, given)  # unless the pronouns after it tell the other sex and someone of that surname is
-            # named in full: "Bounderby" ("he") is not "Mrs. Bounderby" but Josiah Bounderby, whom "Mr." joined
+            # unless the pronouns after it tell the other sex and someone of that surname is named in full:
+            # "Bounderby" ("he") is not "Mrs. Bounderby" but Josiah Bounderby, whom "Mr." joined
             if not (sex and sex != ("f" if top[0] in FEMALE else "m") and word in by_last):
                 if n >= 2 / 3 * total or one_sex:
                     entity[k] = top
                 continue
         if word in by_last and f.place < 0.2 * f.count:  # ("Paris" is no one's surname)
-            sex = _sex(f, given)  # "Betteredge" beside Gabriel and Penelope Betteredge: he
             one = by_last[word] if len(by_last[word]) == 1 else _one_of(by_last[word], sex, sex_of) if sex else ()
             if len(one) == 1:
                 entity[k] = next(iter(one))

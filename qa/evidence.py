@@ -10,6 +10,7 @@ from ingest.boilerplate import chunk_matter
 from store.library import Library
 
 MAX_EVIDENCE = 8
+_LINE_END_HYPHEN = re.compile(r"(?<=[^\W\d_]-)[ \t]*\n\s*(?=[^\W\d_])")
 
 
 def weight_text(w: float) -> str:
@@ -18,7 +19,6 @@ def weight_text(w: float) -> str:
     cell read "retrieved (top-k), weight 0.000" (chunk 742 at relevance 27.680), which looked like a
     contradiction; `ask` and `export` printed the same."""
     return "under 0.001" if 0 < w < 0.0005 else f"{w:.3f}"
-_LINE_END_HYPHEN = re.compile(r"(?<=[^\W\d_]-)[ \t]*\n\s*(?=[^\W\d_])")
 
 
 def flat(text: str) -> str:
