@@ -553,7 +553,8 @@ def front_matter(text: str, end: int) -> list[tuple[str, int]]:
     """(title, char start) of the headings of front matter before `end` (the first part's start), after
     a Gutenberg header's end line: a line of its own after a blank one that opens with "Preface",
     "Introduction", "Foreword", "Prologue", "Dedication", "Advertisement", "To the Reader" ("AUTHOR’S
-    PREFACE", "THE PUBLISHER TO THE READER.", "EDITOR'S NOTE", "NOTE TO THE THIRD EDITION"), with a
+    PREFACE", "THE PUBLISHER TO THE READER.", "EDITOR'S NOTE", "NOTE TO THE THIRD EDITION"; not a
+    PDF's running head, "PREFACE iii"), with a
     paragraph of prose (`prose`) under it within FRONT_PROSE_WITHIN characters, before the next such
     heading. A contents list's entries are none: its lines are no prose, and its last entry recurs as
     the heading (walk 12: Under the Greenwood Tree's PREFACE was read as the start of chapter I)."""
@@ -563,7 +564,8 @@ def front_matter(text: str, end: int) -> list[tuple[str, int]]:
     prev_blank = True
     for line in text[pos:end].splitlines(keepends=True):
         s = line.strip()
-        if s and prev_blank and len(s) <= 80 and s[0].isupper() and _FRONT.match(s):
+        if (s and prev_blank and len(s) <= 80 and s[0].isupper() and _FRONT.match(s)
+                and not re.search(r"\s(?:\d+|[ivxlc]+)$", s)):  # "PREFACE iii": a PDF's running head
             hits.append((s, pos + line.index(s[0])))
         prev_blank = not s
         pos += len(line)
