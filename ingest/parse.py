@@ -14,7 +14,9 @@ the child is the only reliable deadline (docs/reliability.md §2). The child tal
 Reading order: `page.get_text("text", sort=True)` rebuilds lines in natural order, but it joins the
 lines of side-by-side columns into one line. Pages whose text blocks split into columns around a
 vertical gutter are therefore read region by region (full-width bands top to bottom, columns left
-to right inside a band), each region still with `sort=True`.
+to right inside a band), each region still with `sort=True`. A page with a narrow column of margin notes beside its text
+(tufte-style LaTeX) is read run by run of the main text's lines, each note after the run it stands
+beside (`_margin_regions`): `sort=True` glued a note's line to the text line at its height.
 
 Page numbers are 1-based. `label` is the printed label (`page.get_label()`, e.g. "vii") and falls
 back to the number. Text files have no pages: they are cut at paragraph breaks into pages of 1,500-4,500
@@ -517,10 +519,25 @@ def printed_label(raw: str) -> str:
 
 
 def _page_text(pymupdf, page) -> str:
-    """The page's text in reading order (columns one after another); see the module docstring."""
+    """The page's text in reading order (columns one after another, margin notes apart); see the
+    module docstring."""
     tp = page.get_textpage(flags=_TEXT_FLAGS)
     blocks = [b for b in tp.extractBLOCKS() if b[6] == 0 and b[4].strip()]
-    regions = _reading_regions([tuple(b[:4]) for b in blocks], page.rect.width)
+    width = page.rect.width
+    margin = None
+    if any(b[0] >= 0.55 * width or b[2] <= 0.3 * width for b in blocks):  # a block in a margin: notes, perhaps
+        lines = [(tuple(ln["bbox"]), "".join(s["text"] for s in ln["spans"]))
+                 for b in tp.extractDICT()["blocks"] if b["type"] == 0 for ln in b["lines"]]
+        margin = _margin_regions([(box, t) for box, t in lines if t.strip()], width)
+    if margin is not None:
+        parts = []
+        for r, what in margin:
+            clip = pymupdf.Rect(r[0], r[1] - 1, r[2], r[3] + 1)
+            got = page.get_text("text", sort=True, clip=clip, flags=_TEXT_FLAGS).strip("\n")
+            # a note is a paragraph of its own, and so is a run of the text set apart from the one before
+            parts.append(f"\n{got}\n" if what == "note" else f"\n{got}" if what == "apart" else got)
+        return _tidy_pdf_text("\n".join(parts))
+    regions = _reading_regions([tuple(b[:4]) for b in blocks], width)
     if regions is None:
         text = page.get_text("text", sort=True, textpage=tp)
     else:
@@ -533,6 +550,122 @@ def _page_text(pymupdf, page) -> str:
 
 
 Box = tuple  # (x0, y0, x1, y1)
+
+MARGIN_WIDTH = 0.35  # of the page's width at most: a column of margin notes
+MARGIN_GUTTER = 8.0  # points: main text beside a note ends this far from the notes' column at least
+MARGIN_SHARE = 0.5  # the notes hold at most this share of the page's characters
+MARGIN_RATIO = 0.6  # and their column is at most this share of the main text's column wide
+
+
+def _margin_regions(lines: list[tuple[Box, str]], width: float) -> list[tuple[Box, str]] | None:
+    """Regions to read one after another on a page with margin notes (tufte-style LaTeX: a narrow
+    column of notes beside the text, on the right, or on the left), each with what it is ("note",
+    "main" text, or main text "apart" from the run before by a gap); None for a page without.
+    `sort=True`, and the column reading (a note's block and the text's merge into one that crosses
+    any gutter), read a note's line and the text line at its height as one line ("A ≤G B is
+    G-equivariant inclusion.Proposition 1.5. For A ≤G B ...": the statement no longer opened a line,
+    walk 12) and put a note's lines between the text's. A column of notes: the lines right of x = g
+    (left of it, mirrored), most of them aligned on one edge, in a column under MARGIN_WIDTH of the
+    page wide and MARGIN_RATIO of the main text's column (most of its lines), at most MARGIN_SHARE of
+    the page's characters, of 12 characters a line on average (not a column of page numbers), while
+    the main text's lines beside them end MARGIN_GUTTER before g and few lines cross g, each from the
+    main text's column (a page of two columns has many, or its right column's longer lines); some
+    note stands beside the text, with text above and under it (a running head, an author's name at a
+    title page's foot are no notes). The main text is read in runs of lines (cut at a gap of more
+    than 0.6 of a line, and where a full-width line begins or ends: those are read across the page),
+    each note after the run it begins beside."""
+    got = _right_margin(lines, width)
+    if got is not None:
+        return got
+    flipped = [((width - b[2], b[1], width - b[0], b[3]), t) for b, t in lines]
+    got = _right_margin(flipped, width)
+    if got is None:
+        return None
+    return [((width - r[2], r[1], width - r[0], r[3]), note) for r, note in got]
+
+
+def _right_margin(lines: list[tuple[Box, str]], width: float) -> list[tuple[Box, str]] | None:
+    """`_margin_regions` for notes on the right of the page."""
+    if len(lines) < 4:
+        return None
+    total = sum(len(t.strip()) for _, t in lines)
+    for g in sorted({round(b[0]) for b, _ in lines if b[0] >= 0.55 * width}):
+        wide = [(b, t) for b, t in lines if b[0] < g - 1 and b[2] > g - MARGIN_GUTTER]  # reaching the column
+        right = [b[0] >= g - 1 for b, _ in lines]
+        side = [r and not any(_beside(b, w) for w, _ in wide) for (b, _), r in zip(lines, right)]
+        notes = [ln for ln, s in zip(lines, side) if s]
+        if not notes or len(notes) == len(lines):
+            continue
+        # a right-hand column of text, not notes: many lines cross g, and many of its lines sit beside them
+        if (sum(len(t.strip()) for _, t in wide) > 0.2 * total
+                or sum(right) - len(notes) > max(1.0, 0.2 * sum(right))):
+            continue
+        chars = sum(len(t.strip()) for _, t in notes)
+        if (max(b[2] for b, _ in notes) - g > MARGIN_WIDTH * width or chars > MARGIN_SHARE * total
+                or chars < 12 * len(notes) or not _aligned([b for b, _ in notes], g)):
+            continue
+        main = [b for (b, _), s in zip(lines, side) if not s]
+        column = [b for b in main if b[2] <= g - MARGIN_GUTTER]  # the main text's column left of the notes
+        x0, x1 = sorted(b[0] for b in column), sorted(b[2] for b in column)
+        if (not column or max(b[2] for b, _ in notes) - g > MARGIN_RATIO * (x1[9 * len(x1) // 10] - x0[len(x0) // 10])
+                or any(b[0] > x1[9 * len(x1) // 10] for b, _ in wide)):
+            continue  # a column as wide as the text's, or whose longer lines reach left of g: a page in two columns
+        # beside the text, not above or under all of it (a running head, an author's name on a title page)
+        if not any(any(m[3] <= n[1] for m in main) and any(m[1] >= n[3] for m in main) for n, _ in notes):
+            continue
+        return _margin_order([b for b, _ in notes], main, g, width)
+    return None
+
+
+def _aligned(notes: list[Box], g: float) -> bool:
+    """Whether most notes' lines begin at g (a column set ragged right), or end at one x (ragged
+    left: notes in the left margin, read mirrored here)."""
+    end = max(b[2] for b in notes)
+    return max(sum(abs(b[0] - g) <= 3 for b in notes), sum(abs(b[2] - end) <= 3 for b in notes)) >= 0.6 * len(notes)
+
+
+def _beside(a: Box, b: Box) -> bool:
+    """Whether two lines overlap vertically by more than a third of the lower one's height."""
+    return min(a[3], b[3]) - max(a[1], b[1]) > min(a[3] - a[1], b[3] - b[1]) / 3
+
+
+def _margin_order(notes: list[Box], main: list[Box], g: float, width: float) -> list[tuple[Box, str]]:
+    """The main text's runs of rows (full width where a line of the row crosses the notes' column,
+    else left of it) and the notes' runs, each after the main run it begins beside (or before)."""
+    def runs(boxes: list[Box], crossing) -> list[list[Box]]:
+        rows: list[list[Box]] = []  # lines beside each other: one row (a formula's pieces)
+        for b in sorted(boxes, key=lambda b: (b[1], b[0])):
+            if rows and any(_beside(b, x) for x in rows[-1]):
+                rows[-1].append(b)
+            else:
+                rows.append([b])
+        out: list[list[Box]] = []
+        height = sorted(b[3] - b[1] for b in boxes)[len(boxes) // 2]
+        for row in rows:
+            if (out and min(b[1] for b in row) - max(b[3] for b in out[-1]) <= 0.6 * height
+                    and any(map(crossing, out[-1])) == any(map(crossing, row))):
+                out[-1] += row
+            else:
+                out.append(row)
+        return out
+
+    crossing = lambda b: b[2] > g - MARGIN_GUTTER  # noqa: E731
+    regions: list[tuple[Box, str]] = []
+    height = sorted(b[3] - b[1] for b in main)[len(main) // 2] if main else 0
+    for run in runs(main, crossing) if main else []:
+        y0, y1 = min(b[1] for b in run), max(b[3] for b in run)
+        apart = bool(regions) and y0 - regions[-1][0][3] > 0.6 * height
+        regions.append(((0.0, y0, width if any(map(crossing, run)) else g - 1, y1), "apart" if apart else "main"))
+    for run in runs(notes, lambda b: False):
+        y0, y1 = min(b[1] for b in run), max(b[3] for b in run)
+        if any(r[2] == width and r[1] <= y0 and y1 <= r[3] for r, _ in regions):
+            continue  # read across the page with the main text's run it lies in
+        at = sum(r[1] <= y0 for r, what in regions if what != "note")  # after the main runs that begin above it
+        i = [k for k, (_, what) in enumerate(regions) if what != "note"][at - 1] + 1 if at else 0
+        while i < len(regions) and regions[i][1] == "note":  # after the notes placed there already
+            i += 1
+        regions.insert(i, ((g - 1, y0, width, y1), "note"))
+    return regions
 
 
 def _reading_regions(boxes: list[Box], width: float) -> list[Box] | None:

@@ -39,7 +39,7 @@ from bisect import bisect_right
 from collections import Counter
 from dataclasses import asdict, dataclass
 
-from .page_kind import GUTENBERG_END, matter_of
+from .page_kind import GUTENBERG_END, GUTENBERG_START, matter_of
 from .errors import IngestError
 
 MIN_CONTENTS_GAP = 400  # characters: headings closer than this to the next of their family are a contents list
@@ -194,19 +194,23 @@ def headings(text: str) -> list[tuple[str, int]]:
     if best_fam.startswith("tex"):
         return best
     # a PDF's heading set over two lines after a blank one too ("CHAPTER V. Advice from a" / "Caterpillar")
-    return _in_divisions(_after_last(text, [(_wrapped_title(text, t, pos), pos) for t, pos in best]), fams, best_fam)
+    return _in_divisions(text, _after_last(text, [(_wrapped_title(text, t, pos), pos) for t, pos in best]), fams,
+                         best_fam)
 
 
 _DIVISIONS = ("part", "book", "volume")
 
 
-def _in_divisions(best: list[tuple[str, int]], fams: dict[str, list[tuple[str, int]]],
+def _in_divisions(text: str, best: list[tuple[str, int]], fams: dict[str, list[tuple[str, int]]],
                   best_fam: str) -> list[tuple[str, int]]:
     """The headings, each one right under a part's, book's or volume's heading (another family's,
     within MIN_CONTENTS_GAP characters) titled and started with it: "PART THE SECOND--SPRING, CHAPTER I:
     PASSING BY THE SCHOOL". Under the Greenwood Tree numbers its chapters afresh in each of its five
     parts, and its outline listed "CHAPTER I" five times with nothing to say which part each opened
-    (walk 12), the part's heading left at the end of the chapter before; so do War and Peace's books."""
+    (walk 12), the part's heading left at the end of the chapter before; so do War and Peace's books.
+    When the chapters are numbered afresh under their divisions (`_afresh`), each later chapter says
+    whose it is too, by the divisions' keywords and numbers ("PART THE SECOND, CHAPTER II: A MEETING OF
+    THE QUIRE"): its "CHAPTER II" recurred five times in the outline and the summary's menu."""
     key = best_fam.split(":")[1] if best_fam.startswith("keyword:") else ""
     divs = sorted((h for fam, hits in fams.items() if fam.startswith("keyword:") and fam.split(":")[1] != key
                    and fam.split(":")[1] in _DIVISIONS for h in _not_contents(hits)), key=lambda h: h[1])
@@ -214,16 +218,104 @@ def _in_divisions(best: list[tuple[str, int]], fams: dict[str, list[tuple[str, i
     # First"); a line ending with a colon introduces something ("Volume one begins:", Grant's Memoirs)
     words = [" ".join(re.findall(r"\w+", t.lower())) for t, _ in divs]
     divs = [d for i, d in enumerate(divs) if words[i] not in words[i + 1:] and not d[0].endswith(":")]
-    out, prev = [], -1
+    divs = [d for d in divs if d[0][:1].isupper()]  # a heading opens with a capital ("part I have quoted them")
+    passed, aboves, prev = [], [], -1
     for title, pos in best:
-        above = []  # the divisions' headings right above this one, nearest last ("VOLUME I", "BOOK FIRST")
-        for t, p in reversed([d for d in divs if prev < d[1] < pos]):
+        passed.append([d for d in divs if prev < d[1] < pos])  # the divisions' headings since the heading before
+        above = []  # those right above this one, nearest last ("VOLUME I", "BOOK FIRST")
+        for t, p in reversed(passed[-1]):
             if (above[0][1] if above else pos) - p >= MIN_CONTENTS_GAP:
                 break
             above.insert(0, (t, p))
-        out.append((", ".join([t for t, _ in above] + [title]), above[0][1] if above else pos))
+        aboves.append(above)
+        # one further above is a contents list's entry when a "CONTENTS" line comes before it, after the
+        # heading before, with no paragraph of prose between (Notre-Dame's second volume lists "BOOK
+        # TENTH. I. Gringoire has Many Good Ideas ..." above its seventh book's first chapter)
+        passed[-1] = [d for d in passed[-1] if d in above or not _listed(text, max(prev, 0), d[1])]
         prev = pos
+    afresh = _afresh(best, passed)
+    out: list[tuple[str, int]] = []
+    within: list[tuple[str, str, str, int]] = []  # (kind, label, heading, position) of the divisions it lies in
+    groups = [_group(got) for got in passed]
+    above_of = {(a[0], b[0]) for g in groups for a, b in zip(g, g[1:])}  # "volume" above "book": one after another
+    for (title, pos), group, above in zip(best, groups, aboves):
+        if group:  # a heading replaces the divisions of its kind and those inside it
+            within = [w for w in within if _higher(w[0], group[0][0], above_of)] + group
+        if afresh:  # the divisions right above by their headings, the others by their labels
+            heads = [h if p in {q for _, q in above} else label for _, label, h, p in within]
+        else:
+            heads = [t for t, _ in above]
+        out.append((", ".join(heads + [title]), above[0][1] if above else pos))
     return out
+
+
+def _afresh(best: list[tuple[str, int]], passed: list[list[tuple[str, int]]]) -> bool:
+    """Whether the chapters are numbered afresh in their divisions: after more than half the division
+    headings past the first chapter, the next chapter is numbered lower than the one before it
+    (Under the Greenwood Tree, War and Peace, Emma; not Middlemarch, whose chapters run on through
+    its books)."""
+    restarts = []
+    for i in range(1, len(best)):
+        if passed[i]:
+            a, b = heading_number(best[i - 1][0]), heading_number(best[i][0])
+            if a is not None and b is not None:
+                restarts.append(b[1] < a[1])
+    return sum(restarts) * 2 > len(restarts) > 0
+
+
+_CONTENTS_LINE = re.compile(r"^[ \t]*(?:table of )?contents\.?[ \t]*$", re.I | re.M)
+
+
+def _listed(text: str, start: int, pos: int) -> bool:
+    """Whether the line at `pos` lies in a contents list: after a "CONTENTS" line at `start` or later,
+    with no paragraph of prose (`prose`) between."""
+    got = None
+    for got in _CONTENTS_LINE.finditer(text, start, pos):
+        pass
+    return got is not None and not any(map(prose, re.split(r"\n[ \t]*\n", text[got.end():pos])))
+
+
+_ENTRY = re.compile(rf"\s*(?:(?i:{_KEYWORDS})\s+(?i:[ivxlcdm]+|\d+|the|{_NUM_WORDS})\b|[IVXLC]+\.\s|\d+\.?\s)")
+
+
+def prose(paragraph: str) -> bool:
+    """Whether a paragraph reads as prose, not a heading or a list of titles: 150 characters or more,
+    most of its words in lower case (a contents list capitalises its titles' words), not opening as
+    a numbered entry does ("Chapter iii -- An odd accident which befel Mr Allworthy ...", Tom Jones's
+    contents list, "I. Of the difference between ...") or as front matter's heading ("Preface").
+    """
+    words = re.findall(r"[^\W\d_]+", paragraph)
+    return (len(paragraph) >= 150 and sum(w[0].islower() for w in words) >= 0.6 * len(words)
+            and not _ENTRY.match(paragraph) and not _FRONT.match(paragraph.lstrip()))
+
+
+_DIVISION_LABEL = re.compile(rf"^(?P<key>part|book|volume)\s+(?:the\s+)?(?:[ivxlcdm]+|\d+|{_NUM_WORDS})\b", re.I)
+
+
+def _group(got: list[tuple[str, int]]) -> list[tuple[str, str, str, int]]:
+    """The division headings passed since the chapter before as (kind, label, heading, position)
+    ("volume", "VOLUME II", "VOLUME II.--COSETTE", ...), the higher first ("VOLUME II", "BOOK FIRST"),
+    each replacing one of its kind before it and those after that one."""
+    group: list[tuple[str, str, str, int]] = []
+    for t, p in got:
+        m = _DIVISION_LABEL.match(t)
+        if m is not None:
+            kind = m.group("key").lower()
+            group = group[:next((i for i, g in enumerate(group) if g[0] == kind), len(group))]
+            group.append((kind, m.group(0), t, p))
+    return group
+
+
+def _higher(a: str, b: str, above_of: set[tuple[str, str]]) -> bool:
+    """Whether divisions of kind `a` hold those of kind `b`: as the document prints them one after the
+    other ("PART I" then "Book I" in The Brothers Karamazov, "BOOK I" then "PART I" in Hume's
+    Treatise), else volume, part, book in that order."""
+    if (a, b) in above_of or (b, a) in above_of:
+        return (a, b) in above_of
+    return _DIVISIONS_ORDER.index(a) < _DIVISIONS_ORDER.index(b)
+
+
+_DIVISIONS_ORDER = ("volume", "part", "book")
 
 
 _CLOSING = re.compile(r"^(?:epilogue|afterword|postscript|l[’']envoi)\b[^\n]{0,60}$", re.I)
@@ -431,6 +523,8 @@ def document_parts(library, doc_id: str) -> list[Part]:
     # Rabbit-Hole" on the contents page and on the next): the later one starts the part
     starts = [st for i, st in enumerate(starts)
               if i + 1 >= len(starts) or " ".join(st[1].split()).lower() != " ".join(starts[i + 1][1].split()).lower()]
+    if starts and source != "pages":  # a preface, an introduction: entries of their own before part 1
+        starts = [(pos, t) for t, pos in front_matter(text, starts[0][0])] + starts
     parts: list[Part] = []
     if starts and starts[0][0] > 0:
         if starts[0][0] >= 0.1 * n_chars:
@@ -445,6 +539,45 @@ def document_parts(library, doc_id: str) -> list[Part]:
         p.page_first = _page_of(pages, p.char_start)
         p.page_last = _page_of(pages, max(p.char_start, p.char_end - 1))
     return parts
+
+
+_FRONT = re.compile(
+    r"^(?:the\s+)?(?:(?:author|authoress|translator|editor|publisher)(?:['’]?s)?\s+)?"
+    r"(?:preface|introduction|introductory|foreword|prologue|dedication|prefatory|advertisement|to\s+the\s+reader)\b"
+    r"|^(?:the\s+)?(?:author|translator|editor|publisher)(?:['’]?s)?\s+(?:note|to\s+the\s+reader)\b"
+    r"|^note\s+to\s+the\s+(?:[\w-]+\s+){0,2}edition\b", re.I)
+FRONT_PROSE_WITHIN = 3000  # characters: a front-matter heading's first paragraph of prose begins this close
+
+
+def front_matter(text: str, end: int) -> list[tuple[str, int]]:
+    """(title, char start) of the headings of front matter before `end` (the first part's start), after
+    a Gutenberg header's end line: a line of its own after a blank one that opens with "Preface",
+    "Introduction", "Foreword", "Prologue", "Dedication", "Advertisement", "To the Reader" ("AUTHOR’S
+    PREFACE", "THE PUBLISHER TO THE READER.", "EDITOR'S NOTE", "NOTE TO THE THIRD EDITION"; not a
+    PDF's running head, "PREFACE iii"), with a
+    paragraph of prose (`prose`) under it within FRONT_PROSE_WITHIN characters, before the next such
+    heading. A contents list's entries are none: its lines are no prose, and its last entry recurs as
+    the heading (walk 12: Under the Greenwood Tree's PREFACE was read as the start of chapter I)."""
+    start = GUTENBERG_START.search(text, 0, end)
+    pos = start.end() if start else 0
+    hits: list[tuple[str, int]] = []
+    prev_blank = True
+    for line in text[pos:end].splitlines(keepends=True):
+        s = line.strip()
+        if (s and prev_blank and len(s) <= 80 and s[0].isupper() and _FRONT.match(s)
+                and not re.search(r"\s(?:\d+|[ivxlc]+)$", s)):  # "PREFACE iii": a PDF's running head
+            hits.append((s, pos + line.index(s[0])))
+        prev_blank = not s
+        pos += len(line)
+    words = [" ".join(re.findall(r"\w+", t.lower())) for t, _ in hits]
+    hits = [h for i, h in enumerate(hits) if words[i] not in words[i + 1:]]
+    out = []
+    for i, (title, at) in enumerate(hits):
+        stop = min(hits[i + 1][1] if i + 1 < len(hits) else end, at + FRONT_PROSE_WITHIN)
+        body = text[at + len(title):stop]
+        if any(prose(m.group(0)) for m in re.finditer(r"(?:[^\n]*\S[^\n]*(?:\n|$))+", body)):
+            out.append((title, at))
+    return out
 
 
 _NUMBERED_LINE = re.compile(r"^[ \t]{0,4}(\d{1,2})\.[ \t]+([A-Z][^\n.]{2,70}?)\.?[ \t]*$", re.M)

@@ -455,3 +455,49 @@ def test_a_text_files_warning_gives_the_pages_real_size(tmp_path):
     said = re.search(r"cut into (\d+) pages of about ([\d,]+) characters", " ".join(doc.warnings))
     assert said and int(said.group(1)) == len(doc.pages)
     assert abs(int(said.group(2).replace(",", "")) - mean) <= 60
+
+
+def _margin_notes_pdf(path, left: bool = False) -> None:
+    """A page set as tufte-style LaTeX sets one: a main text column (10 pt, x 70-410) and a narrow
+    column of notes (8 pt) in the margin whose lines sit at the heights of the main text's lines."""
+    import pymupdf
+
+    doc = pymupdf.open()
+    page = doc.new_page(width=612, height=792)
+    main_x, note_x = (230, 60) if left else (70, 440)
+    main = ["The first cohomology H1(G, A) is defined for every G-module A and",
+            "every group G acting on it. In this case, H1(G, A) doesn't have a group",
+            "structure, but is a pointed set (a",
+            "set with a distinguished element). We can still define exactness for",
+            "sequences of pointed sets.",
+            "Proposition 1.5. For A <G B, we obtain an action of G on B/A and an",
+            "exact sequence of pointed sets in which every map is G-equivariant.",
+            "This is the Galois cohomology of the group G with coefficients in A."]
+    y = [100 + 14 * i + 10 * (i >= 5) + 10 * (i >= 7) for i in range(len(main))]  # paragraphs set apart
+    for i, line in enumerate(main):
+        page.insert_text((main_x, y[i]), line, fontsize=10)
+    notes = {2: "sa denotes the action of s on a.", 5: "A <G B is G-equivariant inclusion."}
+    for i, line in notes.items():
+        page.insert_text((note_x, y[i]), line, fontsize=8)
+    page.insert_text((70, 40), "galois cohomology of algebraic groups" + " " * 60 + "6", fontsize=10)
+    doc.save(path)
+    doc.close()
+
+
+@pytest.mark.parametrize("left", [False, True])
+def test_a_margin_note_is_read_apart_from_the_main_text(tmp_path, left):
+    """Walk 12, item 8 (lecture notes with margin notes): a note's line and the text line at its
+    height were read as one line, "A ≤G B is G-equivariant inclusion.Proposition 1.5. For A ≤G B
+    ...", so the outline missed Proposition 1.5, and another note was spliced into a sentence ("is a
+    pointed set (a σa denotes the action of σ on a.\\nset with a distinguished element)"). The notes
+    are read apart, each after the main text's run of lines it stands beside."""
+    pdf = tmp_path / "notes.pdf"
+    _margin_notes_pdf(pdf, left=left)
+    text = parse_file(pdf).pages[0].text
+    lines = text.splitlines()
+    assert "Proposition 1.5. For A <G B, we obtain an action of G on B/A and an" in lines
+    assert "A <G B is G-equivariant inclusion." in lines and "sa denotes the action of s on a." in lines
+    assert "but is a pointed set (a\nset with a distinguished element)" in text
+    assert text.index("sequences of pointed sets.") < text.index("sa denotes") < text.index("Proposition 1.5.")
+    assert text.index("A <G B is") > text.index("every map is G-equivariant.")
+    assert lines[0].startswith("galois cohomology of algebraic groups") and lines[0].endswith("6")

@@ -318,10 +318,81 @@ def test_chapters_numbered_afresh_in_each_part_are_titled_with_their_part(librar
     doc = store_text(library, text)
     parts = document_parts(library, doc)
     assert [p.title for p in parts] == [
-        "PART THE FIRST--WINTER, CHAPTER I: MELLSTOCK-LANE", "CHAPTER II: THE TRANTER'S",
-        "PART THE SECOND--SPRING, CHAPTER I: PASSING BY THE SCHOOL", "CHAPTER II: A MEETING OF THE QUIRE",
-        "PART THE FIFTH: CONCLUSION, CHAPTER I: 'THE KNOT THERE'S NO UNTYING'", "CHAPTER II: UNDER THE GREENWOOD TREE"]
+        "PART THE FIRST--WINTER, CHAPTER I: MELLSTOCK-LANE", "PART THE FIRST, CHAPTER II: THE TRANTER'S",
+        "PART THE SECOND--SPRING, CHAPTER I: PASSING BY THE SCHOOL",
+        "PART THE SECOND, CHAPTER II: A MEETING OF THE QUIRE",
+        "PART THE FIFTH: CONCLUSION, CHAPTER I: 'THE KNOT THERE'S NO UNTYING'",
+        "PART THE FIFTH, CHAPTER II: UNDER THE GREENWOOD TREE"]
     full = document_text(library, doc)
     assert full[parts[2].char_start:].startswith("PART THE SECOND--SPRING")
     assert "PART THE SECOND" not in full[parts[1].char_start:parts[1].char_end]
     assert heading_number("PART THE SECOND--SPRING") == ("part", 2, "word")
+
+
+def test_every_chapter_numbered_afresh_says_whose_it_is(library):
+    """Walk 12, item 6: after the last session the outline and the summary's menu still listed "CHAPTER
+    II", "CHAPTER III" ... five times over, only each part's chapter I titled with its part. Chapters
+    numbered afresh under their divisions now all carry them by keyword and number; a new volume
+    ends the book before it, as the document prints a volume above a book."""
+    body = BODY * 2
+    text = "TALES\n\n" + "".join(
+        f"\n\n{head}\n\n" + "".join(f"CHAPTER {c}\n\n{body}\n\n" for c in ("I", "II", "III"))
+        for head in ("VOLUME I\n\nBOOK FIRST--THE TOWN", "BOOK SECOND--THE SEA",
+                     "VOLUME II.--THE RETURN\n\nBOOK FIRST--HOME"))
+    parts = document_parts(library, store_text(library, text))
+    assert [p.title for p in parts] == [
+        "VOLUME I, BOOK FIRST--THE TOWN, CHAPTER I", "VOLUME I, BOOK FIRST, CHAPTER II",
+        "VOLUME I, BOOK FIRST, CHAPTER III",
+        "VOLUME I, BOOK SECOND--THE SEA, CHAPTER I", "VOLUME I, BOOK SECOND, CHAPTER II",
+        "VOLUME I, BOOK SECOND, CHAPTER III",
+        "VOLUME II.--THE RETURN, BOOK FIRST--HOME, CHAPTER I", "VOLUME II, BOOK FIRST, CHAPTER II",
+        "VOLUME II, BOOK FIRST, CHAPTER III"]
+
+
+def test_chapters_numbered_on_through_books_keep_their_own_titles():
+    """Middlemarch numbers its chapters on through its eight books: only the chapter under a book's
+    heading says whose it is, as before."""
+    text = "A STUDY\n\n" + "".join(
+        f"\n\nBOOK {b}.\n\n" + "".join(f"CHAPTER {c}.\n\n{BODY}\n\n" for c in cs)
+        for b, cs in (("I", ("I", "II")), ("II", ("III", "IV")), ("III", ("V", "VI"))))
+    assert [t for t, _ in headings(text)] == ["BOOK I., CHAPTER I.", "CHAPTER II.", "BOOK II., CHAPTER III.",
+                                        "CHAPTER IV.", "BOOK III., CHAPTER V.", "CHAPTER VI."]
+
+
+def test_a_contents_lists_division_entry_is_no_division_of_the_chapters_after_it():
+    """Notre-Dame de Paris: its second volume opens with a contents list ("BOOK SEVENTH. I. The Danger
+    of Confiding ...", ... "BOOK TENTH. I. Gringoire ...") and has no heading for its seventh book:
+    its chapters are the second volume's, not the tenth book's."""
+    body = BODY * 2
+    text = ("\n\nBOOK FIRST.\n\n" + "".join(f"CHAPTER {c}.\n\n{body}\n\n" for c in ("I", "II"))
+            + "\n\nVOLUME II.\n\n\nTABLE OF CONTENTS.\n\n\n"
+            + "BOOK NINTH. I. Delirium II. Hunchbacked, One Eyed, Lame III. Deaf IV.\nEarthenware and Crystal\n\n"
+            + "BOOK TENTH. I. Gringoire has Many Good Ideas in Succession.--Rue des\nBernardins II. Turn Vagabond\n\n"
+            + "BOOK ELEVENTH.\n\n" + "I. The Little Shoe II. The Beautiful Creature Clad in White\n" * 8 + "\n\n"
+            + "".join(f"CHAPTER {c}.\n\n{body}\n\n" for c in ("I", "II"))
+            + "\n\nBOOK EIGHTH.\n\n" + "".join(f"CHAPTER {c}.\n\n{body}\n\n" for c in ("I", "II")))
+    assert [t for t, _ in headings(text)] == [
+        "BOOK FIRST., CHAPTER I.", "BOOK FIRST, CHAPTER II.", "VOLUME II, CHAPTER I.", "VOLUME II, CHAPTER II.",
+        "VOLUME II, BOOK EIGHTH., CHAPTER I.", "VOLUME II, BOOK EIGHTH, CHAPTER II."]
+
+
+def test_a_preface_is_an_entry_of_its_own_titled_by_its_heading(library):
+    """Walk 12, item 6: Under the Greenwood Tree's PREFACE was read as the start of chapter I (front
+    matter under a tenth of the book joined part 1). A preface, an introduction, a dedication with
+    prose under its heading is an entry of its own before part 1 (the title page joins the first);
+    a contents list's "Preface" and "Dedication" are none."""
+    preface = ("This story of the Mellstock Quire and its old established west-gallery musicians is intended\n"
+               "to be a fairly true picture, at first hand, of the personages, ways, and customs which were\n"
+               "common among such orchestral bodies in the villages of fifty or sixty years ago.\n")
+    text = ("UNDER THE GREENWOOD TREE\n\nby Thomas Hardy\n\nCONTENTS\n\nDEDICATION\n\nPreface\n"
+            "Chapter i -- The introduction to the work, or bill of fare to the feast, with some proper\n"
+            "animadversions on the quire and on what the reader may expect to find in the chapters after.\n\n"
+            + "\n\nPREFACE\n\n" + preface * 3
+            + "".join(f"\n\nCHAPTER {r}\n\n{BODY * 3}" for r in ("I", "II", "III")))
+    doc = store_text(library, text)
+    parts = document_parts(library, doc)
+    assert [p.title for p in parts] == ["PREFACE", "CHAPTER I", "CHAPTER II", "CHAPTER III"]
+    assert parts[0].number == 1 and parts[0].char_start == 0 and parts[0].source == "headings"
+    full = document_text(library, doc)
+    assert full[parts[1].char_start:].startswith("CHAPTER I\n\n")
+    assert "This story of the Mellstock Quire" not in full[parts[1].char_start:parts[1].char_end]
