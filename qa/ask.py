@@ -33,6 +33,7 @@ from ingest.pipeline import ready_state
 from .errors import QAError
 from .evidence import evidence_rows, flat, trace_json
 from .reader import sentence_spans  # quotes are cut as the reader cuts
+from .short import count_answer
 from .statement_qa import statement_absent, statement_answer, statement_asked
 from .views import BeforePage, Redacted, blank, prefix_state, read_before
 
@@ -649,8 +650,8 @@ def _cross_answer(library: Library, doc_id: str, question: str, evidence: list[d
         first = quotable(library, doc_id, [w.chunk for w in shown])[:1]
         quote = rerank.quote_of(next(w for w in shown if w.chunk == first[0])) if first else None
     kind = abstain_mod.asked_kind(question)  # "In what year ...?" answered by a passage that holds no year
-    lacks = kind if not abstained and quote is not None and kind and not abstain_mod.holds_kind(kind, quote["text"]) \
-        else None
+    lacks = (kind if not abstained and quote is not None and kind
+             and not abstain_mod.holds_kind(kind, quote["text"], question) else None)
     abstained = abstained or lacks is not None
     if abstained:
         quote = None
@@ -667,6 +668,9 @@ def _cross_answer(library: Library, doc_id: str, question: str, evidence: list[d
                   "introduces": who_name(question) if c in ce.get("introduces", []) else None}
     passages = [rerank.passage_row(w) | {"retrieved": w.chunk in weights} for w in shown]
     short = rerank.short_shown(quote, cal)
+    if short is None and quote is not None:  # "How many acres ...?": the one amount of that form the sentence states
+        short = count_answer(question, quote["sentence"], quote["text"])
+        short = short if short and short in quote["text"] else None
     if quote is not None:
         quote["short"] = short  # shown only where validation measured it right often enough
     return {"quote": quote, "abstained": abstained, "short_answer": short,

@@ -510,9 +510,9 @@ def _score(r: dict, q: dict) -> None:
     r |= answer_scores(r["answer"], q["answer"]) if q["answerable"] else {}
     if q["answerable"] and r.get("short") is not None:  # the reader's short answer
         r["short_f1"] = token_f1(r["short"], q["answer"]) if r["short"] else 0.0
-    if r.get("short_raw") is not None:  # right (F1 >= 0.5), where it would be shown
-        r["short_right"] = (float(token_f1(r["short_raw"], q["answer"]) >= SHORT_RIGHT_F1)
-                            if q["answerable"] and r["short_raw"] else 0.0)
+    if r.get("short_raw") is not None:  # right (F1 >= 0.5): the one shown, else the span that would be
+        said = r.get("short") or r["short_raw"]
+        r["short_right"] = float(token_f1(said, q["answer"]) >= SHORT_RIGHT_F1) if q["answerable"] and said else 0.0
 
 
 def boilerplate_chunks(library, doc_id: str, chunks: list[dict]) -> set[int]:

@@ -290,3 +290,31 @@ def test_a_year_or_a_number_asked_for_and_not_in_the_best_passage_is_not_found(l
     assert wheels["abstained"] and wheels["answer"].startswith("Not found") and wheels["passages"], wheels["answer"]
     assert wheels["confidence"]["lacks"] == "number"
     assert "holds no number" in ask_mod.abstain_reason(wheels)
+    who = ask(library, engine, doc, "What was the name of the miller's grandfather?", max_new_tokens=8, causal=False)
+    assert who["abstained"] and who["confidence"]["lacks"] == "name" and who["passages"]
+    assert "holds no name" in ask_mod.abstain_reason(who)
+
+
+@pytest.mark.parametrize("engine", ["cross-encoder"], indirect=True)
+def test_an_amount_asked_for_and_stated_once_in_the_quote_is_the_short_answer(library, engine, tmp_path,
+                                                                               monkeypatch):
+    """"How many acres ...?" quoted with the one sentence that states the acres: the amount is the
+    bold short answer (qa.short), in the answer, the CLI's text and the chat; a question that asks for
+    no amount gets none."""
+    from qa import rerank
+    from qa.cli import answer_text
+    from ui.render import answer_md, md_escape
+
+    story = tmp_path / "farm.txt"
+    story.write_text("THE FARM\n\n" + "The river ran past the old farm all summer long, and the wheel turned. " * 30
+                     + "Burke was trying to buy seventy-five acres of the bottom land from the widow. "
+                     + "The wheel turned and the river ran on past the farm through the long dry summer. " * 30)
+    doc = ingest(story, library=library, engine=engine).doc_id
+    monkeypatch.setattr(rerank, "decide", lambda wins, cal: (False, 0.9))
+    out = ask(library, engine, doc, "How many acres was Burke trying to buy?", max_new_tokens=8, causal=False)
+    assert not out["abstained"] and out["short_answer"] == "seventy-five acres", out["quote"]
+    assert out["quote"]["short"] == "seventy-five acres"
+    assert "Short answer: seventy-five acres" in answer_text(out)
+    assert answer_md(out).startswith(f"**{md_escape('seventy-five acres')}**")
+    who = ask(library, engine, doc, "What was Burke trying to buy?", max_new_tokens=8, causal=False)
+    assert not who["short_answer"]
