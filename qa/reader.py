@@ -458,15 +458,29 @@ QUOTE_GROW = (1, 2, -1)  # the sentences that join the answer's, in turn, while 
 
 def quote_bounds(text: str, a: int, b: int, limit: int = QUOTE_MAX_CHARS,
                  grow: tuple[int, ...] = QUOTE_GROW) -> tuple[int, int]:
-    """The quote around sentence [a, b) of `text`: the sentences `grow` names (offsets from it) join
-    in turn while the quote stays within `limit` characters; a sentence longer than that is cut."""
+    """The quote around sentence [a, b) of `text`: the sentences `grow` names (offsets from it) join in
+    turn while the quote stays within `limit` characters, and after the first of them the clauses before
+    it that end in ";" (a quote opens where its sentence does, not at "and in the space of a quarter of
+    an hour ...", walk 12; the next sentence first, which often holds the answer); a sentence longer
+    than the limit is cut."""
     spans = sentence_spans(text)
     i = next((j for j, (x, y) in enumerate(spans) if x <= a < y), None)
     if b - a > limit:
         b = a + limit
     if i is None:
         return a, b
-    for j in (i + step for step in grow):
+
+    def join(j: int) -> bool:
+        nonlocal a, b
         if 0 <= j < len(spans) and max(b, spans[j][1]) - min(a, spans[j][0]) <= limit:
             a, b = min(a, spans[j][0]), max(b, spans[j][1])
+            return True
+        return False
+
+    for n, step in enumerate(grow):
+        join(i + step)
+        if n == 0:
+            j = i
+            while j > 0 and text[spans[j - 1][0]:spans[j - 1][1]].rstrip().endswith(";") and join(j - 1):
+                j -= 1
     return a, b

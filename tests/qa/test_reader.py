@@ -175,3 +175,15 @@ def test_a_spaced_ellipsis_ends_no_sentence_inside_one():
     assert [t[a:b] for a, b in sentence_spans(t)] == [
         "It factors as a = p1 p2 . . . pn where pi are prime ideals.", "Let O be a domain.",
         "He went on . . . and on.", "I wish I could go. . . .", "The voice was the tranter's."]
+
+
+def test_a_quote_opens_where_its_sentence_does_not_at_a_semicolon_clause():
+    """Walk 12: the masked re-answer quoted "and in the space of a quarter of an hour Fancy found
+    herself to be Mrs. Richard Dewy ...", the second half of a sentence split at its ";". The clauses
+    before the chosen one join first, while the quote fits."""
+    text = ("The lane dipped into the village of Geoffrey Day's parish; and in the space of a quarter of an hour "
+            "Fancy found herself to be Mrs. Richard Dewy. The bells rang.")
+    a = text.index("and in the space")
+    b = text.index("Dewy.") + len("Dewy.")
+    assert text[slice(*quote_bounds(text, a, b, limit=400))] == text
+    assert quote_bounds(text, a, b, limit=b - a) == (a, b)  # no room: the clause alone
