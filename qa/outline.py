@@ -90,6 +90,15 @@ professor prof rev reverend saint st""".split())
 # statements
 
 
+def heading_end(text: str, part) -> int:
+    """Where a part's printed heading ends: its title's last line as the text prints it, found from the
+    part's start ("PART THE SECOND, CHAPTER II: A MEETING OF THE QUIRE" is titled with its part's label,
+    which the page above the chapter does not print); the title's length where it is not found."""
+    last = part.title.rsplit(", ", 1)[-1]
+    at = text.find(last, part.char_start, part.char_start + len(part.title) + 400)
+    return at + len(last) + 1 if at >= 0 else part.char_start + len(part.title) + 1
+
+
 def _chunk_index(chunks: list[dict]):
     starts = [c["char_start"] for c in chunks]
 
@@ -433,8 +442,7 @@ def build(library, doc_id: str, dependency_map: Sequence[dict]) -> dict:
     if len(stmts) < 5:  # papers have statements; books have people and places
         at = _chunk_index(chunks)
         starts = [p["char_start"] for p in pages]
-        heads = [(p.char_start, p.char_start + len(p.title) + 1) for p in part_list
-                 if p.source in ("outline", "headings")]
+        heads = [(p.char_start, heading_end(text, p)) for p in part_list if p.source in ("outline", "headings")]
         for o in cast(text, skip_spans):
             # introduced by the first mention outside a chapter's heading: "CHAPTER V. Advice from a
             # Caterpillar" was the Caterpillar's introducing sentence (seen in the browser on Alice)

@@ -56,3 +56,17 @@ def test_who_name_and_first_mention():
 
 def test_page_ranges():
     assert page_ranges([3, 4, 5, 9]) == "3-5, 9" and page_ranges([1, 3, 5], limit=2) == "1, 3, ..."
+
+
+def test_a_chapters_printed_heading_ends_where_the_text_prints_it():
+    """A chapter numbered afresh in its part is titled with the part's label ("PART THE SECOND,
+    CHAPTER II: ..."), which the page does not print above it: the heading skipped when finding a
+    person's introducing mention ends where the printed one does, not the title's length on."""
+    from ingest.parts import Part
+    from qa.outline import heading_end
+
+    text = "x" * 50 + "CHAPTER II: A MEETING OF THE QUIRE\n\nDick Dewy walked on."
+    start = 50
+    part = Part(2, "PART THE SECOND, CHAPTER II: A MEETING OF THE QUIRE", start, len(text), 1, 1, "headings")
+    end = heading_end(text, part)
+    assert text[end:] == "\nDick Dewy walked on."  # the old window (the title's length) ran into "Dick Dewy"
