@@ -33,7 +33,9 @@ not count. The forms are then merged into people:
     surname or "Mr." with his first name ("Mr. Franklin" beside "Mr. Blake") says "Mr." is the
     family's father; none of them joins a full name written with another title. A name's sex is its
     title's, else its first name's (as the book titles it, else qa.given_names), else the pronouns
-    after it. "Aunt" and "Uncle" join the family's "Mrs." and "Mr."; a rank alone ("the Sergeant",
+    after it. "Mr." is the father, not the one man named in full, where a "Mrs." of the name is a tenth as
+    frequent and the book calls that man "Mr." with his first name three times ("Mr. Richard" beside "Mr.
+    Bradshaw" and "Mrs. Bradshaw"). "Aunt" and "Uncle" join the family's "Mrs." and "Mr."; a rank alone ("the Sergeant",
     "the Doctor") the one man of that rank; any title but a wife's joins a first name used alone far
     more than in full ("Monsieur d'Artagnan"); a titled plural ("the Miss Musgroves") is no one;
   * any other title with a surname ("Mr. Knightley", "Mrs. Dashwood", "Lady Middleton") is a person of
@@ -43,12 +45,16 @@ not count. The forms are then merged into people:
     titled mentions ("Mr. Knightley"), or the most used when all its titles are of one sex
     ("Buckingham" with "Lord" and "Monsieur de Buckingham"), else the one full name with it (or its one
     namesake of its sex: "Betteredge" beside Gabriel and Penelope Betteredge), else it is ambiguous; a
-    family in the plural ("the Steeles") is no one.
+    family in the plural ("the Steeles") is no one;
+  * a given name used alone five times or more joins the one entry of a name it is a familiar form of
+    (qa.given_names: "Meg", "Margaret"), or, being no known given name itself, the start of ("Reub",
+    "Reuben"), or, for a name used alone, the name with a pet ending ("Sophy", "Sophia"; "Jimmy", "Jim").
 
 A place ends with a word such as "Park", "Abbey", "Street" or "Avenue", or is named after "in", "at",
 "to", "from" and the like and has no title or speech; a person has a title, a speech verb before a
 mention or a person's act after one ("said Lucy", "Lucy replied", "Lucy smiled"; "returned to
-England" is no speech), or a full name;
+England" is no speech), or is a given name others call someone by ("Yes, Helen.", "Come, George, ...": a
+first-person narrator and the narrator's family are seldom "said X"), or a full name;
 a name mostly written after "the" is someone only when it speaks and acts ("said the Hatter", and
 a role for a name: "the Queen"), else a place ("the Louvre") or no one ("the Musketeers"); a word
 mostly written after "the" and before a capitalised ordinary word is an epithet's first word, no one
@@ -90,16 +96,17 @@ Lodge Manor Cottage Inn Bridge River Hill Common Green Gardens Palace Cathedral 
 Forest Wood Wells Buildings Crescent Terrace Rooms Chapel Priory Heath Moor Cross Gate Row Quay
 Avenue Station Harbour Wharf Docks Barracks College Hospital Gaol Theatre Chambers Club Academy
 Grange Shaft University Museum""".split())
-PARTICLES = ("de", "du", "des", "la", "le", "von", "van", "del", "della")
+PARTICLES = ("de", "du", "des", "la", "le", "von", "van", "der", "den", "del", "della")  # "van der Luyden"
 INNER = PARTICLES + ("of",)  # inside a name only: "Anne of Austria"
 _ROMAN = re.compile(r"[IVX]{2,5}")
 NOT_PEOPLE = frozenset("""
 January February March April May June July August September October November December Monday Tuesday
-Wednesday Thursday Friday Saturday Sunday Christmas Easter Michaelmas Lent God Heaven Heavens Providence
+Wednesday Thursday Friday Saturday Sunday Jan Feb Apr Aug Sept Oct Nov Dec Christmas Easter Michaelmas Lent God
+Heaven Heavens Providence
 Lord Jesus Christ Christian Bible Gospel English French Spanish Italian German Dutch Irish Scotch Scottish
 Welsh British American Indian Indians Swiss Russian Greek Latin Roman Romans Catholic Protestant Gascon
 Gutenberg Project Chapter Volume Book Part Section Madam Sir Miss Mrs Mr Esq Oh Ah Yes No Well Alas Hush
-St Bah Pshaw Hum Hem Ha Eh Hallo Halloa Hullo Hello Parbleu Pardieu Mordieu Morbleu Sacre Adieu Amen Vive
+St Ay Aye Yea Bah Pshaw Hum Hem Ha Eh Hallo Halloa Hullo Hello Parbleu Pardieu Mordieu Morbleu Sacre Adieu Amen Vive
 Englishman Englishmen Frenchman Frenchmen Scotchman Scotchmen Irishman Irishmen Spaniard Spaniards Dutchman
 Jesuit Jesuits Huguenot Huguenots Puritan Puritans Saxon Saxons Norman Normans Jew Jews Jewess Templar Templars
 Moor Moors Turk Turks Quaker Quakers Gipsy Gipsies Gypsy Gypsies Heathen Pagan Mahometan
@@ -114,14 +121,17 @@ Tis Twas Twere Twould Hence Thus Perhaps Indeed Nay""".split())  # "'Tis Maypole
 # first word
 TITLE_WORDS = frozenset(RANKS + ("Mr", "Mister", "Mrs", "Miss", "Ms", "Sir", "Lady", "Monsieur", "Madame",
                                   "Mademoiselle", "Messieurs", "Mesdames", "Misses", "Baronet", "Reverend", "Herr",
-                                  "Signor", "Senor", "Professor"))  # a rank or a form of address alone is no one
-# ("the Queen" of Alice and "the Duchess" are their names)
+                                  "Signor", "Senor", "Professor", "Esquire", "Esq", "Bart",
+                                  "Mamma", "Mama", "Papa", "Pa", "Ma", "Mum", "Dad", "Daddy", "Mammy", "Grandmamma",
+                                  "Grandpapa"))  # a rank or a form of address alone is no one
+# ("the Queen" of Alice and "the Duchess" are their names), nor a parent called so ("Yes, Mamma.")
 ACTS = SPEECH | frozenset("looked smiled laughed thought felt knew came went took saw turned began sat stood ran "
                          "wrote told wished nodded sighed hesitated paused rose bowed shook whispered".split())
 LOOKS = SPEECH | frozenset("looked smiled laughed nodded bowed turned wrote whispered looking smiling laughing "
                            "glanced gazed stared spoke speaking talked listened".split())
 PLACE_PREP = frozenset("in at to from near towards toward into through".split())
-_CAP = r"(?:[dDO][’'])?[A-Z][a-zà-öø-ÿ]+(?:-(?:(?:de|du|des|la|le)-)?[A-Z][a-zà-öø-ÿ]+)?"  # "Front-de-Boeuf"
+_CAP = r"(?:[dDO][’']|M[’'](?=[A-Z]))?[A-Z][a-zà-öø-ÿ]+(?:-(?:(?:de|du|des|la|le)-)?[A-Z][a-zà-öø-ÿ]+)?"  # "Front-de-
+# Boeuf", "M’Choakumchild"
 _REGNAL = r"(?:[ \t]+(?=[IVX]{2,5}\b)X{0,3}(?:IX|IV|V?I{0,3}))?"  # "Louis XIV", "Charles II" (not "I")
 _TITLE_AHEAD = rf"(?:{'|'.join(TITLES)})\.?[ \t]+[A-Z]"
 _ABBREVIATED = ("Mr", "Mrs", "Ms", "Dr", "M", "Mme", "Mlle", "Mlles")  # a period after the others ends a sentence:
@@ -152,6 +162,7 @@ class Form:
     article: int = 0  # mentions after an article or a possessive
     of: int = 0  # mentions after "of"
     bang: int = 0  # mentions followed by "!" ("Mordioux!", "Peste!": an oath)
+    called: int = 0  # mentions that address someone: ", Helen." "'Gilbert, ..." (a narrator's name, said by others)
     cut: int = 0  # mentions cut before a capitalised ordinary word ("the Grand | Master")
     he: int = 0  # mentions whose next pronoun is "he", "his", "him"
     she: int = 0  # ... "she", "her"
@@ -209,6 +220,7 @@ def mentions(text: str, skip_spans: Sequence[tuple[int, int]] = ()) -> dict[tupl
         f.first = pos if f.first is None else f.first
         f.positions.append(pos)
         f.bang += text[m.end():m.end() + 1] == "!"
+        f.called += _called(text, m.start(), m.end())
         end = pos + len(" ".join(words))
         f.cut += end < m.end() and bool(_CUT.match(text, end))
         pronoun = _PRONOUN.search(text, m.end(), m.end() + 60)
@@ -231,6 +243,12 @@ def mentions(text: str, skip_spans: Sequence[tuple[int, int]] = ()) -> dict[tupl
                                                                     and prev[-2] in PLACE_PREP)):
             f.place += 1
     return forms
+
+
+def _called(text: str, start: int, end: int) -> bool:
+    """Whether the mention text[start:end] addresses someone: after a comma and before a comma or a stop
+    ("Yes, Helen." "Come, Gilbert, ..."), or opening a speech before a comma ("'Gilbert, look")."""
+    return text[max(0, start - 2):start] == ", " and text[end:end + 1] in (",", ".", "!", "?")
 
 
 WRAPPED_LINE = 40  # characters: a line this long that breaks was wrapped; a shorter one ends (a heading)
@@ -371,6 +389,9 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
     for words, k in names.items():
         weight[k] += alone[words[0]] if len(by_first[words[0]]) == 1 else 0
     first_of = {k: words[0] for words, k in names.items()}
+    firsts_of = defaultdict(set)  # ... all of them ("Richard Bradshaw" and "Dick Bradshaw")
+    for words, k in names.items():
+        firsts_of[k].add(words[0])
     minor = {e for e in names.values() if in_full[e] < 3}  # a full name once or twice ("Ramazan Dulany")
     maiden = {}  # entry -> the surname of its earliest full name ("Amelia Sedley", later Amelia Osborne), of
     # those named three times if any (not a contents line's "Amelia Invades the Low Countries")
@@ -381,6 +402,7 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
     for k, f in full.items():
         if f.title:
             titles_of[entity[k]].add(f.title)
+    missed_in_full = {entity[k] for k, f in full.items() if f.title in DAUGHTERS}  # "Miss Arabella Wilmot"
     singles = dict(sorted(((k, f) for k, f in forms.items() if k not in full), key=lambda kv: -kv[1].count))
     # a name used alone that is no family's surname ("d'Artagnan"; not "Crawley", which a chapter heading's
     # "Crawley of James" made dominant, beside Pitt, Rawdon and Bute Crawley)
@@ -401,7 +423,8 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
             if f.title in DAUGHTERS and not seen:  # "Miss Woodhouse": the one full name with that surname,
                 # or the one woman's among them, or the one of them the book names far most ("Miss Verinder"
                 # is Rachel, not her mother Julia Verinder), a young woman the book calls by her first name
-                # ("Miss Thornton" is not her mother Hannah Thornton, named twice)
+                # ("Miss Thornton" is not her mother Hannah Thornton, named twice) or one it titles "Miss" in full
+                # ("Miss Wilmot" is "Miss Arabella Wilmot", called "Arabella" twice)
                 kin = by_last.get(word, set())  # (else of all, a full name written once or twice too where her
                 # first name is used more than "Miss X": "Catherine Morland" once beside "Catherine" 420 times)
                 # Where the book shows sisters ("the Miss Brownings", "the Misses Jenkyns"), "Miss X" is
@@ -410,7 +433,8 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
                     counts[(t, (word + end,))] for t in DAUGHTERS + ("Misses", "Mlles") for end in ("s", "es"))
                 seen = {e for e in _one_of(kin - minor, "f", sex_of, weight) or
                         {e for e in _one_of(kin, "f", sex_of, weight) if alone[first_of[e]] > f.count}
-                        if alone[first_of[e]] >= max(5, 0.1 * f.count) and _classes(titles_of[e]) <= {"Miss"}
+                        if (alone[first_of[e]] >= max(5, 0.1 * f.count) or e in missed_in_full)
+                        and _classes(titles_of[e]) <= {"Miss"}
                         and not (sisters and counts[(f.title, (first_of[e],))] >= max(3, 0.3 * f.count))
                         and maiden.get(e) == word}  # "Miss Osborne" is not Amelia, Mrs. Osborne by marriage
             elif f.title in RANKS and not seen:  # "Captain Wentworth": the one man's, as for "Miss"
@@ -431,7 +455,7 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
                 wife = counts[("Mrs", (word,))] >= f.count / 4 and not any(
                     counts[(t, (word,))] >= max(3, f.count / 4) for t in MALE if t not in FAMILIAR)
                 seen = set() if wife else {e for e in _one_of(plain, "m", sex_of)
-                                           if counts[("Mr", (first_of[e],))] < max(3, 0.1 * f.count)}
+                                           if not _told_apart(counts, word, firsts_of[e], f.count)}
             if not seen and f.title in KIN:  # "Aunt Norris" is Mrs. Norris, "Uncle Pumblechook" Mr. Pumblechook
                 seen = next(({entity.get(j, j)} for j in ((t, (word,)) for t in KIN[f.title]) if counts[j]), set())
             if not seen and word in alone_name and f.title not in WIVES:  # "Monsieur d'Artagnan"
@@ -493,12 +517,65 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
         for owner, part in zip(owners, _split_by_nearest(forms[k], [groups[o] for o in owners])):
             if part.count:
                 groups[owner].append(part)
-    _fold_surnames(groups, by_last, by_first, minor, sex_of, titles_of, counts, first_of)
+    _fold_surnames(groups, by_last, by_first, minor, sex_of, titles_of, counts, firsts_of)
+    _fold_pet_names(groups, given)
     return list(groups.values())
 
 
+def _pet_of(pet: str, name: str, bare: bool) -> bool:
+    """Whether `pet` is a familiar form of the given name `name`: one qa.given_names knows ("Meg",
+    "Margaret"), or, where only `name` is a known given name, its start ("Len", "Leonard"; "Reub",
+    "Reuben") or, for a name used alone (`bare`), the name with a pet ending ("Sophy", "Sophia"; "Jimmy",
+    "Jim"); two known given names are two names ("Eli", "Eliza"), and "Johnson" or "Williams" no one's pet."""
+    if name in NICKNAMES.get(pet, ()):
+        return True
+    if pet == name or _known(pet) or not _known(name):
+        return False
+    if len(pet) >= 3 and name.startswith(pet):
+        return True
+    stems = (name, name + name[-1], name.rstrip("aeiou")) if bare else ()
+    return any(len(s) >= 3 and pet.startswith(s) and pet[len(s):] in ("ie", "y", "ey") for s in stems)
+
+
+def _known(word: str) -> bool:
+    return given_sex(word) is not None or word in NICKNAMES
+
+
+def _fold_pet_names(groups: dict, given: dict) -> None:
+    """An entry of a given name used alone ("Ruthie", "Len", "Sophy") joins the one entry whose given name
+    it is a pet form of ("Ruth Hilton", "Leonard", "Sophia"), the smaller into the larger."""
+    def firsts(g):  # the entry's given names: its full names' first words, else its name used alone
+        out = {f.words[0] for f in g if len(f.words) >= 2 and f.title not in WIVES}
+        return out or {f.words[0] for f in g if f.title is None}
+
+    def sex(g):
+        said = {_sex(f, given) for f in g} - {None}
+        return next(iter(said)) if len(said) == 1 else None
+
+    received = set()  # entries that took a pet name in, not themselves one ("Sam" into "Samson" into ...)
+    for key in sorted(groups, key=lambda k: sum(f.count for f in groups[k])):
+        g = groups.get(key)
+        if not g or key[0] is not None or len(key[1]) != 1 or any(len(f.words) > 1 for f in g):
+            continue
+        word = key[1][0]
+        if any(f.title not in (None,) + DAUGHTERS for f in g):
+            continue
+        n = sum(f.count for f in g)
+        if key in received or n < MIN_MENTIONS:  # (not "Betsy" three times, a maid beside Elizabeth)
+            continue
+        into = [k for k, h in groups.items() if k != key and sum(f.count for f in h) >= n
+                and any(_pet_of(word, w, all(len(f.words) == 1 for f in h)) for w in firsts(h))]
+        if len(into) != 1:
+            continue
+        s, t = sex(g), sex(groups[into[0]])
+        if s and t and s != t:
+            continue
+        groups[into[0]].extend(groups.pop(key))
+        received.add(into[0])
+
+
 def _fold_surnames(groups: dict, by_last: dict, by_first: dict, minor: set, sex_of: dict, titles_of: dict,
-                   counts: Counter, first_of: dict) -> None:
+                   counts: Counter, firsts_of: dict) -> None:
     """A man's surname entry ("Venn", "Mr. Venn": 157 mentions) joins the one man the book names in
     full with it ("Diggory Venn", 45) where no woman of that surname is named as often as a tenth of
     it (a wife "Mrs. Venn" 3 times), the titles agree ("Mr. Elliot" is not Sir Walter Elliot) and the
@@ -521,12 +598,21 @@ def _fold_surnames(groups: dict, by_last: dict, by_first: dict, minor: set, sex_
             continue
         e = next(iter(owners))
         if e == key or sex_of.get(e) not in (None, "m") or e not in groups \
-                or counts[("Mr", (first_of.get(e, ""),))] >= max(3, 0.1 * n):
+                or _told_apart(counts, word, firsts_of.get(e, set()), n):
             continue
         theirs = _classes(titles_of.get(e, set()))
         if not all((_classes({t}) <= {"Mr"} and theirs <= {"Mr"}) or (t in RANKS and theirs <= {t}) for t in titles):
             continue
         groups[e].extend(groups.pop(key))
+
+
+def _told_apart(counts: Counter, surname: str, firsts: set, n: int) -> bool:
+    """Whether the book calls the man named in full `firsts` `surname` "Mr." with his given name to tell him
+    from "Mr. `surname`" (`n` mentions): often ("Mr. Franklin" beside "Mr. Blake"), or three times where a
+    "Mrs." of the name says "Mr." is her husband ("Mr. Richard" 6 times beside "Mr. Bradshaw" 225 and "Mrs.
+    Bradshaw" 52 in Ruth: his son; not "Mr. Robert" for Robert Audley, whose uncle is "Sir Michael")."""
+    mr = sum(counts[("Mr", (first,))] for first in firsts)
+    return mr >= max(3, 0.1 * n) or (mr >= 3 and counts[("Mrs", (surname,))] >= max(3, 0.1 * n))
 
 
 def _classes(titles: set) -> set:
@@ -616,7 +702,8 @@ def _kind(group: list[Form], classes: Counter) -> str | None:
     full = in_full >= 0.05 * n and (in_full >= 2 or n < 20)  # not "Rousseau of Egdon" once in 98 "Egdon"s
     if place >= max(2, (0.3 if full else 0.2) * n) and place > person:
         return "place"
-    if person >= max(2, 0.05 * n) or full:
+    called = sum(f.called for f in group if _known(f.words[0]))  # "Yes, Helen.": a given name someone is called by
+    if person + called >= max(2, 0.05 * n) or full:
         return "person"
     return "name"
 

@@ -1,0 +1,83 @@
+"""qa.cast (2026-12-08): how a name is used tells a person (someone called by it), a pet name its
+formal name, a father his son; names with "van der" and "M’"."""
+
+from __future__ import annotations
+
+from qa.cast import cast
+
+
+def entries(text: str) -> dict[str, dict]:
+    return {o["name"]: o for o in cast(text)}
+
+
+def owners(text: str) -> dict[str, str]:
+    """Each form of the text's cast -> the name of the entry it is in."""
+    return {f: o["name"] for o in cast(text) for f in [o["name"], *o["aliases"]]}
+
+
+def acts(name: str, n: int = 6, pronoun: str = "she") -> str:
+    return " ".join(f"{name} said so; {pronoun} rose. Then {name} sat." for _ in range(n // 2))
+
+
+def test_a_given_name_others_call_someone_by_is_a_person():
+    """The Tenant of Wildfell Hall and The Vicar of Wakefield: a first-person narrator ("Gilbert", 50
+    mentions) and the narrator's family ("George", "Deborah") are never "said Gilbert", only called so
+    ("Yes, Gilbert."): they were listed as other names. A word called out that is no given name ("Well,
+    Mamma." "Dublin, Oct. 5.") is no one's name."""
+    town = " ".join("We went to Wakefield. We came from Wakefield." for _ in range(3))
+    called = " ".join(f"'Come, {n}, come.' 'Yes, {n}.' 'Hush, {n}!'" for n in ("Gilbert", "Deborah", "Mamma", "Oct")
+                      for _ in range(2))
+    people = acts("Sophia") + acts("Mr. Thornhill", pronoun="he") + acts("Moses", pronoun="he")
+    cast_ = entries(people + " " + town + " " + called + " I met Gilbert and Deborah again. Deborah sang.")
+    assert cast_["Gilbert"]["kind"] == "person" and cast_["Deborah"]["kind"] == "person"
+    assert "Mamma" not in cast_ and "Oct" not in cast_ and cast_["Wakefield"]["kind"] == "place"
+
+
+def test_a_pet_name_used_alone_joins_its_formal_name():
+    """Under the Greenwood Tree (walk 12): "Jim" and "Jimmy" one boy split; "Reub" under other names beside
+    "Reuben"; The Vicar of Wakefield: "Sophy" (8) beside "Sophia" (28), "Livy" beside "Olivia". A name that
+    only starts like a given name is another ("Johnson" is not John's), two given names two people ("Eli",
+    "Eliza"), and a pet name seen under five times joins no one ("Betsy" three times, a maid)."""
+    text = " ".join([acts("Reuben Dewy", 6, "he"), acts("Reuben", 8, "he"), acts("Reub", 6, "he"),
+                     acts("Jim", 10, "he"), acts("Jimmy", 6, "he"), acts("Sophia", 10), acts("Sophy", 6),
+                     acts("Olivia", 10), acts("Livy", 6), acts("John", 8, "he"), acts("Johnson", 6, "he"),
+                     acts("Eliza", 8), acts("Eli", 6, "he"), acts("Elizabeth", 10), acts("Betsy", 2)])
+    owner = owners(text)
+    assert owner["Reub"] == owner["Reuben"] == owner["Reuben Dewy"]
+    assert owner["Jim"] == owner["Jimmy"] and owner["Sophy"] == owner["Sophia"] and owner["Livy"] == owner["Olivia"]
+    assert owner["Johnson"] != owner["John"] and owner["Eli"] != owner["Eliza"]
+    assert "Betsy" not in owner.get("Elizabeth", "")
+
+
+def test_mr_beside_a_mrs_and_a_son_called_mr_with_his_given_name_is_the_father():
+    """Ruth: "Mr. Bradshaw" (225 mentions) joined his son Richard Bradshaw, whom the book calls "Mr.
+    Richard" (6) to tell him from his father, husband of "Mrs. Bradshaw" (52): both main characters were
+    lost. Without a "Mrs." the one man named in full is still "Mr." ("Mr. Audley" is Robert Audley, whom
+    servants call "Mr. Robert")."""
+    text = " ".join([acts("Mr. Bradshaw", 60, "he"), acts("Mrs. Bradshaw", 8), acts("Richard Bradshaw", 4, "he"),
+                     acts("Richard", 10, "he"), acts("Mr. Richard", 4, "he")])
+    owner = owners(text)
+    assert owner["Mr. Bradshaw"] != owner["Richard Bradshaw"] == owner["Mr. Richard"] == owner["Richard"]
+    text = " ".join([acts("Mr. Audley", 50, "he"), acts("Robert Audley", 6, "he"), acts("Mr. Robert", 4, "he"),
+                     acts("Sir Michael Audley", 6, "he")])
+    owner = owners(text)
+    assert owner["Mr. Audley"] == owner["Robert Audley"]
+
+
+def test_miss_with_a_surname_joins_a_woman_the_book_titles_miss_in_full():
+    """The Vicar of Wakefield: "Miss Wilmot" (16) stood apart from "Miss Arabella Wilmot", whom the book
+    calls "Arabella" alone only twice (a young woman named by her first name was asked for)."""
+    text = " ".join([acts("Miss Wilmot", 12), acts("Miss Arabella Wilmot", 4), acts("Arabella", 2),
+                     acts("Mr. Wilmot", 6, "he")])
+    owner = owners(text)
+    assert owner["Miss Wilmot"] == owner["Miss Arabella Wilmot"] != owner["Mr. Wilmot"]
+
+
+def test_van_der_and_m_apostrophe_belong_to_the_name():
+    """The Age of Innocence: "Mr. Henry van der Luyden" was "Luyden Newland" and "Luyden"; Hard Times:
+    "Mr. M’Choakumchild" was "Choakumchild"."""
+    text = " ".join([acts("Mr. Henry van der Luyden", 6, "he"), acts("Henry", 4, "he"),
+                     acts("Mr. M’Choakumchild", 6, "he")])
+    names = set(owners(text))
+    assert "Mr. Henry van der Luyden" in names and "Mr. M’Choakumchild" in names
+    assert "Luyden" not in names and "Choakumchild" not in names
