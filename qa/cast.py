@@ -478,7 +478,9 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
         if word in alone_name:
             entity[k] = pet_of.get(k, k)
             continue
-        heading = by_first.get(word, set()) <= minor and f.count > 10 * sum(in_full[e] for e in by_first.get(word, ()))
+        fulls = by_first.get(word, set())  # (a titled full name is no heading: "Miss Matilda Murray" twice)
+        heading = fulls <= minor and f.count > 10 * sum(in_full[e] for e in fulls) \
+            and not any(titles_of[e] for e in fulls)
         if word in by_first and not heading:  # (not "Dobbin", hundreds of times, beside a heading's "Dobbin Licked")
             if f.count < 3:  # a first name alone twice may be anyone's ("John" beside John Yates)
                 entity[k] = k

@@ -81,3 +81,12 @@ def test_van_der_and_m_apostrophe_belong_to_the_name():
     names = set(owners(text))
     assert "Mr. Henry van der Luyden" in names and "Mr. M’Choakumchild" in names
     assert "Luyden" not in names and "Choakumchild" not in names
+
+
+def test_a_first_name_used_alone_joins_a_titled_full_name_seen_twice():
+    """Agnes Grey: "Matilda" (36 mentions) stood apart from "Miss Matilda Murray" (twice), as a heading's
+    "Dobbin Licked" is kept from "Dobbin": a full name written with a title is no heading."""
+    text = " ".join([acts("Matilda", 30), acts("Miss Matilda Murray", 2), acts("Miss Murray", 10),
+                     acts("Rosalie Murray", 6), acts("Mrs. Murray", 6)])
+    owner = owners(text)
+    assert owner["Matilda"] == owner["Miss Matilda Murray"]
