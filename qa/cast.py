@@ -50,7 +50,8 @@ not count. The forms are then merged into people:
     (qa.given_names: "Meg", "Margaret"), or, being no known given name itself, the start of ("Reub",
     "Reuben"), or, for a name used alone, the name with a pet ending ("Sophy", "Sophia"; "Jimmy", "Jim").
 
-A place ends with a word such as "Park", "Abbey", "Street" or "Avenue", or is named after "in", "at",
+A place ends with a word such as "Park", "Abbey", "Street" or "Avenue" (kept where the book writes
+"street" in lower case often: "Queen Ann Street"), or is named after "in", "at",
 "to", "from" and the like and has no title or speech; a person has a title, a speech verb before a
 mention or a person's act after one ("said Lucy", "Lucy replied", "Lucy smiled"; "returned to
 England" is no speech), or is a given name others call someone by ("Yes, Helen.", "Come, George, ...": a
@@ -59,7 +60,8 @@ a name mostly written after "the" is someone only when it speaks and acts ("said
 a role for a name: "the Queen"), else a place ("the Louvre") or no one ("the Musketeers"); a word
 mostly written after "the" and before a capitalised ordinary word is an epithet's first word, no one
 ("the Grand Master", "the Disinherited Knight": the book also writes "master" and "knight");
-a single word mostly followed by "!" that neither speaks nor acts is an oath ("Mordioux!"), no one;
+a single word mostly followed by "!" that neither speaks nor acts is an oath ("Mordioux!"), no one, and
+one that no given name is and mostly opens a speech before "," or "!" an exclamation ("'Pardi,' cried");
 anything else is a name. A document where under a fifth of the entries (or fewer than two) have a
 title, a given name (qa.given_names) or speech has no cast: a manual's or a paper's capitalised
 terms are no one. Each entry keeps the sentence that introduces it (its first mention outside
@@ -96,6 +98,8 @@ Lodge Manor Cottage Inn Bridge River Hill Common Green Gardens Palace Cathedral 
 Forest Wood Wells Buildings Crescent Terrace Rooms Chapel Priory Heath Moor Cross Gate Row Quay
 Avenue Station Harbour Wharf Docks Barracks College Hospital Gaol Theatre Chambers Club Academy
 Grange Shaft University Museum""".split())
+STREETS = frozenset("Street Square Road Avenue Terrace Crescent".split())  # a place's last word even where the
+# book writes it in lower case often ("Queen Ann Street": no "Queen Ann")
 PARTICLES = ("de", "du", "des", "la", "le", "von", "van", "der", "den", "del", "della")  # "van der Luyden"
 INNER = PARTICLES + ("of",)  # inside a name only: "Anne of Austria"
 _ROMAN = re.compile(r"[IVX]{2,5}")
@@ -163,6 +167,7 @@ class Form:
     of: int = 0  # mentions after "of"
     bang: int = 0  # mentions followed by "!" ("Mordioux!", "Peste!": an oath)
     called: int = 0  # mentions that address someone: ", Helen." "'Gilbert, ..." (a narrator's name, said by others)
+    opens: int = 0  # mentions that open a speech before a comma or "!" ("'Pardi,' cried Madame Duval")
     cut: int = 0  # mentions cut before a capitalised ordinary word ("the Grand | Master")
     he: int = 0  # mentions whose next pronoun is "he", "his", "him"
     she: int = 0  # ... "she", "her"
@@ -221,6 +226,7 @@ def mentions(text: str, skip_spans: Sequence[tuple[int, int]] = ()) -> dict[tupl
         f.positions.append(pos)
         f.bang += text[m.end():m.end() + 1] == "!"
         f.called += _called(text, m.start(), m.end())
+        f.opens += text[m.start() - 1:m.start()] in _OPENING and text[m.end():m.end() + 1] in (",", "!")
         end = pos + len(" ".join(words))
         f.cut += end < m.end() and bool(_CUT.match(text, end))
         pronoun = _PRONOUN.search(text, m.end(), m.end() + 60)
@@ -243,6 +249,9 @@ def mentions(text: str, skip_spans: Sequence[tuple[int, int]] = ()) -> dict[tupl
                                                                     and prev[-2] in PLACE_PREP)):
             f.place += 1
     return forms
+
+
+_OPENING = ("\"", "“", "‘", "'")
 
 
 def _called(text: str, start: int, end: int) -> bool:
@@ -288,8 +297,8 @@ def _front(title: str | None, words: list[str], ordinary: set[str],
         i = words.index("of")  # ("inquired Charley of Michael")
         if title is not None or i != 1 or i + 1 == len(words) or given_sex(words[i + 1]):
             words = words[:i]
-    cut = next((i for i, w in enumerate(words)
-                if i and w not in INNER and ((w.lower() in ordinary and w not in surnames) or w in NOT_PEOPLE)), None)
+    cut = next((i for i, w in enumerate(words) if i and w not in INNER and w not in STREETS
+                and ((w.lower() in ordinary and w not in surnames) or w in NOT_PEOPLE)), None)
     words = words[:cut] if cut is not None else words
     while words and words[-1] in INNER:
         words = words[:-1]
@@ -694,6 +703,9 @@ def _kind(group: list[Form], classes: Counter) -> str | None:
         return None  # "the Grand Master", "the Disinherited Knight": an epithet's first word, no one's name
     if all(len(f.words) == 1 and not f.title for f in group) and (bang >= 0.9 * n or bang >= 0.5 * n > person):
         return None  # "Mordioux!": an oath (a name called out is also written without "!")
+    if all(len(f.words) == 1 and not f.title and not _known(f.words[0]) for f in group) \
+            and sum(f.opens for f in group) >= 0.5 * n:
+        return None  # "'Pardi,' cried Madame Duval", "'Nonsense, Margaret'": an exclamation opening speech
     if titled >= max(2, 0.1 * n):
         return "person"
     if all(len(f.words) == 1 and not f.title for f in group) and classes.get(group[0].words[0], 0) >= 0.2 * n:

@@ -90,3 +90,15 @@ def test_a_first_name_used_alone_joins_a_titled_full_name_seen_twice():
                      acts("Rosalie Murray", 6), acts("Mrs. Murray", 6)])
     owner = owners(text)
     assert owner["Matilda"] == owner["Miss Matilda Murray"]
+
+
+def test_an_exclamation_opening_speech_is_no_one_and_a_street_is_a_place():
+    """Evelina: "'Pardi,' cried Madame Duval" (12 times) made "Pardi" a person; "Queen Ann Street" (the
+    letters' address, "street" being often written in lower case there) a "Queen Ann"."""
+    text = " ".join([acts("Madame Duval", 10), " ".join("'Pardi,' cried Madame Duval." for _ in range(8)),
+                     "Queen Ann Street, April 5. I walked in the street; the street was wet. " * 6])
+    cast_ = entries(text)
+    assert "Pardi" not in cast_ and "Queen Ann" not in cast_
+    assert cast_["Queen Ann Street"]["kind"] == "place"
+    called = " ".join("'Helen, come,' said he. 'Look, Helen.' He went." for _ in range(6))
+    assert entries(acts("Mr. Graham", 6, "he") + " " + called)["Helen"]["kind"] == "person"
