@@ -1,7 +1,8 @@
 """A book's cast: its people, each once under the forms the book calls them by, and its places.
 
 Mentions are capitalised names, with a title when one precedes them ("Mrs. Dashwood", "Sir John
-Middleton", "M. de Treville", "Miss Lucy Steele"); a capitalised word that the book also writes
+Middleton", "M. de Treville", "Miss Lucy Steele"; a word written before two titled surnames or more, and
+seldom alone, is read as a title: "Maister Weston", "Duc de Beaufort"); a capitalised word that the book also writes
 in lower case often ("Yes", "Heaven") is an ordinary word, and words that name no one (months,
 days, God, nationalities, a title alone) are left out. Mentions inside front and back matter do
 not count. The forms are then merged into people:
@@ -193,7 +194,28 @@ def _ordinary(text: str) -> set[str]:
 
 
 def mentions(text: str, skip_spans: Sequence[tuple[int, int]] = ()) -> dict[tuple, Form]:
-    """Every name form of `text` with its counts, outside `skip_spans`."""
+    """Every name form of `text` with its counts, outside `skip_spans`; a word the book uses as a title
+    (`_addresses`: "Maister Weston") read as one."""
+    forms = _mentions(text, skip_spans)
+    extra = _addresses(forms)
+    return _mentions(text, skip_spans, extra) if extra else forms
+
+
+def _addresses(forms: dict[tuple, Form]) -> frozenset[str]:
+    """Words the book writes before two surnames or more that it also writes after a title, and seldom
+    alone, as a title: a dialect's or a foreign one ("Maister Weston" and "Maister Hatfield" beside "Mr.
+    Weston" and "Mr. Hatfield", "Duc de Beaufort"); not a given name ("Pitt Crawley", "Pitt Binkie")."""
+    titled = {k[1][0] for k in forms if k[0] and len(k[1]) == 1 and not _known(k[1][0])}
+    before = defaultdict(Counter)
+    for (title, words), f in forms.items():
+        if title is None and len(words) == 2 and words[1] in titled and not _known(words[0]):
+            before[words[0]][words[1].removesuffix("s")] += f.count
+    return frozenset(w for w, after in before.items() if len(after) >= 2 and sum(after.values()) >= 5
+                     and sum(after.values()) > forms.get((None, (w,)), Form(None, ())).count)
+
+
+def _mentions(text: str, skip_spans: Sequence[tuple[int, int]] = (), extra: frozenset[str] = frozenset()
+              ) -> dict[tuple, Form]:
     ordinary = _ordinary(text)
     skips = sorted(skip_spans)
     starts = [a for a, _ in skips]
@@ -214,7 +236,7 @@ def mentions(text: str, skip_spans: Sequence[tuple[int, int]] = ()) -> dict[tupl
         if title is None and len(words) == 1 and words[0] in FEMALE + MALE and before.endswith(("the ", "The ")):
             skipped_chars = 0  # a role for a name: "the Queen", "the Duchess"
         else:
-            title, words, skipped_chars = _front(title, words, ordinary, surnames)
+            title, words, skipped_chars = _front(title, words, ordinary, surnames, extra)
         if not words:
             continue
         pos = m.start("name") + skipped_chars
@@ -276,8 +298,8 @@ def _unwrap(text: str) -> str:
     return "".join(out)
 
 
-def _front(title: str | None, words: list[str], ordinary: set[str],
-           surnames: frozenset[str] = frozenset()) -> tuple[str | None, list[str], int]:
+def _front(title: str | None, words: list[str], ordinary: set[str], surnames: frozenset[str] = frozenset(),
+           extra: frozenset[str] = frozenset()) -> tuple[str | None, list[str], int]:
     """(title, name words, characters dropped in front) of one mention: ordinary words, titles
     and non-names in front dropped (a sentence's first word is capitalised anyway; "Sir" in
     "Dear Sir John" becomes the title), cut before an ordinary word inside; None words for no name.
@@ -286,11 +308,14 @@ def _front(title: str | None, words: list[str], ordinary: set[str],
     if not (title is not None and words[0] in PARTICLES):  # "M. de Treville" keeps its particle
         while words and ((words[0].lower() in ordinary and not (title is not None and words[0] in surnames))
                          or words[0] in TITLES or words[0] in NOT_PEOPLE
-                         or words[0] in FUNCTION) and not (len(words) == 2 and _ROMAN.fullmatch(words[1])):
+                         or words[0] in FUNCTION or words[0] in extra) \
+                and not (len(words) == 2 and _ROMAN.fullmatch(words[1])):
             if title is None and words[0] in TITLES and len(words) > 1:
                 title = SAME_TITLE.get(words[0], words[0])
             dropped += len(words[0]) + 1
-            words = words[1:]
+            words, address = words[1:], words[0] in extra
+            while address and words and words[0] in PARTICLES:  # "Duc de Beaufort": Beaufort
+                dropped, words = dropped + len(words[0]) + 1, words[1:]
             while words and words[0] == "of":  # "Tower of London": London; "King of Spain": Spain
                 dropped, words, title = dropped + 3, words[1:], None
     if "of" in words:  # "Anne of Austria", not "Miss Musgrove of Uppercross" nor one person asked of another

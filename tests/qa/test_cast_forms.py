@@ -102,3 +102,17 @@ def test_an_exclamation_opening_speech_is_no_one_and_a_street_is_a_place():
     assert cast_["Queen Ann Street"]["kind"] == "place"
     called = " ".join("'Helen, come,' said he. 'Look, Helen.' He went." for _ in range(6))
     assert entries(acts("Mr. Graham", 6, "he") + " " + called)["Helen"]["kind"] == "person"
+
+
+def test_a_word_written_before_titled_surnames_is_a_title():
+    """Agnes Grey: the cottagers' "Maister Weston" (6) and "Maister Hatfield" (5) were entries of their own
+    (or the rector's name) beside "Mr. Weston" and "Mr. Hatfield"; a given name before two surnames
+    used alone more often stays a name ("Pitt Crawley", "Pitt Binkie", "Pitt")."""
+    text = " ".join([acts("Mr. Weston", 20, "he"), acts("Mr. Hatfield", 20, "he"), acts("Maister Weston", 6, "he"),
+                     acts("Maister Hatfield", 6, "he"), acts("Edward Weston", 4, "he")])
+    owner = owners(text)
+    assert owner["Mr. Weston"] == owner["Edward Weston"] and "Maister Weston" not in owner
+    assert owner["Mr. Hatfield"] != owner["Mr. Weston"] and not any(f.startswith("Maister") for f in owner)
+    text = " ".join([acts("Pitt", 40, "he"), acts("Pitt Crawley", 10, "he"), acts("Pitt Binkie", 6, "he"),
+                     acts("Mr. Crawley", 10, "he"), acts("Lord Binkie", 6, "he")])
+    assert "Pitt Binkie" in owners(text)
