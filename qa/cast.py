@@ -53,10 +53,10 @@ not count. The forms are then merged into people:
 
 A place ends with a word such as "Park", "Abbey", "Street" or "Avenue" (kept where the book writes
 "street" in lower case often: "Queen Ann Street"), or is named after "in", "at",
-"to", "from" and the like and has no title or speech; a person has a title, a speech verb before a
-mention or a person's act after one ("said Lucy", "Lucy replied", "Lucy smiled"; "returned to
-England" is no speech), or is a given name others call someone by ("Yes, Helen.", "Come, George, ...": a
-first-person narrator and the narrator's family are seldom "said X"), or a full name;
+"to", "from" and the like and has no title or speech; a person has a title (once is enough where it is
+not mostly after "the"), a speech verb before a mention or a person's act after one ("said Lucy", "Lucy
+replied", "Lucy smiled"; "returned to England" is no speech), or a full name, or is a given name used
+alone (a first-person narrator and the narrator's family are seldom "said X": "George", "Deborah");
 a name mostly written after "the" is someone only when it speaks and acts ("said the Hatter", and
 a role for a name: "the Queen"), else a place ("the Louvre") or no one ("the Musketeers"); a word
 mostly written after "the" and before a capitalised ordinary word is an epithet's first word, no one
@@ -167,7 +167,6 @@ class Form:
     article: int = 0  # mentions after an article or a possessive
     of: int = 0  # mentions after "of"
     bang: int = 0  # mentions followed by "!" ("Mordioux!", "Peste!": an oath)
-    called: int = 0  # mentions that address someone: ", Helen." "'Gilbert, ..." (a narrator's name, said by others)
     opens: int = 0  # mentions that open a speech before a comma or "!" ("'Pardi,' cried Madame Duval")
     cut: int = 0  # mentions cut before a capitalised ordinary word ("the Grand | Master")
     he: int = 0  # mentions whose next pronoun is "he", "his", "him"
@@ -247,7 +246,6 @@ def _mentions(text: str, skip_spans: Sequence[tuple[int, int]] = (), extra: froz
         f.first = pos if f.first is None else f.first
         f.positions.append(pos)
         f.bang += text[m.end():m.end() + 1] == "!"
-        f.called += _called(text, m.start(), m.end())
         f.opens += text[m.start() - 1:m.start()] in _OPENING and text[m.end():m.end() + 1] in (",", "!")
         end = pos + len(" ".join(words))
         f.cut += end < m.end() and bool(_CUT.match(text, end))
@@ -274,12 +272,6 @@ def _mentions(text: str, skip_spans: Sequence[tuple[int, int]] = (), extra: froz
 
 
 _OPENING = ("\"", "“", "‘", "'")
-
-
-def _called(text: str, start: int, end: int) -> bool:
-    """Whether the mention text[start:end] addresses someone: after a comma and before a comma or a stop
-    ("Yes, Helen." "Come, Gilbert, ..."), or opening a speech before a comma ("'Gilbert, look")."""
-    return text[max(0, start - 2):start] == ", " and text[end:end + 1] in (",", ".", "!", "?")
 
 
 WRAPPED_LINE = 40  # characters: a line this long that breaks was wrapped; a shorter one ends (a heading)
@@ -741,8 +733,12 @@ def _kind(group: list[Form], classes: Counter) -> str | None:
     full = in_full >= 0.05 * n and (in_full >= 2 or n < 20)  # not "Rousseau of Egdon" once in 98 "Egdon"s
     if place >= max(2, (0.3 if full else 0.2) * n) and place > person:
         return "place"
-    called = sum(f.called for f in group if _known(f.words[0]))  # "Yes, Helen.": a given name someone is called by
-    if person + called >= max(2, 0.05 * n) or full:
+    if any(f.title in MALE or f.title in FEMALE for f in group):
+        return "person"  # "Flamborough" 5 times beside "Mr. Flamborough" once
+    if all(len(f.words) == 1 and not f.title for f in group) and given_sex(group[0].words[0]):
+        return "person"  # a given name used alone: a first-person narrator and the narrator's family, never
+        # "said X" ("Deborah", "George" in The Vicar of Wakefield), a play's part ("Agatha", "Amelia")
+    if person >= max(2, 0.05 * n) or full:
         return "person"
     return "name"
 

@@ -19,17 +19,19 @@ def acts(name: str, n: int = 6, pronoun: str = "she") -> str:
     return " ".join(f"{name} said so; {pronoun} rose. Then {name} sat." for _ in range(n // 2))
 
 
-def test_a_given_name_others_call_someone_by_is_a_person():
-    """The Tenant of Wildfell Hall and The Vicar of Wakefield: a first-person narrator ("Gilbert", 50
-    mentions) and the narrator's family ("George", "Deborah") are never "said Gilbert", only called so
-    ("Yes, Gilbert."): they were listed as other names. A word called out that is no given name ("Well,
-    Mamma." "Dublin, Oct. 5.") is no one's name."""
+def test_a_given_name_used_alone_or_a_name_titled_once_is_a_person():
+    """The Tenant of Wildfell Hall and The Vicar of Wakefield: a first-person narrator and the narrator's
+    family ("George", "Deborah") are never "said George", only called so ("Yes, George."): they were listed
+    as other names, and so was "Flamborough" (5 mentions) beside "Mr. Flamborough" once. A word called
+    out that is no given name ("Well, Mamma." "Dublin, Oct. 5.") is no one's name."""
     town = " ".join("We went to Wakefield. We came from Wakefield." for _ in range(3))
-    called = " ".join(f"'Come, {n}, come.' 'Yes, {n}.' 'Hush, {n}!'" for n in ("Gilbert", "Deborah", "Mamma", "Oct")
+    called = " ".join(f"'Come, {n}, come.' 'Yes, {n}.' 'Hush, {n}!'" for n in ("George", "Deborah", "Mamma", "Oct")
                       for _ in range(2))
     people = acts("Sophia") + acts("Mr. Thornhill", pronoun="he") + acts("Moses", pronoun="he")
-    cast_ = entries(people + " " + town + " " + called + " I met Gilbert and Deborah again. Deborah sang.")
-    assert cast_["Gilbert"]["kind"] == "person" and cast_["Deborah"]["kind"] == "person"
+    farmer = " I met Flamborough. Flamborough was there. We saw Flamborough. Flamborough and I. Mr. Flamborough."
+    cast_ = entries(people + " " + town + " " + called + " I met George and Deborah again. Deborah sang." + farmer)
+    assert cast_["George"]["kind"] == "person" and cast_["Deborah"]["kind"] == "person"
+    assert cast_["Flamborough"]["kind"] == "person"
     assert "Mamma" not in cast_ and "Oct" not in cast_ and cast_["Wakefield"]["kind"] == "place"
 
 
@@ -100,8 +102,6 @@ def test_an_exclamation_opening_speech_is_no_one_and_a_street_is_a_place():
     cast_ = entries(text)
     assert "Pardi" not in cast_ and "Queen Ann" not in cast_
     assert cast_["Queen Ann Street"]["kind"] == "place"
-    called = " ".join("'Helen, come,' said he. 'Look, Helen.' He went." for _ in range(6))
-    assert entries(acts("Mr. Graham", 6, "he") + " " + called)["Helen"]["kind"] == "person"
 
 
 def test_a_word_written_before_titled_surnames_is_a_title():
