@@ -32,13 +32,15 @@ not count. The forms are then merged into people:
     one man of that surname named in full ("Mr. Crawford" is Henry Crawford; a man titled otherwise,
     "Sir Michael Audley", aside: "Mr. Audley" is Robert Audley) unless a "Mrs." of that
     surname or "Mr." with his first name ("Mr. Franklin" beside "Mr. Blake") says "Mr." is the
-    family's father; none of them joins a full name written with another title. A name's sex is its
-    title's, else its first name's (as the book titles it, else qa.given_names), else the pronouns
-    after it. "Mr." is the father, not the one man named in full, where a "Mrs." of the name is a tenth as
-    frequent and the book calls that man "Mr." with his first name three times ("Mr. Richard" beside "Mr.
-    Bradshaw" and "Mrs. Bradshaw"). "Aunt" and "Uncle" join the family's "Mrs." and "Mr."; a rank alone ("the Sergeant",
-    "the Doctor") the one man of that rank; any title but a wife's joins a first name used alone far
-    more than in full ("Monsieur d'Artagnan"); a titled plural ("the Miss Musgroves") is no one;
+    family's father; "Mr." with the surname of two men named in full is any of them, no one ("Mr.
+    Townsend" beside Morris and Arthur Townsend); none of them joins a full name written with another
+    title. A name's sex is its title's, else its first name's (as the book titles it, else
+    qa.given_names), else the pronouns after it. "Mr." is the father, not the one man named in full,
+    where a "Mrs." of the name is a tenth as frequent and the book calls that man "Mr." with his first
+    name three times ("Mr. Richard" beside "Mr. Bradshaw" and "Mrs. Bradshaw"). "Aunt" and "Uncle" join
+    the family's "Mrs." and "Mr."; a rank alone ("the Sergeant", "the Doctor") the one man of that
+    rank; any title but a wife's joins a first name used alone far more than in full ("Monsieur
+    d'Artagnan"); a titled plural ("the Miss Musgroves") is no one;
   * any other title with a surname ("Mr. Knightley", "Mrs. Dashwood", "Lady Middleton") is a person of
     its own: a book writes "Mr. John Knightley" to tell him from Mr. Knightley, and women known
     by their title are kept apart from their daughters;
@@ -434,6 +436,7 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
     # "Crawley of James" made dominant, beside Pitt, Rawdon and Bute Crawley)
     alone_name = {w for w in dominant if not by_last.get(w, set()) - minor}
     split: dict[tuple, list[tuple]] = {}  # an ambiguous first name -> the full names that share it
+    unsure = set()  # surnames whose "Mr." may be any of two men or more
     surnames = set(by_last) | {f.words[-1] for k, f in singles.items() if f.title}
     for k, f in singles.items():
         word = f.words[-1]
@@ -489,6 +492,9 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
             if len(seen) == 1:
                 entity[k] = next(iter(seen))
                 titles_of[entity[k]].add(f.title)
+            elif f.title == "Mr" and len({e for e in by_last.get(word, set()) - minor if sex_of.get(e) == "m"}) > 1:
+                unsure.add(word)  # "Mr. Wilcox" beside Henry, Charles and Paul Wilcox: any of them, no one
+                continue
             else:
                 entity[k] = k  # a person known by title and name ("Mrs. Dashwood")
     titled_single = defaultdict(Counter)  # surname -> titled forms of their own ("Mr. Knightley")
@@ -514,6 +520,8 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
                 entity[k] = next(iter(by_first[word]))
             else:  # two people share the first name: each mention is the one named last before it
                 split[k] = sorted(by_first[word], key=str)
+            continue
+        if word in unsure:  # "Bertram" beside an ambiguous "Mr. Bertram" is not Lady Bertram
             continue
         sex = _sex(f, given)  # "Betteredge" beside Gabriel and Penelope Betteredge: he
         if word in titled_single:

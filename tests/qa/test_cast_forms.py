@@ -116,3 +116,15 @@ def test_a_word_written_before_titled_surnames_is_a_title():
     text = " ".join([acts("Pitt", 40, "he"), acts("Pitt Crawley", 10, "he"), acts("Pitt Binkie", 6, "he"),
                      acts("Mr. Crawley", 10, "he"), acts("Lord Binkie", 6, "he")])
     assert "Pitt Binkie" in owners(text)
+
+
+def test_mr_with_a_surname_two_men_are_named_in_full_with_is_no_one():
+    """Washington Square, Mansfield Park, Vanity Fair: "Mr. Townsend" (Morris or Arthur Townsend), "Mr.
+    Bertram" (Tom or Edmund), "Mr. Crawley" were entries no reader's list could own; the surname alone
+    then joined "Lady Bertram". With one man of the name "Mr." still joins him."""
+    text = " ".join([acts("Mr. Townsend", 30, "he"), acts("Morris Townsend", 10, "he"),
+                     acts("Arthur Townsend", 6, "he"), acts("Lady Townsend", 20), acts("Townsend", 6, "he")])
+    owner = owners(text)
+    assert "Mr. Townsend" not in owner and "Townsend" not in owner and "Lady Townsend" in owner
+    owner = owners(" ".join([acts("Mr. Townsend", 30, "he"), acts("Morris Townsend", 10, "he")]))
+    assert owner["Mr. Townsend"] == owner["Morris Townsend"]
