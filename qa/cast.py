@@ -614,7 +614,8 @@ def _fold_surnames(groups: dict, by_last: dict, by_first: dict, minor: set, sex_
                    counts: Counter, firsts_of: dict) -> None:
     """A man's surname entry ("Venn", "Mr. Venn": 157 mentions) joins the one man the book names in
     full with it ("Diggory Venn", 45) where no woman of that surname is named as often as a tenth of
-    it (a wife "Mrs. Venn" 3 times), the titles agree ("Mr. Elliot" is not Sir Walter Elliot) and the
+    it (a wife "Mrs. Venn" 3 times), the titles agree ("Mr. Elliot" is not Sir Walter Elliot; "Baron
+    Front-de-Boeuf" is the Baron Reginald Front-de-Boeuf the book writes in full) and the
     book does not call that man "Mr." with his first name to tell him from a "Mr. Blake" ("Mr. Franklin")."""
     for key in list(groups):
         g = groups.get(key)
@@ -637,7 +638,8 @@ def _fold_surnames(groups: dict, by_last: dict, by_first: dict, minor: set, sex_
                 or _told_apart(counts, word, firsts_of.get(e, set()), n):
             continue
         theirs = _classes(titles_of.get(e, set()))
-        if not all((_classes({t}) <= {"Mr"} and theirs <= {"Mr"}) or (t in RANKS and theirs <= {t}) for t in titles):
+        if not all((_classes({t}) <= {"Mr"} and theirs <= {"Mr"}) or (t in RANKS and theirs <= {t}) or t in theirs
+                   for t in titles):  # ("Baron Front-de-Boeuf" is Baron Reginald Front-de-Boeuf)
             continue
         groups[e].extend(groups.pop(key))
 

@@ -128,3 +128,13 @@ def test_mr_with_a_surname_two_men_are_named_in_full_with_is_no_one():
     assert "Mr. Townsend" not in owner and "Townsend" not in owner and "Lady Townsend" in owner
     owner = owners(" ".join([acts("Mr. Townsend", 30, "he"), acts("Morris Townsend", 10, "he")]))
     assert owner["Mr. Townsend"] == owner["Morris Townsend"]
+
+
+def test_a_surname_with_a_title_joins_the_one_man_written_in_full_with_that_title():
+    """Ivanhoe: "Front-de-Boeuf" (164 mentions, once "Baron Front-de-Boeuf") stood apart from "Baron
+    Reginald Front-de-Boeuf"; Twenty Years After: "Cromwell" and "Mr. Cromwell" from "Monsieur Oliver
+    Cromwell"."""
+    he = [acts("Reginald Front-de-Boeuf", 10, "he"), acts("Baron Reginald Front-de-Boeuf", 2, "he"),
+          acts("Front-de-Boeuf", 40, "he"), acts("Baron Front-de-Boeuf", 2, "he"), acts("Sir Brian", 10, "he")]
+    owner = owners(" ".join(he))
+    assert owner["Front-de-Boeuf"] == owner["Reginald Front-de-Boeuf"] == owner["Baron Front-de-Boeuf"]
