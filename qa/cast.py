@@ -578,8 +578,8 @@ def _known(word: str) -> bool:
 
 
 def _fold_pet_names(groups: dict, given: dict) -> None:
-    """An entry of a given name used alone ("Ruthie", "Len", "Sophy") joins the one entry whose given name
-    it is a pet form of ("Ruth Hilton", "Leonard", "Sophia"), the smaller into the larger."""
+    """An entry of a given name used alone or after "Miss" ("Sophy", "Miss Livy") joins the one entry whose
+    given name it is a pet form of ("Sophia", "Olivia"), the smaller into the larger."""
     def firsts(g):  # the entry's given names: its full names' first words, else its name used alone
         out = {f.words[0] for f in g if len(f.words) >= 2 and f.title not in WIVES}
         return out or {f.words[0] for f in g if f.title is None}
@@ -591,7 +591,7 @@ def _fold_pet_names(groups: dict, given: dict) -> None:
     received = set()  # entries that took a pet name in, not themselves one ("Sam" into "Samson" into ...)
     for key in sorted(groups, key=lambda k: sum(f.count for f in groups[k])):
         g = groups.get(key)
-        if not g or key[0] is not None or len(key[1]) != 1 or any(len(f.words) > 1 for f in g):
+        if not g or key[0] not in (None,) + DAUGHTERS or len(key[1]) != 1 or any(len(f.words) > 1 for f in g):
             continue
         word = key[1][0]
         if any(f.title not in (None,) + DAUGHTERS for f in g):
