@@ -11,7 +11,8 @@ not count. The forms are then merged into people:
     title ("Miss Lucy Steele"), except a wife named by her husband's name ("Mrs. John Knightley");
     a regnal number and an "of" after a first name belong to the name ("Louis XIV", "Anne of
     Austria"; "the King of Spain" is Spain, and "louis" the coin does not cut "Louis XIII");
-  * a first name alone ("Lucy") is that person when exactly one such name starts with it; when
+  * a first name alone ("Lucy") is that person when exactly one such name starts with it (not two given
+    names the book writes together: "Mary" is not "Mary Ann"); when
     two do ("John Reed", "John Rivers") each mention goes to the one named last before it; a
     first name used alone twenty times more than in all its full forms ("Milady") is the person,
     and its untitled full forms join it ("Lady Mary Grierson" does not join Mary); an entry is
@@ -437,6 +438,9 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
     alone_name = {w for w in dominant if not by_last.get(w, set()) - minor}
     split: dict[tuple, list[tuple]] = {}  # an ambiguous first name -> the full names that share it
     unsure = set()  # surnames whose "Mr." may be any of two men or more
+    double = {k for words, k in names.items() if len(words) == 2 and given_sex(words[1]) == given_sex(words[0])
+              and given_sex(words[1]) and by_last[words[1]] == {k}
+              and not any(counts[(t, (words[1],))] for t in TITLES)}  # "Mary Ann": two given names, no surname
     surnames = set(by_last) | {f.words[-1] for k, f in singles.items() if f.title}
     for k, f in singles.items():
         word = f.words[-1]
@@ -513,6 +517,10 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
         fulls = by_first.get(word, set())  # (a titled full name is no heading: "Miss Matilda Murray" twice)
         heading = fulls <= minor and f.count > 10 * sum(in_full[e] for e in fulls) \
             and not any(titles_of[e] for e in fulls)
+        doubles = {e for e in by_first.get(word, ()) if e in double}
+        if word in by_first and not heading and by_first[word] == doubles:
+            entity[k] = k  # "Mary" is not "Mary Ann", a child called by both her given names
+            continue
         if word in by_first and not heading:  # (not "Dobbin", hundreds of times, beside a heading's "Dobbin Licked")
             if f.count < 3:  # a first name alone twice may be anyone's ("John" beside John Yates)
                 entity[k] = k

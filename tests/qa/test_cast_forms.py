@@ -140,3 +140,13 @@ def test_a_surname_with_a_title_joins_the_one_man_written_in_full_with_that_titl
           acts("Front-de-Boeuf", 40, "he"), acts("Baron Front-de-Boeuf", 2, "he"), acts("Sir Brian", 10, "he")]
     owner = owners(" ".join(he))
     assert owner["Front-de-Boeuf"] == owner["Reginald Front-de-Boeuf"] == owner["Baron Front-de-Boeuf"]
+
+
+def test_a_first_name_alone_is_not_a_double_given_name():
+    """Agnes Grey: "Mary" (Agnes's sister) joined "Mary Ann" (a pupil, never called anything else), and
+    both main characters were lost: two given names of one sex, the second no one's surname, are one
+    name."""
+    text = " ".join([acts("Mary Ann", 20), acts("Mary", 20), acts("Agnes Grey", 6), acts("Tom Bloomfield", 6, "he")])
+    owner = owners(text)
+    assert owner["Mary"] != owner["Mary Ann"]
+    assert owners(acts("Mary Crawford", 6) + " " + acts("Mary", 10))["Mary"] == "Mary Crawford"
