@@ -61,8 +61,9 @@ not mostly after "the"), a speech verb before a mention or a person's act after 
 replied", "Lucy smiled"; "returned to England" is no speech), or a full name, or is a given name used
 alone (a first-person narrator and the narrator's family are seldom "said X": "George", "Deborah");
 a name mostly written after "the" is someone only when it speaks and acts ("said the Hatter", and
-a role for a name: "the Queen"), else a place ("the Louvre") or no one ("the Musketeers"); a word
-mostly written after "the" and before a capitalised ordinary word is an epithet's first word, no one
+a role for a name: "the Queen"; not a plural always after "the": "the Mavericks", a regiment), else
+a place ("the Louvre") or no one ("the Musketeers"); a word mostly written after "the" and before
+a capitalised ordinary word is an epithet's first word, no one
 ("the Grand Master", "the Disinherited Knight": the book also writes "master" and "knight");
 a single word mostly followed by "!" that neither speaks nor acts is an oath ("Mordioux!"), no one, and
 one that no given name is and mostly opens a speech before "," or "!" an exclamation ("'Pardi,' cried");
@@ -746,7 +747,11 @@ def _kind(group: list[Form], classes: Counter) -> str | None:
     if all(len(f.words) == 1 and not f.title for f in group) and classes.get(group[0].words[0], 0) >= 0.2 * n:
         return None  # "the Musketeer" of "the Musketeers": a kind of person, not a name
     if article >= 0.3 * n:  # "the Hatter" is someone when he speaks and acts; "the Louvre" a place
-        return "person" if person >= max(2, 0.1 * n) else "place" if place >= 0.2 * n else None
+        if person >= max(2, 0.1 * n):  # ... but "the Mavericks" a regiment, a family, a people
+            word = group[0].words[0]
+            plural = len(group) == 1 and word.endswith("s") and not word.endswith(("ss", "us", "is", "os"))
+            return None if plural and article >= 0.8 * n else "person"
+        return "place" if place >= 0.2 * n else None
     in_full = sum(f.count for f in group if len(f.words) >= 2)
     full = in_full >= 0.05 * n and (in_full >= 2 or n < 20)  # not "Rousseau of Egdon" once in 98 "Egdon"s
     if place >= max(2, (0.3 if full else 0.2) * n) and place > person:

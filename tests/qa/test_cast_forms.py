@@ -150,3 +150,11 @@ def test_a_first_name_alone_is_not_a_double_given_name():
     owner = owners(text)
     assert owner["Mary"] != owner["Mary Ann"]
     assert owners(acts("Mary Crawford", 6) + " " + acts("Mary", 10))["Mary"] == "Mary Crawford"
+
+
+def test_a_plural_always_after_the_is_no_one():
+    """Kim: "the Mavericks" (a regiment; "said the Mavericks") was a person; "the Hatter" stays one."""
+    text = " ".join("'Go,' said the Mavericks. The Mavericks smiled. I saw the Mavericks." for _ in range(4))
+    text += " " + " ".join("'No,' said the Hatter. The Hatter smiled. I saw the Hatter." for _ in range(4))
+    cast_ = entries(text + " " + acts("Alice", 10))
+    assert "Mavericks" not in cast_ and cast_["Hatter"]["kind"] == "person"
