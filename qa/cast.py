@@ -754,7 +754,8 @@ def _kind(group: list[Form], classes: Counter) -> str | None:
         return "place" if place >= 0.2 * n else None
     in_full = sum(f.count for f in group if len(f.words) >= 2)
     full = in_full >= 0.05 * n and (in_full >= 2 or n < 20)  # not "Rousseau of Egdon" once in 98 "Egdon"s
-    if place >= max(2, (0.3 if full else 0.2) * n) and place > person:
+    given = not group[0].title and given_sex(group[0].words[0])  # "to Thomas", "from Frederick": seldom a place
+    if place >= max(2, (0.5 if given else 0.3 if full else 0.2) * n) and place > person:
         return "place"
     if any(f.title in MALE or f.title in FEMALE for f in group):
         return "person"  # "Flamborough" 5 times beside "Mr. Flamborough" once

@@ -158,3 +158,13 @@ def test_a_plural_always_after_the_is_no_one():
     text += " " + " ".join("'No,' said the Hatter. The Hatter smiled. I saw the Hatter." for _ in range(4))
     cast_ = entries(text + " " + acts("Alice", 10))
     assert "Mavericks" not in cast_ and cast_["Hatter"]["kind"] == "person"
+
+
+def test_a_given_name_given_to_someone_is_no_place():
+    """Wives and Daughters, Mansfield Park: "Thomas" (15 mentions: "gave it to Thomas") and "Frederick"
+    were typed places; a given name is a place only where half its mentions are after "in", "to" and the
+    like, not a third."""
+    text = "He ran to Thomas. A letter came from Thomas. Thomas was glad. Thomas was tall. Thomas slept. " * 3
+    text += " " + " ".join(["We went to Bath. In Bath it rained. From Bath we came."] * 3)
+    cast_ = entries(text + " " + acts("Mrs. Gibson", 10))
+    assert cast_["Thomas"]["kind"] == "person" and cast_["Bath"]["kind"] == "place"
