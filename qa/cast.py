@@ -445,8 +445,9 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
     surnames = set(by_last) | {f.words[-1] for k, f in singles.items() if f.title}
     for k, f in singles.items():
         word = f.words[-1]
-        if f.title in TITLES and word.endswith("s") and word[:-1] in surnames:
-            continue  # "the Miss Musgroves": sisters
+        if f.title in TITLES and word.endswith("s") and word[:-1] in surnames \
+                and (word[:-1] in by_last or not given_sex(word[:-1])):
+            continue  # "the Miss Musgroves": sisters (not "Mr. Williams" beside "Sir William")
         if f.title:
             seen = titled_with.get((f.title, word), set())
             if not seen and f.title in FAMILIAR and len(by_first.get(word, set()) - minor) == 1 \
@@ -510,8 +511,9 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
         if f.title:
             continue
         word = f.words[-1]
-        if word.endswith("s") and (word[:-1] in by_last or word[:-1] in titled_single):
-            continue  # "the Steeles": a family
+        if word.endswith("s") and (word[:-1] in by_last or word[:-1] in titled_single) \
+                and not any(counts[(t, (word,))] for t in TITLES):
+            continue  # "the Steeles": a family (not "Williams" beside "Mr. Williams" and "Sir William")
         if word in alone_name:
             entity[k] = pet_of.get(k, k)
             continue

@@ -168,3 +168,14 @@ def test_a_given_name_given_to_someone_is_no_place():
     text += " " + " ".join(["We went to Bath. In Bath it rained. From Bath we came."] * 3)
     cast_ = entries(text + " " + acts("Mrs. Gibson", 10))
     assert cast_["Thomas"]["kind"] == "person" and cast_["Bath"]["kind"] == "place"
+
+
+def test_a_surname_ending_in_s_beside_a_given_name_is_no_plural():
+    """The Vicar of Wakefield: "Mr. Williams" and "Williams" (farmer Williams, a main character) were read
+    as the plural of "Sir William"; "the Miss Musgroves" and "the Steeles" stay families."""
+    text = " ".join([acts("Sir William", 20, "he"), acts("Mr. Williams", 4, "he"), acts("Williams", 6, "he"),
+                     acts("Mr. Musgrove", 10, "he"), acts("the Miss Musgroves", 6), acts("Mr. Steele", 6, "he"),
+                     acts("the Steeles", 6)])
+    owner = owners(text)
+    assert owner["Williams"] == owner["Mr. Williams"] != owner["Sir William"]
+    assert "Miss Musgroves" not in owner and "Steeles" not in owner
