@@ -88,12 +88,14 @@ MIN_MENTIONS = 5
 MAX_ENTRIES = 60
 MALE = ("Mr", "Mister", "Sir", "Lord", "Monsieur", "M", "Count", "Duke", "King", "Prince", "Baron", "Father", "Uncle",
         "Sergeant", "Superintendent", "Inspector", "Captain", "Colonel", "General", "Dr", "Doctor", "Cardinal",
-        "Abbé", "Chevalier", "Marquis", "Viscount", "Vicomte", "Comte", "Admiral", "Major", "Lieutenant")
+        "Abbé", "Chevalier", "Marquis", "Viscount", "Vicomte", "Comte", "Admiral", "Major", "Lieutenant", "Herr",
+        "Signor")
 FEMALE = ("Mrs", "Miss", "Ms", "Lady", "Madame", "Mme", "Mlle", "Mademoiselle", "Countess", "Duchess", "Queen",
-          "Princess", "Baroness", "Aunt", "Mother", "Sister", "Marquise", "Vicomtesse", "Comtesse", "Dame")
+          "Princess", "Baroness", "Aunt", "Mother", "Sister", "Marquise", "Vicomtesse", "Comtesse", "Dame", "Frau",
+          "Fraulein", "Fräulein", "Signora", "Signorina")
 TITLES = MALE + FEMALE + ("Messieurs", "Mesdames", "Misses", "Mlles")
-WIVES = ("Mrs", "Madame", "Mme")  # with a man's full name: his wife
-DAUGHTERS = ("Miss", "Mlle", "Mademoiselle")
+WIVES = ("Mrs", "Madame", "Mme", "Frau", "Signora")  # with a man's full name: his wife
+DAUGHTERS = ("Miss", "Mlle", "Mademoiselle", "Fraulein", "Fräulein", "Signorina")
 FAMILIAR = DAUGHTERS + ("Mr", "Monsieur")  # with a first name: "Miss Katrine", "Mr. Franklin"
 KIN = {"Aunt": ("Mrs", "Lady"), "Uncle": ("Mr", "Sir")}  # "Aunt Norris" is the book's Mrs. Norris
 RANKS = ("Sergeant", "Superintendent", "Inspector", "Captain", "Colonel", "General", "Admiral", "Major",

@@ -179,3 +179,12 @@ def test_a_surname_ending_in_s_beside_a_given_name_is_no_plural():
     owner = owners(text)
     assert owner["Williams"] == owner["Mr. Williams"] != owner["Sir William"]
     assert "Miss Musgroves" not in owner and "Steeles" not in owner
+
+
+def test_german_and_italian_titles_are_titles():
+    """Howards End: "Fraulein Mosebach" stood apart from Frieda Mosebach; Hard Times: "Signor Jupe" (Sissy's
+    father, a main character) was a first name "Signor" of a full name."""
+    text = " ".join([acts("Frieda Mosebach", 6), acts("Frieda", 10), acts("Fraulein Mosebach", 6),
+                     acts("Signor Jupe", 6, "he"), acts("Sissy Jupe", 10)])
+    owner = owners(text)
+    assert owner["Fraulein Mosebach"] == owner["Frieda Mosebach"] and owner["Signor Jupe"] != owner["Sissy Jupe"]
