@@ -49,7 +49,7 @@ not count. The forms are then merged into people:
     titled mentions ("Mr. Knightley"), or the most used when all its titles are of one sex
     ("Buckingham" with "Lord" and "Monsieur de Buckingham"), else the one full name with it (or its one
     namesake of its sex: "Betteredge" beside Gabriel and Penelope Betteredge), else it is ambiguous; a
-    family in the plural ("the Steeles") is no one;
+    family in the plural ("the Steeles", "the Newland Archers") is no one;
   * a given name used alone five times or more joins the one entry of a name it is a familiar form of
     (qa.given_names: "Meg", "Margaret"), or, being no known given name itself, the start of ("Reub",
     "Reuben"), or, for a name used alone, the name with a pet ending ("Sophy", "Sophia"; "Jimmy", "Jim").
@@ -354,6 +354,9 @@ def _surname(words: tuple[str, ...]) -> str:
 
 def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
     """The forms grouped into entries (see the module docstring); ambiguous forms left out."""
+    lasts = {f.words[-1] for f in forms.values() if len(f.words) >= 2}
+    forms = {k: f for k, f in forms.items()  # "the Newland Archers", "the Bute Crawleys": a couple, a family
+             if not (len(f.words) >= 2 and f.words[-1].endswith("s") and f.words[-1][:-1] in lasts)}
     full = {k: f for k, f in forms.items() if len(f.words) >= 2}
     bare = Counter({f.words[0]: f.count for k, f in forms.items() if k[0] is None and len(f.words) == 1})
     by_first_count = Counter()

@@ -188,3 +188,12 @@ def test_german_and_italian_titles_are_titles():
                      acts("Signor Jupe", 6, "he"), acts("Sissy Jupe", 10)])
     owner = owners(text)
     assert owner["Fraulein Mosebach"] == owner["Frieda Mosebach"] and owner["Signor Jupe"] != owner["Sissy Jupe"]
+
+
+def test_a_full_name_in_the_plural_is_a_family_not_a_second_person():
+    """The Age of Innocence: "the Newland Archers" (the couple, 4 times) was a second full name with
+    "Newland", which then split "Newland" (101 mentions) from Newland Archer."""
+    text = " ".join([acts("Newland Archer", 10, "he"), acts("Newland", 20, "he"),
+                     "They dined with the Newland Archers. The Newland Archers came. " * 3])
+    owner = owners(text)
+    assert owner["Newland"] == owner["Newland Archer"] and "Newland Archers" not in owner
