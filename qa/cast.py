@@ -549,6 +549,8 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
             if not (sex and sex != ("f" if top[0] in FEMALE else "m") and word in by_last):
                 if n >= 2 / 3 * total or one_sex:
                     entity[k] = top
+                elif f.count > 10 * total and word not in by_last:
+                    entity[k] = k  # "Jo", 1223 times beside "Miss Jo" 5, "Dr. Jo" 2, "Sister Jo": a name of its own
                 continue
         if word in by_last and f.place < 0.2 * f.count:  # ("Paris" is no one's surname)
             one = by_last[word] if len(by_last[word]) == 1 else _one_of(by_last[word], sex, sex_of) if sex else ()

@@ -197,3 +197,10 @@ def test_a_full_name_in_the_plural_is_a_family_not_a_second_person():
                      "They dined with the Newland Archers. The Newland Archers came. " * 3])
     owner = owners(text)
     assert owner["Newland"] == owner["Newland Archer"] and "Newland Archers" not in owner
+
+
+def test_a_name_used_alone_far_more_than_with_titles_of_both_sexes_is_a_name_of_its_own():
+    """Little Women (unscored): "Jo" (1223 mentions) was no one, left ambiguous between "Miss Jo" (5),
+    "Dr. Jo" and "Sister Jo" as a surname between "Mr." and "Mrs." is."""
+    text = " ".join([acts("Jo", 60), acts("Miss Jo", 2), acts("Dr. Jo", 2), acts("Meg", 20)])
+    assert entries(text)["Jo"]["kind"] == "person"
