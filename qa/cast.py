@@ -41,7 +41,7 @@ not count. The forms are then merged into people:
     name three times ("Mr. Richard" beside "Mr. Bradshaw" and "Mrs. Bradshaw"). "Aunt" and "Uncle" join
     the family's "Mrs." and "Mr."; a rank alone ("the Sergeant", "the Doctor") the one man of that
     rank; any title but a wife's joins a first name used alone far more than in full ("Monsieur
-    d'Artagnan"); a titled plural ("the Miss Musgroves") is no one;
+    d'Artagnan"); a titled plural ("the Miss Musgroves", "Messieurs Jones") is no one;
   * any other title with a surname ("Mr. Knightley", "Mrs. Dashwood", "Lady Middleton") is a person of
     its own: a book writes "Mr. John Knightley" to tell him from Mr. Knightley, and women known
     by their title are kept apart from their daughters;
@@ -55,7 +55,7 @@ not count. The forms are then merged into people:
     "Reuben"), or, for a name used alone, the name with a pet ending ("Sophy", "Sophia"; "Jimmy", "Jim").
 
 A place ends with a word such as "Park", "Abbey", "Street" or "Avenue" (kept where the book writes
-"street" in lower case often: "Queen Ann Street"), or is named after "in", "at",
+"street" in lower case often: "Queen Ann Street"; not one titled alone: "Mr. Square"), or is named after "in", "at",
 "to", "from" and the like and has no title or speech; a person has a title (once is enough where it is
 not mostly after "the"), a speech verb before a mention or a person's act after one ("said Lucy", "Lucy
 replied", "Lucy smiled"; "returned to England" is no speech), or a full name, or is a given name used
@@ -93,7 +93,8 @@ MALE = ("Mr", "Mister", "Sir", "Lord", "Monsieur", "M", "Count", "Duke", "King",
 FEMALE = ("Mrs", "Miss", "Ms", "Lady", "Madame", "Mme", "Mlle", "Mademoiselle", "Countess", "Duchess", "Queen",
           "Princess", "Baroness", "Aunt", "Mother", "Sister", "Marquise", "Vicomtesse", "Comtesse", "Dame", "Frau",
           "Fraulein", "Fräulein", "Signora", "Signorina")
-TITLES = MALE + FEMALE + ("Messieurs", "Mesdames", "Misses", "Mlles")
+PLURAL_TITLES = ("Messieurs", "Mesdames", "Misses", "Mlles")
+TITLES = MALE + FEMALE + PLURAL_TITLES
 WIVES = ("Mrs", "Madame", "Mme", "Frau", "Signora")  # with a man's full name: his wife
 DAUGHTERS = ("Miss", "Mlle", "Mademoiselle", "Fraulein", "Fräulein", "Signorina")
 FAMILIAR = DAUGHTERS + ("Mr", "Monsieur")  # with a first name: "Miss Katrine", "Mr. Franklin"
@@ -141,8 +142,8 @@ ACTS = SPEECH | frozenset("looked smiled laughed thought felt knew came went too
 LOOKS = SPEECH | frozenset("looked smiled laughed nodded bowed turned wrote whispered looking smiling laughing "
                            "glanced gazed stared spoke speaking talked listened".split())
 PLACE_PREP = frozenset("in at to from near towards toward into through".split())
-_CAP = r"(?:[dDO][’']|M[’'](?=[A-Z]))?[A-Z][a-zà-öø-ÿ]+(?:-(?:(?:de|du|des|la|le)-)?[A-Z][a-zà-öø-ÿ]+)?"  # "Front-de-
-# Boeuf", "M’Choakumchild"
+_CAP = (r"(?:[dDO][’']|M[’'](?=[A-Z])|Ma?c(?=[A-Z][a-z]))?[A-Z][a-zà-öø-ÿ]+"
+        r"(?:-(?:(?:de|du|des|la|le)-)?[A-Z][a-zà-öø-ÿ]+)?")  # "Front-de-Boeuf", "M’Choakumchild", "McCarthy"
 _REGNAL = r"(?:[ \t]+(?=[IVX]{2,5}\b)X{0,3}(?:IX|IV|V?I{0,3}))?"  # "Louis XIV", "Charles II" (not "I")
 _TITLE_AHEAD = rf"(?:{'|'.join(TITLES)})\.?[ \t]+[A-Z]"
 _ABBREVIATED = ("Mr", "Mrs", "Ms", "Dr", "M", "Mme", "Mlle", "Mlles")  # a period after the others ends a sentence:
@@ -451,8 +452,8 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
     for k, f in singles.items():
         word = f.words[-1]
         if f.title in TITLES and word.endswith("s") and word[:-1] in surnames \
-                and (word[:-1] in by_last or not given_sex(word[:-1])):
-            continue  # "the Miss Musgroves": sisters (not "Mr. Williams" beside "Sir William")
+                and (word[:-1] in by_last or not given_sex(word[:-1])) or f.title in PLURAL_TITLES:
+            continue  # "the Miss Musgroves", "Messieurs Jones": two (not "Mr. Williams" beside "Sir William")
         if f.title:
             seen = titled_with.get((f.title, word), set())
             if not seen and f.title in FAMILIAR and len(by_first.get(word, set()) - minor) == 1 \
@@ -741,7 +742,8 @@ def _kind(group: list[Form], classes: Counter) -> str | None:
     person = sum(f.person for f in group)
     place = sum(f.place for f in group)
     article = sum(f.article for f in group)
-    if any(f.words[-1] in PLACE_WORDS for f in group):
+    if any(f.words[-1] in PLACE_WORDS for f in group) and not (
+            all(len(f.words) == 1 for f in group) and titled >= max(2, 0.1 * n)):  # ("Mr. Square", a tutor)
         return "place"
     bang = sum(f.bang for f in group)
     if article >= 0.5 * n and sum(f.cut for f in group) >= 0.5 * n:

@@ -204,3 +204,15 @@ def test_a_name_used_alone_far_more_than_with_titles_of_both_sexes_is_a_name_of_
     "Dr. Jo" and "Sister Jo" as a surname between "Mr." and "Mrs." is."""
     text = " ".join([acts("Jo", 60), acts("Miss Jo", 2), acts("Dr. Jo", 2), acts("Meg", 20)])
     assert entries(text)["Jo"]["kind"] == "person"
+
+
+def test_names_from_books_outside_the_lists():
+    """Unscored books: Tom Jones's "Jones" (1274 mentions) joined "Messieurs Jones", a plural title, and
+    "Mr. Square" (a tutor) was a place for his name's last word; The Adventures of Sherlock Holmes'
+    "McCarthy" was "Carthy"."""
+    text = " ".join([acts("Tom Jones", 10, "he"), acts("Jones", 30, "he"), acts("Messieurs Jones", 2, "he"),
+                     acts("Mr. Square", 10, "he"), acts("Square", 6, "he"), acts("Mr. McCarthy", 6, "he")])
+    owner = owners(text)
+    assert owner["Jones"] == owner["Tom Jones"] and "Messieurs Jones" not in owner
+    cast_ = entries(text)
+    assert cast_[owner["Square"]]["kind"] == "person" and "Mr. McCarthy" in owner and "Carthy" not in owner
