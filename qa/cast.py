@@ -603,6 +603,10 @@ def _fold_pet_names(groups: dict, given: dict) -> None:
         out = {f.words[0] for f in g if len(f.words) >= 2 and f.title not in WIVES}
         return out or {f.words[0] for f in g if f.title is None}
 
+    def called_alone(f, names):  # a form of the entry that is one of its given names, or their familiar form
+        return not f.title and len(f.words) == 1 and (f.words[0] in names or bool(set(NICKNAMES.get(f.words[0], ()))
+                                                                                 & names))
+
     def sex(g):
         said = {_sex(f, given) for f in g} - {None}
         return next(iter(said)) if len(said) == 1 else None
@@ -620,6 +624,8 @@ def _fold_pet_names(groups: dict, given: dict) -> None:
             continue
         into = [k for k, h in groups.items() if k != key and sum(f.count for f in h) >= n
                 and any(_pet_of(word, w, all(len(f.words) == 1 for f in h)) for w in firsts(h))]
+        if len(into) > 1:  # of several, the one called by a first name alone ("Sammy": Sam Weller, not Samuel
+            into = [k for k in into if any(called_alone(f, firsts(groups[k])) for f in groups[k])]  # Pickwick)
         if len(into) != 1:
             continue
         s, t = sex(g), sex(groups[into[0]])
