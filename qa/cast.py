@@ -129,8 +129,9 @@ FUNCTION = frozenset("""The A An And But Or Nor For So Yet He She It They We You
 This That These Those There Here Then When Where What Which Who Whom Whose Why How If Though Although While
 As At By In On Of To With From Into Upon After Before Now Not All Some Every Each One Two My Me Him Let Do
 Did Is Was Were Be Are Have Has Had Will Would Shall Should Can Could May Might Must
-Tis Twas Twere Twould Hence Thus Perhaps Indeed Nay""".split())  # "'Tis Maypole", "Hence Yeobright": a sentence's
-# first word
+Tis Twas Twere Twould Hence Thus Perhaps Indeed Nay Hereupon Thereupon Whereupon Meanwhile Moreover Besides
+Nevertheless However Accordingly Afterwards Presently Suddenly Certainly""".split())  # "'Tis Maypole", "Hence
+# Yeobright", "Hereupon Startop": a sentence's first word
 TITLE_WORDS = frozenset(RANKS + ("Mr", "Mister", "Mrs", "Miss", "Ms", "Sir", "Lady", "Monsieur", "Madame",
                                   "Mademoiselle", "Messieurs", "Mesdames", "Misses", "Baronet", "Reverend", "Herr",
                                   "Signor", "Senor", "Professor", "Esquire", "Esq", "Bart",

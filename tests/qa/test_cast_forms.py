@@ -227,3 +227,11 @@ def test_a_pet_name_of_two_people_joins_the_one_called_by_a_first_name():
                      acts("David Copperfield", 6, "he"), acts("David", 10, "he"), acts("Davy", 8, "he")])
     owner = owners(text)
     assert owner["Sammy"] == owner["Sam Weller"] != owner["Samuel Pickwick"] and owner["Davy"] == owner["David"]
+
+
+def test_a_sentence_adverb_is_no_name():
+    """The Vicar of Wakefield's "Besides", The Return of the Native's "Moreover", Great Expectations'
+    "Hereupon Startop": a sentence's first word, capitalised, taken as a name or a name's first word."""
+    text = " ".join(["Besides, it rained. Moreover, it was cold. Hereupon Startop laughed."] * 6)
+    names = set(owners(text + " " + acts("Startop", 6, "he")))
+    assert not names & {"Besides", "Moreover", "Hereupon", "Hereupon Startop"} and "Startop" in names
