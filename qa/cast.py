@@ -4,8 +4,9 @@ Mentions are capitalised names, with a title when one precedes them ("Mrs. Dashw
 Middleton", "M. de Treville", "Miss Lucy Steele"; a word written before two titled surnames or more, and
 seldom alone, is read as a title: "Maister Weston", "Duc de Beaufort"); a capitalised word that the book also writes
 in lower case often ("Yes", "Heaven") is an ordinary word, and words that name no one (months,
-days, God, nationalities, a title alone) are left out. Mentions inside front and back matter do
-not count. The forms are then merged into people:
+days, God, nationalities, a title alone) are left out (but "Christian", a given name, is a name in a
+book that writes it before the surname of a family that speaks: "Christian Cantle"). Mentions inside
+front and back matter do not count. The forms are then merged into people:
 
   * a name of two words or more ("Lucy Steele", "Edward Ferrars") is a person, the same with a
     title ("Miss Lucy Steele"), except a wife named by her husband's name ("Mrs. John Knightley");
@@ -204,8 +205,24 @@ def mentions(text: str, skip_spans: Sequence[tuple[int, int]] = ()) -> dict[tupl
     """Every name form of `text` with its counts, outside `skip_spans`; a word the book uses as a title
     (`_addresses`: "Maister Weston") read as one."""
     forms = _mentions(text, skip_spans)
-    extra = _addresses(forms)
-    return _mentions(text, skip_spans, extra) if extra else forms
+    extra, named = _addresses(forms), _given_after_all(text, forms)
+    return _mentions(text, skip_spans, extra, named) if extra or named else forms
+
+
+def _given_after_all(text: str, forms: dict[tuple, Form]) -> frozenset[str]:
+    """Words left out as no one's name ("Christian") that are given names, which the book writes three
+    times or more before a name it writes with a title or after another word ("Christian Cantle" beside
+    "Grandfer Cantle" in The Return of the Native): there, a name."""
+    acting = Counter()  # a name written with a title or after another word, by its speech and acts
+    for k, f in forms.items():
+        if (k[0] or len(k[1]) >= 2) and k[1][-1] not in PLACE_WORDS:
+            acting[k[1][-1]] += f.person
+    lasts = {w for w, n in acting.items() if n >= 2}  # ("Grandfer Cantle" speaks; "Christian Kings" do not)
+    pairs = [(m.group(1), m.group(2)) for m in re.finditer(r"\b([A-Z][a-z]+)(?= ([A-Z][a-z]+)\b)", text)
+             if m.group(1) in NOT_PEOPLE and given_sex(m.group(1)) and m.group(2) in lasts]
+    ordinary = _ordinary(text) if pairs else set()  # (not "Christian Kings", "Christian Faith")
+    seen = Counter(w for w, after in pairs if after.lower() not in ordinary)
+    return frozenset(w for w, n in seen.items() if n >= 3)
 
 
 def _addresses(forms: dict[tuple, Form]) -> frozenset[str]:
@@ -221,8 +238,8 @@ def _addresses(forms: dict[tuple, Form]) -> frozenset[str]:
                      and sum(after.values()) > forms.get((None, (w,)), Form(None, ())).count)
 
 
-def _mentions(text: str, skip_spans: Sequence[tuple[int, int]] = (), extra: frozenset[str] = frozenset()
-              ) -> dict[tuple, Form]:
+def _mentions(text: str, skip_spans: Sequence[tuple[int, int]] = (), extra: frozenset[str] = frozenset(),
+              named: frozenset[str] = frozenset()) -> dict[tuple, Form]:
     ordinary = _ordinary(text)
     skips = sorted(skip_spans)
     starts = [a for a, _ in skips]
@@ -243,7 +260,7 @@ def _mentions(text: str, skip_spans: Sequence[tuple[int, int]] = (), extra: froz
         if title is None and len(words) == 1 and words[0] in FEMALE + MALE and before.endswith(("the ", "The ")):
             skipped_chars = 0  # a role for a name: "the Queen", "the Duchess"
         else:
-            title, words, skipped_chars = _front(title, words, ordinary, surnames, extra)
+            title, words, skipped_chars = _front(title, words, ordinary, surnames, extra, named)
         if not words:
             continue
         pos = m.start("name") + skipped_chars
@@ -299,7 +316,8 @@ def _unwrap(text: str) -> str:
 
 
 def _front(title: str | None, words: list[str], ordinary: set[str], surnames: frozenset[str] = frozenset(),
-           extra: frozenset[str] = frozenset()) -> tuple[str | None, list[str], int]:
+           extra: frozenset[str] = frozenset(), named: frozenset[str] = frozenset()
+           ) -> tuple[str | None, list[str], int]:
     """(title, name words, characters dropped in front) of one mention: ordinary words, titles
     and non-names in front dropped (a sentence's first word is capitalised anyway; "Sir" in
     "Dear Sir John" becomes the title), cut before an ordinary word inside; None words for no name.
@@ -307,7 +325,7 @@ def _front(title: str | None, words: list[str], ordinary: set[str], surnames: fr
     dropped = 0
     if not (title is not None and words[0] in PARTICLES):  # "M. de Treville" keeps its particle
         while words and ((words[0].lower() in ordinary and not (title is not None and words[0] in surnames))
-                         or words[0] in TITLES or words[0] in NOT_PEOPLE
+                         or words[0] in TITLES or (words[0] in NOT_PEOPLE and words[0] not in named)
                          or words[0] in FUNCTION or words[0] in extra) \
                 and not (len(words) == 2 and _ROMAN.fullmatch(words[1])):
             if title is None and words[0] in TITLES and len(words) > 1:
@@ -323,7 +341,7 @@ def _front(title: str | None, words: list[str], ordinary: set[str], surnames: fr
         if title is not None or i != 1 or i + 1 == len(words) or given_sex(words[i + 1]):
             words = words[:i]
     cut = next((i for i, w in enumerate(words) if i and w not in INNER and w not in STREETS
-                and ((w.lower() in ordinary and w not in surnames) or w in NOT_PEOPLE)), None)
+                and ((w.lower() in ordinary and w not in surnames) or (w in NOT_PEOPLE and w not in named))), None)
     words = words[:cut] if cut is not None else words
     while words and words[-1] in INNER:
         words = words[:-1]
@@ -332,7 +350,7 @@ def _front(title: str | None, words: list[str], ordinary: set[str], surnames: fr
     if not words or (words[0] in PARTICLES and title is None):
         return title, [], dropped
     if len(words) == 1 and ((words[0].lower() in ordinary and not (title is not None and words[0] in surnames))
-                            or words[0] in NOT_PEOPLE):
+                            or (words[0] in NOT_PEOPLE and words[0] not in named)):
         return title, [], dropped
     return title, words, dropped
 

@@ -235,3 +235,14 @@ def test_a_sentence_adverb_is_no_name():
     text = " ".join(["Besides, it rained. Moreover, it was cold. Hereupon Startop laughed."] * 6)
     names = set(owners(text + " " + acts("Startop", 6, "he")))
     assert not names & {"Besides", "Moreover", "Hereupon", "Hereupon Startop"} and "Startop" in names
+
+
+def test_a_given_name_left_out_as_a_word_is_a_name_before_a_family_that_speaks():
+    """The Return of the Native: "Christian Cantle" (Grandfer Cantle's son, a main character, "Christian"
+    126 times) was no one, "Christian" being left out as a faith's adjective; "Christian Kings" in a
+    treatise stay no one."""
+    text = " ".join([acts("Grandfer Cantle", 10, "he"), acts("Christian Cantle", 4, "he"), acts("Christian", 20, "he"),
+                     acts("Thomasin", 10)])
+    assert owners(text)["Christian"] == owners(text)["Christian Cantle"]
+    treatise = "The Christian Kings ruled. Christian Kings are many. Of Christian Kings I speak. " * 3
+    assert "Christian Kings" not in owners(treatise + acts("Thomasin", 10))
