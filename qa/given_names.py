@@ -76,5 +76,5 @@ NICKNAMES = {
     "Gussie": ("Augusta",), "Lotty": ("Charlotte",), "Lottie": ("Charlotte",), "Milly": ("Millicent", "Amelia"),
     "Sissy": ("Cecilia", "Cecily"), "Cissy": ("Cecilia", "Cecily"), "Lou": ("Louisa", "Louise"),
     "Tilly": ("Matilda",), "Annie": ("Ann", "Anne", "Anna"), "Hetty": ("Hester", "Henrietta", "Harriet"),
-    "Sophy": ("Sophia",), "Bertie": ("Albert", "Herbert"),
+    "Sophy": ("Sophia",), "Livy": ("Olivia",), "Davy": ("David",), "Dave": ("David",), "Bertie": ("Albert", "Herbert"),
 }
