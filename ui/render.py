@@ -26,6 +26,13 @@ def md_escape(text: str) -> str:
     return _MD_SPECIAL.sub(r"\\\1", html.escape(str(text), quote=False))
 
 
+def cut_title(title: str, limit: int = 60) -> str:
+    """A part's title for a one-line list or menu, cut at a word with "…" (a cut at 40 characters showed
+    "Next-Neighbor Queries via Run-of-0's Sam"; chapters numbered afresh carry their part's label, "PART
+    THE SECOND, CHAPTER VI: YALBURY WOOD AND THE KEEPER'S HOUSE")."""
+    return title if len(title) <= limit else title[:limit].rsplit(" ", 1)[0] + " …"
+
+
 def pages_text(first: int, last: int, labels: dict[int, str] | None = None) -> str:
     a, b = plots.page_label(first, labels), plots.page_label(last, labels)
     return f"p. {a}" if first == last else f"pp. {a}–{b}"

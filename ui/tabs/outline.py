@@ -14,7 +14,7 @@ import gradio as gr
 
 from .. import plots
 from ..context import MODEL, PRIVATE, UIContext, UIError, chunk_number, error_text, in_place, user_facing
-from ..render import md_escape, quote
+from ..render import cut_title, md_escape, quote
 from .library import passage_md
 from .map import doc_map
 
@@ -36,7 +36,7 @@ def outline_view(ctx: UIContext, doc_id: str | None, o: dict | None = None) -> s
     _, labels = ctx.layout(o["doc_id"])
     source = next((p["source"] for p in o["parts"] if p["number"]), o["parts"][0]["source"] if o["parts"] else "-")
     out = [f"**{len(o['parts'])} parts** ({source}): "  # where they come from, not the front matter's source
-           + "; ".join(f"{p['number']}. {md_escape(_short(p['title']))} "
+           + "; ".join(f"{p['number']}. {md_escape(cut_title(p['title']))} "
                        f"(p. {plots.page_label(p['page_first'], labels)})" for p in o["parts"][:40])
            + (" …" if len(o["parts"]) > 40 else "")]
     if o["statements"]:
@@ -68,12 +68,6 @@ def outline_view(ctx: UIContext, doc_id: str | None, o: dict | None = None) -> s
     if not o["statements"] and not o["names"]:
         out.append("\nNo statements (definitions, lemmas, theorems) and no frequent names found.")
     return "\n".join(out)
-
-
-def _short(title: str, limit: int = 60) -> str:
-    """A part's title for the one-line list, cut at a word with "…" (a cut at 40 characters showed
-    "Next-Neighbor Queries via Run-of-0's Sam")."""
-    return title if len(title) <= limit else title[:limit].rsplit(" ", 1)[0] + " …"
 
 
 def outline_picture(ctx: UIContext, doc_id: str | None, o: dict | None = None) -> str:
