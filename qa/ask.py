@@ -670,7 +670,6 @@ def _cross_answer(library: Library, doc_id: str, question: str, evidence: list[d
     short = rerank.short_shown(quote, cal)
     if short is None and quote is not None:  # "How many acres ...?": the one amount of that form the sentence states
         short = count_answer(question, quote["sentence"], quote["text"])
-        short = short if short and short in quote["text"] else None
     if quote is not None:
         quote["short"] = short  # shown only where validation measured it right often enough
     return {"quote": quote, "abstained": abstained, "short_answer": short,
