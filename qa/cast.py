@@ -204,12 +204,13 @@ def _ordinary(text: str) -> set[str]:
 def mentions(text: str, skip_spans: Sequence[tuple[int, int]] = ()) -> dict[tuple, Form]:
     """Every name form of `text` with its counts, outside `skip_spans`; a word the book uses as a title
     (`_addresses`: "Maister Weston") read as one."""
-    forms = _mentions(text, skip_spans)
-    extra, named = _addresses(forms), _given_after_all(text, forms)
-    return _mentions(text, skip_spans, extra, named) if extra or named else forms
+    ordinary = _ordinary(text)  # read once for both passes
+    forms = _mentions(text, skip_spans, ordinary)
+    extra, named = _addresses(forms), _given_after_all(text, forms, ordinary)
+    return _mentions(text, skip_spans, ordinary, extra, named) if extra or named else forms
 
 
-def _given_after_all(text: str, forms: dict[tuple, Form]) -> frozenset[str]:
+def _given_after_all(text: str, forms: dict[tuple, Form], ordinary: set[str]) -> frozenset[str]:
     """Words left out as no one's name ("Christian") that are given names, which the book writes three
     times or more before a name it writes with a title or after another word ("Christian Cantle" beside
     "Grandfer Cantle" in The Return of the Native): there, a name."""
@@ -220,8 +221,7 @@ def _given_after_all(text: str, forms: dict[tuple, Form]) -> frozenset[str]:
     lasts = {w for w, n in acting.items() if n >= 2}  # ("Grandfer Cantle" speaks; "Christian Kings" do not)
     pairs = [(m.group(1), m.group(2)) for m in re.finditer(r"\b([A-Z][a-z]+)(?= ([A-Z][a-z]+)\b)", text)
              if m.group(1) in NOT_PEOPLE and given_sex(m.group(1)) and m.group(2) in lasts]
-    ordinary = _ordinary(text) if pairs else set()  # (not "Christian Kings", "Christian Faith")
-    seen = Counter(w for w, after in pairs if after.lower() not in ordinary)
+    seen = Counter(w for w, after in pairs if after.lower() not in ordinary)  # (not "Christian Kings")
     return frozenset(w for w, n in seen.items() if n >= 3)
 
 
@@ -238,9 +238,8 @@ def _addresses(forms: dict[tuple, Form]) -> frozenset[str]:
                      and sum(after.values()) > forms.get((None, (w,)), Form(None, ())).count)
 
 
-def _mentions(text: str, skip_spans: Sequence[tuple[int, int]] = (), extra: frozenset[str] = frozenset(),
-              named: frozenset[str] = frozenset()) -> dict[tuple, Form]:
-    ordinary = _ordinary(text)
+def _mentions(text: str, skip_spans: Sequence[tuple[int, int]], ordinary: set[str],
+              extra: frozenset[str] = frozenset(), named: frozenset[str] = frozenset()) -> dict[tuple, Form]:
     skips = sorted(skip_spans)
     starts = [a for a, _ in skips]
 
