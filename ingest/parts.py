@@ -201,6 +201,13 @@ def headings(text: str) -> list[tuple[str, int]]:
 _DIVISIONS = ("part", "book", "volume")
 
 
+def _last_of_each(headings: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """The headings whose words (case and punctuation aside) no later one repeats: a contents list's
+    entry is printed again as the heading itself."""
+    words = [" ".join(re.findall(r"\w+", t.lower())) for t, _ in headings]
+    return [h for i, h in enumerate(headings) if words[i] not in words[i + 1:]]
+
+
 def _in_divisions(text: str, best: list[tuple[str, int]], fams: dict[str, list[tuple[str, int]]],
                   best_fam: str) -> list[tuple[str, int]]:
     """The headings, each one right under a part's, book's or volume's heading (another family's,
@@ -216,8 +223,7 @@ def _in_divisions(text: str, best: list[tuple[str, int]], fams: dict[str, list[t
                    and fam.split(":")[1] in _DIVISIONS for h in _not_contents(hits)), key=lambda h: h[1])
     # a contents list's last entry recurs as the heading ("PART SIXTH" above Jude the Obscure's "Part
     # First"); a line ending with a colon introduces something ("Volume one begins:", Grant's Memoirs)
-    words = [" ".join(re.findall(r"\w+", t.lower())) for t, _ in divs]
-    divs = [d for i, d in enumerate(divs) if words[i] not in words[i + 1:] and not d[0].endswith(":")]
+    divs = [d for d in _last_of_each(divs) if not d[0].endswith(":")]
     divs = [d for d in divs if d[0][:1].isupper()]  # a heading opens with a capital ("part I have quoted them")
     passed, aboves, prev = [], [], -1
     for title, pos in best:
@@ -569,8 +575,7 @@ def front_matter(text: str, end: int) -> list[tuple[str, int]]:
             hits.append((s, pos + line.index(s[0])))
         prev_blank = not s
         pos += len(line)
-    words = [" ".join(re.findall(r"\w+", t.lower())) for t, _ in hits]
-    hits = [h for i, h in enumerate(hits) if words[i] not in words[i + 1:]]
+    hits = _last_of_each(hits)
     out = []
     for i, (title, at) in enumerate(hits):
         stop = min(hits[i + 1][1] if i + 1 < len(hits) else end, at + FRONT_PROSE_WITHIN)
