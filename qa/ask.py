@@ -621,7 +621,7 @@ def matter_last(library: Library, doc_id: str, windows: list, k: int) -> list:
 
 
 def _cross_answer(library: Library, doc_id: str, question: str, evidence: list[dict], ce: dict,
-                  missing: list[str]) -> dict:
+                  missing: list[str], common: frozenset[str] | None = None) -> dict:
     """The answer read by the cross-encoder (qa.rerank) from the passages the model retrieved: the
     best one's sentence as the quote, its span as the short answer where calibration allows, the
     passages shown (best first, then the next two); an abstention when the pool's best P is below
@@ -651,7 +651,8 @@ def _cross_answer(library: Library, doc_id: str, question: str, evidence: list[d
         quote = rerank.quote_of(next(w for w in shown if w.chunk == first[0])) if first else None
     kind = abstain_mod.asked_kind(question)  # "In what year ...?" answered by a passage that holds no year
     lacks = (kind if not abstained and quote is not None and kind
-             and not abstain_mod.holds_kind(kind, quote["text"], question) else None)
+             and not abstain_mod.holds_kind(kind, quote["text"], question, _doc_vocabulary(library, doc_id), common)
+             else None)
     abstained = abstained or lacks is not None
     if abstained:
         quote = None
@@ -706,7 +707,8 @@ def _make_answer(library: Library, engine: DocumentEngine, doc_id: str, question
     tj = trace_json(trace)
     evidence = evidence_rows(library, doc_id, engine.evidence(state, trace) if trace is not None else [])
     if ce is not None and evidence:
-        c = _cross_answer(library, doc_id, question, evidence, ce, missing)
+        common = _common_words(str(engine.model_dir)) if engine.model_dir is not None else None
+        c = _cross_answer(library, doc_id, question, evidence, ce, missing, common)
         answer = NOT_FOUND if c["abstained"] else (c["quote"]["text"] if c["quote"] else generated)
         z = retrieval_z(tj, state.n_chunks)
         made = {**c, "generated": generated, "retrieval_z": None if z is None else round(z, 4),
