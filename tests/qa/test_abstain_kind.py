@@ -53,3 +53,16 @@ def test_what_names_no_one_given_the_documents_words():
                           "What was the name of the Trenors' butler?", book)
     # a name the book writes inside sentences counts where it opens one, though "rose" is a word too
     assert holds_kind("name", "Rose drove the cart on the River road.", q, book, common)
+
+
+def test_a_place_is_not_the_name_of_a_person_asked_for():
+    from qa.abstain import DocVocabulary
+
+    book = DocVocabulary(["She lived at Christminster. He came from Christminster, and went into Christminster again. "
+                          "Sue loved Christminster. Jude spoke to Sue. Sue smiled at him, and Jude went home."])
+    q = "What was the name of the undergraduate with whom Sue formed a friendly intimacy?"
+    assert not holds_kind("name", "When I was eighteen I formed a friendly intimacy with an undergraduate at "
+                                  "Christminster.", q, book)
+    assert holds_kind("name", "I formed a friendly intimacy with an undergraduate, Jude.", q, book)
+    # unless a place is what the question asks for
+    assert holds_kind("name", "She lived at Christminster.", "What was the name of the town where Sue lived?", book)
