@@ -13,7 +13,7 @@ LICENCE_MARKERS = ("project gutenberg", "gutenberg literary archive", "gutenberg
                    "electronic works", "this ebook is for the use of anyone", "terms of the project gutenberg",
                    "full project gutenberg license", "donations", "trademark")
 _NUMBERED_LINE = re.compile(r"^\s*(chapter|book|part|section|[ivxlc]+\.|\d+\.?)\b.{0,80}$", re.I | re.M)
-_INDEX_LINE = re.compile(r"^.{1,60},\s*\d+(\s*[,–-]\s*\d+)*\s*$", re.M)
+_INDEX_LINE = re.compile(r"^.{1,60},\s*\d+(\s*[,–-]\s*\d+)*\.?\s*$", re.M)  # "Formica flava, 239." too
 _LEADER_LINE = re.compile(r"^\s*(?P<head>\S.{0,100}?)(?:\s?\.){4,}\s*[\dxivlc]+\s*$", re.M | re.I)  # "1.2 X . . 3"
 # a chapter named by its number ("CHAPTER XII", "Chapter 12"): a contents list names many on one page,
 # even when its entries run on as one paragraph (a PDF made from a plain-text edition)

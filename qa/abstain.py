@@ -220,7 +220,7 @@ def missing_names(question: str, vocab: DocVocabulary) -> list[str]:
 
 _ASKS_YEAR = re.compile(r"^\s*(?:in\s+)?what\s+year\b", re.I)
 _ASKS_NUMBER = re.compile(r"^\s*how\s+(?:many|much|old)\b", re.I)
-_ASKS_NAME = re.compile(r"^\s*what\s+(?:was|is|were|are)\s+(?:the\s+)?(?:[\w'’]+\s+){0,3}?name\b|"
+_ASKS_NAME = re.compile(r"^\s*what\s+(?:was|is|were|are)\s+(?:the\s+)?(?:[\w'’]+\s+){0,3}?names?\b|"
                         r"\b(?:christian|first|last|maiden|real|family|sur)\s*name\b|^\s*under\s+what\s+name\b", re.I)
 _ASKS_PLACE = re.compile(r"\b(?:towns?|city|village|county|place|house|estate|farm|farm-house|street|country|island|"
                          r"river|inn|hotel|parish|school|college|restaurant|plantation|mountain|lake|road)\b", re.I)

@@ -59,6 +59,18 @@ def test_dot_leader_pages_are_contents_or_index():
     assert matter_of(prose) is None
 
 
+def test_an_index_whose_lines_end_with_a_full_stop_is_an_index():
+    """On the Origin of Species' index ("Formica sanguinea, 219.") `ask` quoted an index line for a
+    question the book does not answer; the index was not told from text."""
+    from ingest.boilerplate import matter_of
+
+    index = "\n\n".join(f"   Formica species {i}, neuter of, {200 + i}." for i in range(6)) + \
+        "\n\n   Fresh-water productions, dispersal of, 383.\n\n   Frena, ovigerous, of cirripedes, 192, 195."
+    assert matter_of(index) == "index"
+    prose = "\n".join(f"The ants of the species he opened, twelve or so, went on {i}." for i in range(10))
+    assert matter_of(prose) is None
+
+
 def test_a_contents_list_run_on_as_one_paragraph_is_contents():
     """A PDF made from a plain-text edition sets its contents list as one paragraph: lines like
     "Surprised CHAPTER II Matthew" (tried as a new user would; the cast then 'introduced' its main

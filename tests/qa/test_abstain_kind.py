@@ -10,6 +10,7 @@ def test_the_kinds_a_question_asks_for():
     assert asked_kind("What was Mr. Dawson's Christian name?") == "name"
     assert asked_kind("What is the real name of the beggar Irus?") == "name"
     assert asked_kind("Under what name was Milady known?") == "name"
+    assert asked_kind("What were the names of the two ladies in New York who gave the money?") == "name"
     # "called" asks for a term as often as a name: no kind; nor does a question that only mentions a name
     assert asked_kind("In a 2-category, what is the composition of 2-morphisms called?") is None
     assert asked_kind("Why did she sign the letter in her own name?") is None
