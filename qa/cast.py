@@ -1,12 +1,12 @@
 """A book's cast: its people, each once under the forms the book calls them by, and its places.
 
-Mentions are capitalised names, with a title when one precedes them ("Mrs. Dashwood", "Sir John
-Middleton", "M. de Treville", "Miss Lucy Steele"; a word written before two titled surnames or more, and
-seldom alone, is read as a title: "Maister Weston", "Duc de Beaufort"); a capitalised word that the book also writes
-in lower case often ("Yes", "Heaven") is an ordinary word, and words that name no one (months,
-days, God, nationalities, a title alone) are left out (but "Christian", a given name, is a name in a
-book that writes it before the surname of a family that speaks: "Christian Cantle"). Mentions inside
-front and back matter do not count. The forms are then merged into people:
+Mentions are capitalised names, with a title when one precedes them ("Mrs. Dashwood", "Sir John Middleton",
+"M. de Treville", "Miss Lucy Steele"; "Mdlle." is "Mademoiselle"; a word written before two titled surnames or
+more, and seldom alone, is read as a title: "Maister Weston", "Duc de Beaufort"); a capitalised word that the
+book also writes in lower case often ("Yes", "Heaven") is an ordinary word, and words that name no one
+(months, days, God, nationalities, a title alone) are left out (but "Christian", a given name, is a name in a
+book that writes it before the surname of a family that speaks: "Christian Cantle"). Mentions inside front and
+back matter do not count. The forms are then merged into people:
 
   * a name of two words or more ("Lucy Steele", "Edward Ferrars") is a person, the same with a
     title ("Miss Lucy Steele"), except a wife named by her husband's name ("Mrs. John Knightley");
@@ -91,13 +91,13 @@ MALE = ("Mr", "Mister", "Sir", "Lord", "Monsieur", "M", "Count", "Duke", "King",
         "Sergeant", "Superintendent", "Inspector", "Captain", "Colonel", "General", "Dr", "Doctor", "Cardinal",
         "Abbé", "Chevalier", "Marquis", "Viscount", "Vicomte", "Comte", "Admiral", "Major", "Lieutenant", "Herr",
         "Signor")
-FEMALE = ("Mrs", "Miss", "Ms", "Lady", "Madame", "Mme", "Mlle", "Mademoiselle", "Countess", "Duchess", "Queen",
+FEMALE = ("Mrs", "Miss", "Ms", "Lady", "Madame", "Mme", "Mlle", "Mdlle", "Mademoiselle", "Countess", "Duchess", "Queen",
           "Princess", "Baroness", "Aunt", "Mother", "Sister", "Marquise", "Vicomtesse", "Comtesse", "Dame", "Frau",
           "Fraulein", "Fräulein", "Signora", "Signorina")
 PLURAL_TITLES = ("Messieurs", "Mesdames", "Misses", "Mlles")
 TITLES = MALE + FEMALE + PLURAL_TITLES
 WIVES = ("Mrs", "Madame", "Mme", "Frau", "Signora")  # with a man's full name: his wife
-DAUGHTERS = ("Miss", "Mlle", "Mademoiselle", "Fraulein", "Fräulein", "Signorina")
+DAUGHTERS = ("Miss", "Mlle", "Mdlle", "Mademoiselle", "Fraulein", "Fräulein", "Signorina")
 FAMILIAR = DAUGHTERS + ("Mr", "Monsieur")  # with a first name: "Miss Katrine", "Mr. Franklin"
 KIN = {"Aunt": ("Mrs", "Lady"), "Uncle": ("Mr", "Sir")}  # "Aunt Norris" is the book's Mrs. Norris
 RANKS = ("Sergeant", "Superintendent", "Inspector", "Captain", "Colonel", "General", "Admiral", "Major",
@@ -148,8 +148,8 @@ _CAP = (r"(?:[dDO][’']|M[’'](?=[A-Z])|Ma?c(?=[A-Z][a-z]))?[A-Z][a-zà-öø-�
         r"(?:-(?:(?:de|du|des|la|le)-)?[A-Z][a-zà-öø-ÿ]+)?")  # "Front-de-Boeuf", "M’Choakumchild", "McCarthy"
 _REGNAL = r"(?:[ \t]+(?=[IVX]{2,5}\b)X{0,3}(?:IX|IV|V?I{0,3}))?"  # "Louis XIV", "Charles II" (not "I")
 _TITLE_AHEAD = rf"(?:{'|'.join(TITLES)})\.?[ \t]+[A-Z]"
-_ABBREVIATED = ("Mr", "Mrs", "Ms", "Dr", "M", "Mme", "Mlle", "Mlles")  # a period after the others ends a sentence:
-# "said the Doctor. The Time Traveller did not ..." named no "Dr. Traveller"
+_ABBREVIATED = ("Mr", "Mrs", "Ms", "Dr", "M", "Mme", "Mlle", "Mdlle", "Mlles")  # a period after the others ends a
+# sentence: "said the Doctor. The Time Traveller did not ..." named no "Dr. Traveller"
 _TITLE = (rf"(?:{'|'.join(t for t in TITLES if t in _ABBREVIATED)})(?=\.?\s)"
           rf"|(?:{'|'.join(t for t in TITLES if t not in _ABBREVIATED)})(?=\s)")
 _MENTION = re.compile(
@@ -161,7 +161,8 @@ _PRONOUN = re.compile(r"\b(?:[Hh]e|[Hh]is|him|[Ss]he|[Hh]er)\b")
 _CUT = re.compile(r"[ \t]+[A-Z]")  # a name's next word, capitalised
 _ELIDED = re.compile(r"[dD][’'][A-Z]")  # d’Artagnan
 ARTICLES = frozenset("the a an his her your their my our its this that these those".split())
-SAME_TITLE = {"M": "Monsieur", "Mister": "Mr", "Mme": "Madame", "Mlle": "Mademoiselle", "Doctor": "Dr"}
+SAME_TITLE = {"M": "Monsieur", "Mister": "Mr", "Mme": "Madame", "Mlle": "Mademoiselle", "Mdlle": "Mademoiselle",
+              "Doctor": "Dr"}
 
 
 @dataclass
