@@ -11,7 +11,9 @@ back matter do not count. The forms are then merged into people:
   * a name of two words or more ("Lucy Steele", "Edward Ferrars") is a person, the same with a
     title ("Miss Lucy Steele"), except a wife named by her husband's name ("Mrs. John Knightley");
     a regnal number and an "of" after a first name belong to the name ("Louis XIV", "Anne of
-    Austria"; "the King of Spain" is Spain, and "louis" the coin does not cut "Louis XIII");
+    Austria"; "the King of Spain" is Spain, and "louis" the coin does not cut "Louis XIII"); a name of
+    two words that a longer one holds joins it ("Frances Henri", "Frances Evans": "Frances Evans Henri";
+    "Reverend Bute Crawley" is Bute Crawley; `_join_held_names`);
   * a first name alone ("Lucy") is that person when exactly one such name starts with it (not two given
     names the book writes together: "Mary" is not "Mary Ann"); when
     two do ("John Reed", "John Rivers") each mention goes to the one named last before it; a
@@ -414,6 +416,7 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
                 names[w] = new if names[w] == old else names[w]
             for j in entity:
                 entity[j] = new if entity[j] == old else entity[j]
+    _join_held_names(names, entity, full)
     by_first = defaultdict(set)
     by_last = defaultdict(set)
     for words, k in names.items():
@@ -594,6 +597,39 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
     _fold_surnames(groups, by_last, by_first, minor, sex_of, titles_of, counts, firsts_of)
     _fold_pet_names(groups, given)
     return list(groups.values())
+
+
+def _join_held_names(names: dict, entity: dict, full: dict) -> None:
+    """A name of two words that a longer name holds as its first and last words or its first or last two
+    joins that one longer name's entry, or of several the one written three times as often as any other:
+    "Frances Henri" and "Frances Evans" are "Frances Evans Henri" (beside a misprint's "Frances Evan Henri"
+    once), "Douglas Ashton" is "Sholto Douglas Ashton" (not "Peter Arley" beside "Peter Marmaduke Arley
+    Jenkyns"; "Reverend Bute Crawley" is Bute Crawley). The longer name is written twice or more and names
+    no place ("Audley Court. Robert Audley"), holds no two people ("Roger Stephen Osborne Hamley": Roger
+    Hamley and Osborne Hamley), and has the titles of rank of the shorter ("William Walter Elliot" is not
+    Sir Walter Elliot)."""
+    weight, count, ranks = Counter(), Counter(), defaultdict(set)
+    for k, f in full.items():
+        weight[entity[k]] += f.count
+        count[f.words] += f.count
+        if f.title and f.title not in FAMILIAR + WIVES:  # (not "Mrs. Bute Crawley", his wife)
+            ranks[f.words].add(f.title)
+    def core(w):  # "Reverend Bute Crawley": Bute Crawley
+        return core(w[1:]) if len(w) > 2 and w[0] in TITLE_WORDS else w
+
+    held = {w: [h for h in names if len(h) == 2 and h in ((core(w)[0], w[-1]), core(w)[:2], w[-2:])]
+            for w in names if len(w) >= 3 and count[w] >= 2 and not set(w) & PLACE_WORDS}
+    held = {w: hs for w, hs in held.items() if len({h[0] for h in hs}) == 1}
+    for words in [w for w in names if len(w) == 2]:
+        into = sorted({names[w] for w, hs in held.items() if words in hs and ranks[words] <= ranks[w]},
+                      key=lambda e: (-weight[e], str(e)))
+        if not into or names[words] in into or (len(into) > 1 and weight[into[0]] < 3 * max(1, weight[into[1]])):
+            continue
+        old, new = names[words], into[0]
+        for w in names:
+            names[w] = new if names[w] == old else names[w]
+        for j in entity:
+            entity[j] = new if entity[j] == old else entity[j]
 
 
 def _pet_of(pet: str, name: str, bare: bool) -> bool:

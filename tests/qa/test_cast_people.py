@@ -22,3 +22,23 @@ def test_mdlle_is_a_daughters_title():
                      acts("Mr. Hunsden", 10, "he")])
     owner = owners(text)
     assert "Mdlle" not in owner and owner["Mademoiselle Reuter"] == owner["Zoraide Reuter"]
+
+
+def test_a_name_a_longer_name_holds_joins_it():
+    """The Professor: "Frances Evans Henri" (3), "Frances Henri" (2) and "Frances Evans" (2) were three
+    entries, and "Frances" (96) was shared among them; The Bride of Lammermoor's "Colonel Douglas Ashton"
+    and "Colonel Sholto Douglas Ashton" two; Vanity Fair's "Reverend Bute Crawley" apart from Bute Crawley.
+    Not a longer name that holds two people, nor one with another rank than the shorter's."""
+    text = " ".join([acts("Frances Evans Henri", 4), acts("Frances Henri", 2), acts("Frances Evans", 2),
+                     acts("Frances", 30), acts("Colonel Douglas Ashton", 6, "he"),
+                     acts("Colonel Sholto Douglas Ashton", 2, "he"), acts("Sholto Douglas Ashton", 2, "he"),
+                     acts("Reverend Bute Crawley", 6, "he"), acts("Bute Crawley", 6, "he"),
+                     acts("Roger Stephen Osborne Hamley", 2, "he"), acts("Roger Hamley", 10, "he"),
+                     acts("Osborne Hamley", 10, "he"), acts("Sir Walter Elliot", 10, "he"),
+                     acts("William Walter Elliot", 2, "he")])
+    owner = owners(text)
+    assert owner["Frances"] == owner["Frances Henri"] == owner["Frances Evans"] == owner["Frances Evans Henri"]
+    assert owner["Colonel Douglas Ashton"] == owner["Sholto Douglas Ashton"]
+    assert owner["Bute Crawley"] == owner["Reverend Bute Crawley"]
+    assert owner["Roger Hamley"] != owner["Osborne Hamley"]
+    assert owner["Sir Walter Elliot"] != owner.get("William Walter Elliot")
