@@ -20,9 +20,10 @@ back matter do not count. The forms are then merged into people:
     first name used alone twenty times more than in all its full forms ("Milady") is the person,
     and its untitled full forms join it ("Lady Mary Grierson" does not join Mary); an entry is
     named by its longest form used at least 5% as often as the whole entry;
-  * a title with a first name ("Sir John") joins the one full name seen with that title and
-    first name ("Sir John Middleton"), and "Miss" or "Mr." the one full name with that first name
-    ("Miss Katrine", "Mr. Franklin"; not "Sir Henry", a baronet, for Henry Crawford);
+  * a title with a first name ("Sir John") joins the one full name seen with that title and first name ("Sir
+    John Middleton"; of several, the one named in full ten times as often as any other), and "Miss" or "Mr."
+    the one full name with that first name ("Miss Katrine", "Mr. Franklin"; not "Sir Henry", a baronet, for
+    Henry Crawford);
   * "Miss" with a surname joins the one woman of that surname named in full, or of several the one
     the book names three times as often, if the book calls her by her first name ("Miss Woodhouse"
     is Emma Woodhouse, "Miss Hale" Margaret beside her brother Frederick Hale, "Miss Verinder"
@@ -478,6 +479,9 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
             continue  # "the Miss Musgroves", "Messieurs Jones": two (not "Mr. Williams" beside "Sir William")
         if f.title:
             seen = titled_with.get((f.title, word), set())
+            if len(seen) > 1:  # "Sir William" is Sir William Ashton (73 in full), not Sir William Hamilton (3)
+                top = sorted(seen, key=lambda e: (-in_full[e], str(e)))  # or Sir William Wallace (2)
+                seen = {top[0]} if in_full[top[0]] >= 10 * in_full[top[1]] else seen
             if not seen and f.title in FAMILIAR and len(by_first.get(word, set()) - minor) == 1 \
                     and not by_last.get(word, set()) - minor:
                 # "Miss Katrine", "Mr. Franklin": a title with the first name of one full name, of that sex

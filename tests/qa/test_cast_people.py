@@ -42,3 +42,12 @@ def test_a_name_a_longer_name_holds_joins_it():
     assert owner["Bute Crawley"] == owner["Reverend Bute Crawley"]
     assert owner["Roger Hamley"] != owner["Osborne Hamley"]
     assert owner["Sir Walter Elliot"] != owner.get("William Walter Elliot")
+
+
+def test_a_title_and_first_name_join_the_one_full_name_written_far_most():
+    """The Bride of Lammermoor: "Sir William" (53 mentions) stood apart from Sir William Ashton (73), the
+    book naming Sir William Hamilton (3) and Sir William Wallace (2) too."""
+    text = " ".join([acts("Sir William Ashton", 40, "he"), acts("Sir William", 20, "he"),
+                     acts("Sir William Hamilton", 4, "he"), acts("Lady Ashton", 10)])
+    owner = owners(text)
+    assert owner["Sir William"] == owner["Sir William Ashton"] != owner.get("Sir William Hamilton")
