@@ -148,7 +148,7 @@ LOOKS = SPEECH | frozenset("looked smiled laughed nodded bowed turned wrote whis
                            "glanced gazed stared spoke speaking talked listened".split())
 PLACE_PREP = frozenset("in at to from near towards toward into through".split())
 _CAP = (r"(?:[dDO][’']|M[’'](?=[A-Z])|Ma?c(?=[A-Z][a-z]))?[A-Z][a-zà-öø-ÿ]+"
-        r"(?:-(?:(?:de|du|des|la|le)-)?[A-Z][a-zà-öø-ÿ]+)?")  # "Front-de-Boeuf", "M’Choakumchild", "McCarthy"
+        r"(?:-(?:(?:de|du|des|la|le|the)-)?[A-Z][a-zà-öø-ÿ]+)?")  # "Front-de-Boeuf", "Bide-the-Bent", "M’Choakumchild"
 _REGNAL = r"(?:[ \t]+(?=[IVX]{2,5}\b)X{0,3}(?:IX|IV|V?I{0,3}))?"  # "Louis XIV", "Charles II" (not "I")
 _TITLE_AHEAD = rf"(?:{'|'.join(TITLES)})\.?[ \t]+[A-Z]"
 _ABBREVIATED = ("Mr", "Mrs", "Ms", "Dr", "M", "Mme", "Mlle", "Mdlle", "Mlles")  # a period after the others ends a

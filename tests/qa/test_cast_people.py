@@ -51,3 +51,10 @@ def test_a_title_and_first_name_join_the_one_full_name_written_far_most():
                      acts("Sir William Hamilton", 4, "he"), acts("Lady Ashton", 10)])
     owner = owners(text)
     assert owner["Sir William"] == owner["Sir William Ashton"] != owner.get("Sir William Hamilton")
+
+
+def test_a_hyphened_name_with_the_inside():
+    """The Bride of Lammermoor: "Mr. Bide-the-Bent" (a main character) was "Mr. Bide", no listed person."""
+    text = acts("Mr. Bide-the-Bent", 10, "he") + " " + acts("Lucy Ashton", 10)
+    owner = owners(text)
+    assert "Mr. Bide-the-Bent" in owner and "Mr. Bide" not in owner
