@@ -1,12 +1,13 @@
 """A book's cast: its people, each once under the forms the book calls them by, and its places.
 
 Mentions are capitalised names, with a title when one precedes them ("Mrs. Dashwood", "Sir John Middleton",
-"M. de Treville", "Miss Lucy Steele"; "Mdlle." is "Mademoiselle"; a word written before two titled surnames or
-more, and seldom alone, is read as a title: "Maister Weston", "Duc de Beaufort"); a capitalised word that the
-book also writes in lower case often ("Yes", "Heaven") is an ordinary word, and words that name no one
-(months, days, God, nationalities, a title alone) are left out (but "Christian", a given name, is a name in a
-book that writes it before the surname of a family that speaks: "Christian Cantle"). Mentions inside front and
-back matter do not count. The forms are then merged into people:
+"M. de Treville", "Miss Lucy Steele"; "Mdlle." is "Mademoiselle", and a form is shown with its title as the
+book writes it short: "M. Pelet", "Mdlle. Henri", but "Mr." for "Mister"; a word written before two titled
+surnames or more, and seldom alone, is read as a title: "Maister Weston", "Duc de Beaufort"); a capitalised
+word that the book also writes in lower case often ("Yes", "Heaven") is an ordinary word, and words that name
+no one (months, days, God, nationalities, a title alone) are left out (but "Christian", a given name, is a
+name in a book that writes it before the surname of a family that speaks: "Christian Cantle"). Mentions inside
+front and back matter do not count. The forms are then merged into people:
 
   * a name of two words or more ("Lucy Steele", "Edward Ferrars") is a person, the same with a
     title ("Miss Lucy Steele"), except a wife named by her husband's name ("Mrs. John Knightley");
@@ -185,15 +186,27 @@ class Form:
     he: int = 0  # mentions whose next pronoun is "he", "his", "him"
     she: int = 0  # ... "she", "her"
     positions: list[int] = field(default_factory=list)
-    shown: Counter = field(default_factory=Counter)  # the words as written ("de Treville")
+    shown: Counter = field(default_factory=Counter)  # the title and words as written ("M. de Treville", where
+    # the title is "Monsieur")
 
     @property
     def text(self) -> str:
-        words = self.shown.most_common(1)[0][0] if self.shown else " ".join(self.words)
+        if self.shown:
+            return self.shown.most_common(1)[0][0]
+        words = " ".join(self.words)
         return f"{self.title}{'.' if self.title in _DOTTED else ''} {words}" if self.title else words
 
 
-_DOTTED = {"Mr", "Mrs", "Ms", "Dr", "M", "Mme", "Mlle"}
+_DOTTED = {"Mr", "Mrs", "Ms", "Dr", "M", "Mme", "Mlle", "Mdlle"}
+
+
+def _written(title: str | None, written: str | None, words: list[str]) -> str:
+    """A mention as the book writes it: "M. Vandenhuten" (title "Monsieur"), "Mdlle. Henri", "Mr. Gray";
+    a title written in full is shown short where it has a short form ("Mister O'Hara": "Mr. O'Hara")."""
+    if title is None:
+        return " ".join(words)
+    t = written if written in _DOTTED and SAME_TITLE.get(written, written) == title else title
+    return f"{t}{'.' if t in _DOTTED else ''} {' '.join(words)}"
 
 
 def _ordinary(text: str) -> set[str]:
@@ -269,7 +282,7 @@ def _mentions(text: str, skip_spans: Sequence[tuple[int, int]], ordinary: set[st
         pos = m.start("name") + skipped_chars
         key = (title, tuple(w for w in words if w not in INNER))  # "de Treville" is "Treville"
         f = forms.setdefault(key, Form(title, key[1]))
-        f.shown[" ".join(words)] += 1
+        f.shown[_written(title, m.group("title"), words)] += 1
         f.count += 1
         f.first = pos if f.first is None else f.first
         f.positions.append(pos)

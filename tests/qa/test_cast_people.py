@@ -21,7 +21,7 @@ def test_mdlle_is_a_daughters_title():
     text = " ".join([acts("Zoraide Reuter", 6), acts("Mdlle. Reuter", 10), acts("Zoraide", 6),
                      acts("Mr. Hunsden", 10, "he")])
     owner = owners(text)
-    assert "Mdlle" not in owner and owner["Mademoiselle Reuter"] == owner["Zoraide Reuter"]
+    assert "Mdlle" not in owner and owner["Mdlle. Reuter"] == owner["Zoraide Reuter"]
 
 
 def test_a_name_a_longer_name_holds_joins_it():
@@ -58,3 +58,14 @@ def test_a_hyphened_name_with_the_inside():
     text = acts("Mr. Bide-the-Bent", 10, "he") + " " + acts("Lucy Ashton", 10)
     owner = owners(text)
     assert "Mr. Bide-the-Bent" in owner and "Mr. Bide" not in owner
+
+
+def test_a_title_is_shown_as_the_book_writes_it():
+    """The Professor writes "M. Vandenhuten" (12 times) and "M. Pelet" (50): the cast showed "Monsieur
+    Vandenhuten", a form the book never uses. A title written in full where a short one exists is shown
+    short ("Mister O'Hara" is "Mr. O'Hara", one form)."""
+    text = " ".join([acts("M. Vandenhuten", 10, "he"), acts("Mdlle. Reuter", 10), acts("Mister O'Hara", 6, "he"),
+                     acts("Mr. O'Hara", 4, "he")])
+    owner = owners(text)
+    assert {"M. Vandenhuten", "Mdlle. Reuter", "Mr. O'Hara"} <= set(owner)
+    assert not {"Monsieur Vandenhuten", "Mademoiselle Reuter", "Mister O'Hara"} & set(owner)
