@@ -25,28 +25,28 @@ front and back matter do not count. The forms are then merged into people:
     John Middleton"; of several, the one named in full ten times as often as any other), and "Miss" or "Mr."
     the one full name with that first name ("Miss Katrine", "Mr. Franklin"; not "Sir Henry", a baronet, for
     Henry Crawford);
-  * "Miss" with a surname joins the one woman of that surname named in full, or of several the one
-    the book names three times as often, if the book calls her by her first name ("Miss Woodhouse"
-    is Emma Woodhouse, "Miss Hale" Margaret beside her brother Frederick Hale, "Miss Verinder"
-    Rachel beside her mother Julia Verinder; "Miss Steele" with two Steele sisters stays apart), under
-    her earliest surname only ("Miss Osborne" is not Amelia Sedley, Mrs. Osborne by marriage), else
-    the one woman named in full only once or twice whose first name the book uses more than "Miss X"
-    (a heroine called "Catherine": "Miss Morland"; not "Miss Jemima" for her elder sister); a rank
-    ("Captain", "Sergeant", "Dr") joins the one man's, or the one full name of that surname whose sex
-    nothing tells ("Captain Wentworth", "Dr. Sloper" and "Austin Sloper"), or the one the book writes
-    in full with that rank ("Major Dobbin" is Major William Dobbin beside his father); "Mr." joins the
-    one man of that surname named in full ("Mr. Crawford" is Henry Crawford; a man titled otherwise,
-    "Sir Michael Audley", aside: "Mr. Audley" is Robert Audley) unless a "Mrs." of that
-    surname or "Mr." with his first name ("Mr. Franklin" beside "Mr. Blake") says "Mr." is the
-    family's father; "Mr." with the surname of two men named in full is any of them, no one ("Mr.
-    Townsend" beside Morris and Arthur Townsend); none of them joins a full name written with another
-    title. A name's sex is its title's, else its first name's (as the book titles it, else
-    qa.given_names), else the pronouns after it. "Mr." is the father, not the one man named in full,
-    where a "Mrs." of the name is a tenth as frequent and the book calls that man "Mr." with his first
-    name three times ("Mr. Richard" beside "Mr. Bradshaw" and "Mrs. Bradshaw"). "Aunt" and "Uncle" join
-    the family's "Mrs." and "Mr."; a rank alone ("the Sergeant", "the Doctor") the one man of that
-    rank; any title but a wife's joins a first name used alone far more than in full ("Monsieur
-    d'Artagnan"); a titled plural ("the Miss Musgroves", "Messieurs Jones") is no one;
+  * "Miss" with a surname joins the one woman of that surname named in full, or of several the one the book
+    names three times as often, if the book calls her by her first name ("Miss Woodhouse" is Emma Woodhouse,
+    "Miss Hale" Margaret beside her brother Frederick Hale, "Miss Verinder" Rachel beside her mother Julia
+    Verinder; "Miss Steele" with two Steele sisters stays apart), under her earliest surname only ("Miss
+    Osborne" is not Amelia Sedley, Mrs. Osborne by marriage), else the one woman named in full only once or
+    twice whose first name the book uses more than "Miss X" (a heroine called "Catherine": "Miss Morland"; not
+    "Miss Jemima" for her elder sister); a rank ("Captain", "Sergeant", "Dr") joins the one man's, or the one
+    full name of that surname whose sex nothing tells ("Captain Wentworth", "Dr. Sloper" and "Austin Sloper"),
+    or the one the book writes in full with that rank ("Major Dobbin" is Major William Dobbin beside his
+    father); "Mr." joins the one man of that surname named in full ("Mr. Crawford" is Henry Crawford; a man
+    titled otherwise, "Sir Michael Audley", aside: "Mr. Audley" is Robert Audley) unless a "Mrs." of that
+    surname or "Mr." with his first name ("Mr. Franklin" beside "Mr. Blake") says "Mr." is the family's
+    father; "Mr." with the surname of two men named in full is any of them, no one ("Mr. Townsend" beside
+    Morris and Arthur Townsend); none of them joins a full name written with another title. "Mr." with a
+    surname no man is named in full with joins its military or police ranks ("Mr. Seegrave", "Superintendent
+    Seegrave"; not "Dr. Johnson"). A name's sex is its title's, else its first name's (as the book titles it,
+    else qa.given_names), else the pronouns after it. "Mr." is the father, not the one man named in full,
+    where a "Mrs." of the name is a tenth as frequent and the book calls that man "Mr." with his first name
+    three times ("Mr. Richard" beside "Mr. Bradshaw" and "Mrs. Bradshaw"). "Aunt" and "Uncle" join the
+    family's "Mrs." and "Mr."; a rank alone ("the Sergeant", "the Doctor") the one man of that rank; any title
+    but a wife's joins a first name used alone far more than in full ("Monsieur d'Artagnan"); a titled plural
+    ("the Miss Musgroves", "Messieurs Jones") is no one;
   * any other title with a surname ("Mr. Knightley", "Mrs. Dashwood", "Lady Middleton") is a person of
     its own: a book writes "Mr. John Knightley" to tell him from Mr. Knightley, and women known
     by their title are kept apart from their daughters;
@@ -612,6 +612,7 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
             if part.count:
                 groups[owner].append(part)
     _fold_surnames(groups, by_last, by_first, minor, sex_of, titles_of, counts, firsts_of)
+    _fold_ranks(groups, by_last, sex_of)
     _fold_pet_names(groups, given)
     return list(groups.values())
 
@@ -739,6 +740,21 @@ def _fold_surnames(groups: dict, by_last: dict, by_first: dict, minor: set, sex_
                    for t in titles):  # ("Baron Front-de-Boeuf" is Baron Reginald Front-de-Boeuf)
             continue
         groups[e].extend(groups.pop(key))
+
+
+def _fold_ranks(groups: dict, by_last: dict, sex_of: dict) -> None:
+    """"Mr. X" joins the military or police ranks of that surname ("Captain" and "Lieutenant Maldon" beside
+    "Mr. Maldon", "Superintendent Seegrave" beside "Mr. Seegrave") where the book names no man X in full:
+    one man, called by his rank or plainly ("Mr. Wentworth", a curate, stays apart from Captain Frederick
+    Wentworth; "Dr. Johnson", the lexicographer, from "Mr. Johnson", a shopkeeper)."""
+    for key in [k for k in groups if k[0] == "Mr" and len(k[1]) == 1]:
+        word = key[1][0]
+        ranks = [k for k in groups if k[0] in RANKS and k[0] not in ("Dr", "Cardinal") and k[1] == (word,)]
+        if not ranks or any(sex_of.get(e) != "f" for e in by_last.get(word, ())) or key not in groups:
+            continue
+        big, *small = sorted([key, *ranks], key=lambda k: -sum(f.count for f in groups[k]))
+        for k in small:
+            groups[big].extend(groups.pop(k))
 
 
 def _told_apart(counts: Counter, surname: str, firsts: set, n: int) -> bool:

@@ -69,3 +69,19 @@ def test_a_title_is_shown_as_the_book_writes_it():
     owner = owners(text)
     assert {"M. Vandenhuten", "Mdlle. Reuter", "Mr. O'Hara"} <= set(owner)
     assert not {"Monsieur Vandenhuten", "Mademoiselle Reuter", "Mister O'Hara"} & set(owner)
+
+
+def test_mr_joins_the_rank_of_a_surname_no_man_is_named_in_full_with():
+    """The Moonstone: "Mr. Seegrave" (14) apart from "Superintendent Seegrave" (37); Lady Audley's Secret:
+    "Captain Maldon" (10) and "Lieutenant Maldon" apart from "Mr. Maldon" (29), beside his daughter Helen
+    Maldon. Not a man named in full ("Mr. Wentworth", a curate, beside Captain Frederick Wentworth), nor
+    "Dr. Johnson" beside "Mr. Johnson"."""
+    text = " ".join([acts("Superintendent Seegrave", 20, "he"), acts("Mr. Seegrave", 8, "he"),
+                     acts("Mr. Maldon", 16, "he"), acts("Captain Maldon", 6, "he"), acts("Lieutenant Maldon", 2, "he"),
+                     acts("Helen Maldon", 6), acts("Captain Frederick Wentworth", 6, "he"),
+                     acts("Captain Wentworth", 20, "he"), acts("Mr. Wentworth", 6, "he"), acts("Dr. Johnson", 6, "he"),
+                     acts("Mr. Johnson", 6, "he")])
+    owner = owners(text)
+    assert owner["Mr. Seegrave"] == owner["Superintendent Seegrave"]
+    assert owner["Mr. Maldon"] == owner["Captain Maldon"] == owner["Lieutenant Maldon"] != owner["Helen Maldon"]
+    assert owner["Mr. Wentworth"] != owner["Captain Wentworth"] and owner["Dr. Johnson"] != owner["Mr. Johnson"]
