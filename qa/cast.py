@@ -50,11 +50,13 @@ front and back matter do not count. The forms are then merged into people:
   * any other title with a surname ("Mr. Knightley", "Mrs. Dashwood", "Lady Middleton") is a person of
     its own: a book writes "Mr. John Knightley" to tell him from Mr. Knightley, and women known
     by their title are kept apart from their daughters;
-  * a surname alone ("Knightley") joins the titled form that holds two thirds of that surname's
-    titled mentions ("Mr. Knightley"), or the most used when all its titles are of one sex
-    ("Buckingham" with "Lord" and "Monsieur de Buckingham"), else the one full name with it (or its one
-    namesake of its sex: "Betteredge" beside Gabriel and Penelope Betteredge), else it is ambiguous; a
-    family in the plural ("the Steeles", "the Newland Archers") is no one;
+  * a surname alone ("Knightley") joins the entry of a full name its titled forms joined where that holds two
+    thirds of the surname's titled mentions ("Craigengelt": "Captain Craigengelt" is Captain John
+    Craigengelt), else the titled form that holds two thirds of that surname's titled mentions ("Mr.
+    Knightley"), or the most used when all its titles are of one sex ("Buckingham" with "Lord" and "Monsieur
+    de Buckingham"), else the one full name with it (or its one namesake of its sex: "Betteredge" beside
+    Gabriel and Penelope Betteredge), else it is ambiguous; a family in the plural ("the Steeles", "the
+    Newland Archers") is no one;
   * a given name used alone five times or more joins the one entry of a name it is a familiar form of
     (qa.given_names: "Meg", "Margaret"), or, being no known given name itself, the start of ("Reub",
     "Reuben"), or, for a name used alone, the name with a pet ending ("Sophy", "Sophia"; "Jimmy", "Jim").
@@ -549,9 +551,12 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
             else:
                 entity[k] = k  # a person known by title and name ("Mrs. Dashwood")
     titled_single = defaultdict(Counter)  # surname -> titled forms of their own ("Mr. Knightley")
+    titled_joined = defaultdict(Counter)  # surname -> entries its titled forms joined ("Captain Craigengelt")
     for k, f in singles.items():
         if f.title and entity.get(k) == k:
             titled_single[f.words[-1]][k] += f.count
+        elif f.title and k in entity:
+            titled_joined[f.words[-1]][entity[k]] += f.count
     for k, f in singles.items():
         if f.title:
             continue
@@ -580,6 +585,12 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
         if word in unsure:  # "Bertram" beside an ambiguous "Mr. Bertram" is not Lady Bertram
             continue
         sex = _sex(f, given)  # "Betteredge" beside Gabriel and Penelope Betteredge: he
+        if word in titled_joined:  # "Craigengelt" (90) is Captain John Craigengelt ("Captain Craigengelt" 26)
+            top, n = titled_joined[word].most_common(1)[0]  # not "Mr. Craigengelt", once
+            if n >= 2 / 3 * (sum(titled_joined[word].values()) + sum(titled_single.get(word, {}).values())) \
+                    and sex in (None, sex_of.get(top) or sex):
+                entity[k] = top
+                continue
         if word in titled_single:
             total = sum(titled_single[word].values())
             top, n = titled_single[word].most_common(1)[0]

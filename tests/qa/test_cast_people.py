@@ -85,3 +85,12 @@ def test_mr_joins_the_rank_of_a_surname_no_man_is_named_in_full_with():
     assert owner["Mr. Seegrave"] == owner["Superintendent Seegrave"]
     assert owner["Mr. Maldon"] == owner["Captain Maldon"] == owner["Lieutenant Maldon"] != owner["Helen Maldon"]
     assert owner["Mr. Wentworth"] != owner["Captain Wentworth"] and owner["Dr. Johnson"] != owner["Mr. Johnson"]
+
+
+def test_a_surname_alone_follows_its_titled_mentions_into_a_full_name():
+    """The Bride of Lammermoor: "Craigengelt" (90) joined "Mr. Craigengelt", written once, and stood apart
+    from "Captain Craigengelt" (26), who had joined Captain John Craigengelt."""
+    text = " ".join([acts("Captain John Craigengelt", 2, "he"), acts("Captain Craigengelt", 16, "he"),
+                     acts("Craigengelt", 40, "he"), "Mr. Craigengelt came.", acts("Lucy Ashton", 10)])
+    owner = owners(text)
+    assert owner["Craigengelt"] == owner["Captain Craigengelt"]
