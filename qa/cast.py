@@ -61,24 +61,22 @@ front and back matter do not count. The forms are then merged into people:
     (qa.given_names: "Meg", "Margaret"), or, being no known given name itself, the start of ("Reub",
     "Reuben"), or, for a name used alone, the name with a pet ending ("Sophy", "Sophia"; "Jimmy", "Jim").
 
-A place ends with a word such as "Park", "Abbey", "Street" or "Avenue" (kept where the book writes
-"street" in lower case often: "Queen Ann Street"; not one titled alone: "Mr. Square"), or is named after "in", "at",
-"to", "from" and the like and has no title or speech; a person has a title (once is enough where it is
-not mostly after "the"), a speech verb before a mention or a person's act after one ("said Lucy", "Lucy
-replied", "Lucy smiled"; "returned to England" is no speech), or a full name, or is a given name used
-alone (a first-person narrator and the narrator's family are seldom "said X": "George", "Deborah");
-a name mostly written after "the" is someone only when it speaks and acts ("said the Hatter", and
-a role for a name: "the Queen"; not a plural always after "the": "the Mavericks", a regiment), else
-a place ("the Louvre") or no one ("the Musketeers"); a word mostly written after "the" and before
-a capitalised ordinary word is an epithet's first word, no one
-("the Grand Master", "the Disinherited Knight": the book also writes "master" and "knight");
-a single word mostly followed by "!" that neither speaks nor acts is an oath ("Mordioux!"), no one, and
-one that no given name is and mostly opens a speech before "," or "!" an exclamation ("'Pardi,' cried");
-anything else is a name. A document where under a fifth of the entries (or fewer than two) have a
-title, a given name (qa.given_names) or speech has no cast: a manual's or a paper's capitalised
-terms are no one. Each entry keeps the sentence that introduces it (its first mention outside
-front and back matter, cut by `qa.reader.sentence_spans`, the one sentence splitter `ask` uses).
-"""
+A place ends with a word such as "Park", "Abbey", "Street" or "Avenue" (kept where the book writes "street" in
+lower case often: "Queen Ann Street"; not one titled alone: "Mr. Square"), or is a word mostly written after a
+name's possessive ("Wolf's Crag"), or is named after "in", "at", "to", "from" and the like and has no title or
+speech; a person has a title (once is enough where it is not mostly after "the"), a speech verb before a
+mention or a person's act after one ("said Lucy", "Lucy replied", "Lucy smiled"; "returned to England" is no
+speech), or a full name, or is a given name used alone (a first-person narrator and the narrator's family are
+seldom "said X": "George", "Deborah"); a name mostly written after "the" is someone only when it speaks and
+acts ("said the Hatter", and a role for a name: "the Queen"; not a plural always after "the": "the Mavericks",
+a regiment), else a place ("the Louvre") or no one ("the Musketeers"); a word mostly written after "the" and
+before a capitalised ordinary word is an epithet's first word, no one ("the Grand Master", "the Disinherited
+Knight": the book also writes "master" and "knight"); a single word mostly followed by "!" that neither speaks
+nor acts is an oath ("Mordioux!"), no one, and one that no given name is and mostly opens a speech before ","
+or "!" an exclamation ("'Pardi,' cried"); anything else is a name. A document where under a fifth of the
+entries (or fewer than two) have a title, a given name (qa.given_names) or speech has no cast: a manual's or a
+paper's capitalised terms are no one. Each entry keeps the sentence that introduces it (its first mention
+outside front and back matter, cut by `qa.reader.sentence_spans`, the one sentence splitter `ask` uses). """
 
 from __future__ import annotations
 
@@ -185,6 +183,7 @@ class Form:
     bang: int = 0  # mentions followed by "!" ("Mordioux!", "Peste!": an oath)
     opens: int = 0  # mentions that open a speech before a comma or "!" ("'Pardi,' cried Madame Duval")
     cut: int = 0  # mentions cut before a capitalised ordinary word ("the Grand | Master")
+    owned: int = 0  # mentions after a capitalised name's possessive ("Wolf's Crag", "Tod's Hole")
     he: int = 0  # mentions whose next pronoun is "he", "his", "him"
     she: int = 0  # ... "she", "her"
     positions: list[int] = field(default_factory=list)
@@ -292,6 +291,7 @@ def _mentions(text: str, skip_spans: Sequence[tuple[int, int]], ordinary: set[st
         f.opens += text[m.start() - 1:m.start()] in _OPENING and text[m.end():m.end() + 1] in (",", "!")
         end = pos + len(" ".join(words))
         f.cut += end < m.end() and bool(_CUT.match(text, end))
+        f.owned += title is None and bool(_OWNER.search(text, max(0, pos - 30), pos))
         pronoun = _PRONOUN.search(text, m.end(), m.end() + 60)
         if pronoun:
             f.he += pronoun.group().lower() in ("he", "his", "him")
@@ -315,6 +315,7 @@ def _mentions(text: str, skip_spans: Sequence[tuple[int, int]], ordinary: set[st
 
 
 _OPENING = ("\"", "“", "‘", "'")
+_OWNER = re.compile(r"\b[A-Z][a-z]+[’']s[ \t]+$")  # "Wolf's | Crag"
 
 
 WRAPPED_LINE = 40  # characters: a line this long that breaks was wrapped; a shorter one ends (a heading)
@@ -850,6 +851,8 @@ def _kind(group: list[Form], classes: Counter) -> str | None:
     if any(f.words[-1] in PLACE_WORDS for f in group) and not (
             all(len(f.words) == 1 for f in group) and titled >= max(2, 0.1 * n)):  # ("Mr. Square", a tutor)
         return "place"
+    if all(len(f.words) == 1 and not f.title for f in group) and sum(f.owned for f in group) >= 0.5 * n:
+        return "place"  # "Wolf's Crag" (76 times), a castle: a name's second word after a possessive
     bang = sum(f.bang for f in group)
     if article >= 0.5 * n and sum(f.cut for f in group) >= 0.5 * n:
         return None  # "the Grand Master", "the Disinherited Knight": an epithet's first word, no one's name

@@ -94,3 +94,11 @@ def test_a_surname_alone_follows_its_titled_mentions_into_a_full_name():
                      acts("Craigengelt", 40, "he"), "Mr. Craigengelt came.", acts("Lucy Ashton", 10)])
     owner = owners(text)
     assert owner["Craigengelt"] == owner["Captain Craigengelt"]
+
+
+def test_a_word_mostly_after_a_names_possessive_is_a_place():
+    """The Bride of Lammermoor: "Crag" (76 times, nearly always "Wolf's Crag", a castle) was a person."""
+    text = " ".join(["We rode to Wolf's Crag. Wolf's Crag stood there; Wolf's Crag said nothing."] * 4) + " " + \
+        acts("Lucy Ashton", 10) + " " + acts("Caleb Balderstone", 10, "he")
+    cast_ = {o["name"]: o for o in cast(text)}
+    assert cast_["Crag"]["kind"] == "place"
