@@ -94,7 +94,7 @@ MAX_ENTRIES = 60
 MALE = ("Mr", "Mister", "Sir", "Lord", "Monsieur", "M", "Count", "Duke", "King", "Prince", "Baron", "Father", "Uncle",
         "Sergeant", "Superintendent", "Inspector", "Captain", "Colonel", "General", "Dr", "Doctor", "Cardinal",
         "Abbé", "Chevalier", "Marquis", "Viscount", "Vicomte", "Comte", "Admiral", "Major", "Lieutenant", "Herr",
-        "Signor")
+        "Signor", "Squire")
 FEMALE = ("Mrs", "Miss", "Ms", "Lady", "Madame", "Mme", "Mlle", "Mdlle", "Mademoiselle", "Countess", "Duchess", "Queen",
           "Princess", "Baroness", "Aunt", "Mother", "Sister", "Marquise", "Vicomtesse", "Comtesse", "Dame", "Frau",
           "Fraulein", "Fräulein", "Signora", "Signorina")

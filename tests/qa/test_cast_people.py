@@ -102,3 +102,14 @@ def test_a_word_mostly_after_a_names_possessive_is_a_place():
         acts("Lucy Ashton", 10) + " " + acts("Caleb Balderstone", 10, "he")
     cast_ = {o["name"]: o for o in cast(text)}
     assert cast_["Crag"]["kind"] == "place"
+
+
+def test_squire_is_a_mans_title():
+    """Wives and Daughters: "the Squire" (258 mentions, a main character) was a name used twenty times as
+    often as its full forms "Squire Hamley" and "Squire Stephen" (an ancestor, once), which joined it, and
+    "Stephen" with them: one entry of two people."""
+    text = " ".join([acts("the Squire", 80, "he"), "Squire Hamley came. Squire Hamley went.",
+                     "Squire Stephen built it.", acts("Stephen", 6, "he"), acts("Molly Gibson", 10),
+                     acts("Roger Hamley", 10, "he")])
+    owner = owners(text)
+    assert owner["Squire"] != owner["Stephen"]
