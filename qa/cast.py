@@ -1,13 +1,14 @@
 """A book's cast: its people, each once under the forms the book calls them by, and its places.
 
 Mentions are capitalised names, with a title when one precedes them ("Mrs. Dashwood", "Sir John Middleton",
-"M. de Treville", "Miss Lucy Steele"; "Mdlle." is "Mademoiselle", and a form is shown with its title as the
-book writes it short: "M. Pelet", "Mdlle. Henri", but "Mr." for "Mister"; a word written before two titled
-surnames or more, and seldom alone, is read as a title: "Maister Weston", "Duc de Beaufort"); a capitalised
-word that the book also writes in lower case often ("Yes", "Heaven") is an ordinary word, and words that name
-no one (months, days, God, nationalities, a title alone) are left out (but "Christian", a given name, is a
-name in a book that writes it before the surname of a family that speaks: "Christian Cantle"). Mentions inside
-front and back matter do not count. The forms are then merged into people:
+"M. de Treville", "Miss Lucy Steele"; not inside an abbreviation: "H.M. Thrush"; "Mdlle." is "Mademoiselle",
+and a form is shown with its title as the book writes it short: "M. Pelet", "Mdlle. Henri", but "Mr." for
+"Mister"; a word written before two titled surnames or more, and seldom alone, is read as a title: "Maister
+Weston", "Duc de Beaufort"); a capitalised word that the book also writes in lower case often ("Yes",
+"Heaven") is an ordinary word, and words that name no one (months, days, God, nationalities, a title alone)
+are left out (but "Christian", a given name, is a name in a book that writes it before the surname of a family
+that speaks: "Christian Cantle"). Mentions inside front and back matter do not count. The forms are then
+merged into people:
 
   * a name of two words or more ("Lucy Steele", "Edward Ferrars") is a person, the same with a
     title ("Miss Lucy Steele"), except a wife named by her husband's name ("Mrs. John Knightley");
@@ -157,7 +158,7 @@ _ABBREVIATED = ("Mr", "Mrs", "Ms", "Dr", "M", "Mme", "Mlle", "Mdlle", "Mlles")  
 _TITLE = (rf"(?:{'|'.join(t for t in TITLES if t in _ABBREVIATED)})(?=\.?\s)"
           rf"|(?:{'|'.join(t for t in TITLES if t not in _ABBREVIATED)})(?=\s)")
 _MENTION = re.compile(
-    rf"(?:\b(?P<title>{_TITLE})\.?\s+)?(?P<name>(?:(?:{'|'.join(PARTICLES)})\s+){{0,2}}{_CAP}"
+    rf"(?:\b(?<!\.)(?P<title>{_TITLE})\.?\s+)?(?P<name>(?:(?:{'|'.join(PARTICLES)})\s+){{0,2}}{_CAP}"
     rf"(?:[ \t]+(?:(?:{'|'.join(INNER)})[ \t]+){{0,2}}(?!{_TITLE_AHEAD}){_CAP}){{0,3}}{_REGNAL})(?![\w’'])")  # on one
 # line (`_unwrap`); a title inside starts the next mention ("Then | Mr. Thornton came", not "Then Mr" and "Thornton")
 _WORD = re.compile(r"[A-Za-zà-öø-ÿ’']+")

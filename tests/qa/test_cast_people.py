@@ -113,3 +113,9 @@ def test_squire_is_a_mans_title():
                      acts("Roger Hamley", 10, "he")])
     owner = owners(text)
     assert owner["Squire"] != owner["Stephen"]
+
+
+def test_a_title_inside_an_abbreviation_is_none():
+    """Mansfield Park: "H.M. Sloop Thrush" gave "M. Thrush", a Monsieur Thrush."""
+    text = "He was made lieutenant of H.M. Thrush. " * 6 + acts("Fanny Price", 10) + " " + acts("M. Pelet", 6, "he")
+    assert "M. Thrush" not in owners(text) and "M. Pelet" in owners(text)
