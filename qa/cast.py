@@ -16,12 +16,12 @@ merged into people:
     Austria"; "the King of Spain" is Spain, and "louis" the coin does not cut "Louis XIII"); a name of
     two words that a longer one holds joins it ("Frances Henri", "Frances Evans": "Frances Evans Henri";
     "Reverend Bute Crawley" is Bute Crawley; `_join_held_names`);
-  * a first name alone ("Lucy") is that person when exactly one such name starts with it (not two given
-    names the book writes together: "Mary" is not "Mary Ann"); when
-    two do ("John Reed", "John Rivers") each mention goes to the one named last before it; a
-    first name used alone twenty times more than in all its full forms ("Milady") is the person,
-    and its untitled full forms join it ("Lady Mary Grierson" does not join Mary); an entry is
-    named by its longest form used at least 5% as often as the whole entry;
+  * a first name alone ("Lucy") is that person when exactly one such name starts with it (not two given names
+    the book writes together: "Mary" is not "Mary Ann"); when two do ("John Reed", "John Rivers") each mention
+    goes to the one named last before it (a king by his number, "Henry VIII", named in full no more often than
+    another, is none of them: "Henry" is Henry Ashton); a first name used alone twenty times more than in all
+    its full forms ("Milady") is the person, and its untitled full forms join it ("Lady Mary Grierson" does
+    not join Mary); an entry is named by its longest form used at least 5% as often as the whole entry;
   * a title with a first name ("Sir John") joins the one full name seen with that title and first name ("Sir
     John Middleton"; of several, the one named in full ten times as often as any other), and "Miss" or "Mr."
     the one full name with that first name ("Miss Katrine", "Mr. Franklin"; not "Sir Henry", a baronet, for
@@ -552,6 +552,8 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
                 continue
             else:
                 entity[k] = k  # a person known by title and name ("Mrs. Dashwood")
+    regnal = {k for k in names.values() if all(_ROMAN.fullmatch(w[-1]) for w, e in names.items() if e == k)}  # a
+    # king by his number ("Henry VIII", "George IV")
     titled_single = defaultdict(Counter)  # surname -> titled forms of their own ("Mr. Knightley")
     titled_joined = defaultdict(Counter)  # surname -> entries its titled forms joined ("Captain Craigengelt")
     for k, f in singles.items():
@@ -577,12 +579,16 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
             entity[k] = k  # "Mary" is not "Mary Ann", a child called by both her given names
             continue
         if word in by_first and not heading:  # (not "Dobbin", hundreds of times, beside a heading's "Dobbin Licked")
+            owners, kings = by_first[word], by_first[word] & regnal
+            if kings and owners - kings and max(in_full[e] for e in owners - kings) >= max(in_full[e] for e in kings):
+                owners = owners - kings  # "Henry" is Henry Ashton, not Henry VIII, named in full as seldom (but
+                # "Louis" is Louis XIV beside Louis de Conde)
             if f.count < 3:  # a first name alone twice may be anyone's ("John" beside John Yates)
                 entity[k] = k
-            elif len(by_first[word]) == 1:
-                entity[k] = next(iter(by_first[word]))
+            elif len(owners) == 1:
+                entity[k] = next(iter(owners))
             else:  # two people share the first name: each mention is the one named last before it
-                split[k] = sorted(by_first[word], key=str)
+                split[k] = sorted(owners, key=str)
             continue
         if word in unsure:  # "Bertram" beside an ambiguous "Mr. Bertram" is not Lady Bertram
             continue

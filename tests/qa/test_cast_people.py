@@ -119,3 +119,14 @@ def test_a_title_inside_an_abbreviation_is_none():
     """Mansfield Park: "H.M. Sloop Thrush" gave "M. Thrush", a Monsieur Thrush."""
     text = "He was made lieutenant of H.M. Thrush. " * 6 + acts("Fanny Price", 10) + " " + acts("M. Pelet", 6, "he")
     assert "M. Thrush" not in owners(text) and "M. Pelet" in owners(text)
+
+
+def test_a_first_name_alone_is_not_a_king_named_in_full_no_more_than_another():
+    """The Bride of Lammermoor: "Henry" (Henry Ashton, Lucy's brother) was shared with Henry VIII, named in
+    full once or twice; Vanity Fair's "George" with George IV. Where the king is named in full more, the
+    name alone is still shared, each mention the one's named last before it ("Louis" in Dumas: Louis XIV
+    beside Louis de Conde)."""
+    text = " ".join([acts("Henry Ashton", 4, "he"), "Henry VIII reigned. Henry VIII died.", acts("Henry", 20, "he"),
+                     acts("Louis de Conde", 2, "he"), acts("Louis XIV", 20, "he"), acts("Louis", 20, "he")])
+    owner = owners(text)
+    assert owner["Henry"] == owner["Henry Ashton"] and owner["Louis"] == owner["Louis XIV"]
