@@ -159,8 +159,9 @@ _TITLE = (rf"(?:{'|'.join(t for t in TITLES if t in _ABBREVIATED)})(?=\.?\s)"
           rf"|(?:{'|'.join(t for t in TITLES if t not in _ABBREVIATED)})(?=\s)")
 _MENTION = re.compile(
     rf"(?:\b(?<!\.)(?P<title>{_TITLE})\.?\s+)?(?P<name>(?:(?:{'|'.join(PARTICLES)})\s+){{0,2}}{_CAP}"
-    rf"(?:[ \t]+(?:(?:{'|'.join(INNER)})[ \t]+){{0,2}}(?!{_TITLE_AHEAD}){_CAP}){{0,3}}{_REGNAL})(?![\w’'])")  # on one
-# line (`_unwrap`); a title inside starts the next mention ("Then | Mr. Thornton came", not "Then Mr" and "Thornton")
+    rf"(?:[ \t]+(?:(?:{'|'.join(INNER)})[ \t]+){{0,2}}(?!{_TITLE_AHEAD}){_CAP}){{0,3}}{_REGNAL})(?![\w’']|-\w)")
+# on one line (`_unwrap`); a title inside starts the next mention ("Then | Mr. Thornton came", not "Then Mr" and
+# "Thornton"); not the start of a longer word ("Front" of "Front-de-Boeuf's", a possessive, which is not read)
 _WORD = re.compile(r"[A-Za-zà-öø-ÿ’']+")
 _PRONOUN = re.compile(r"\b(?:[Hh]e|[Hh]is|him|[Ss]he|[Hh]er)\b")
 _CUT = re.compile(r"[ \t]+[A-Z]")  # a name's next word, capitalised

@@ -130,3 +130,12 @@ def test_a_first_name_alone_is_not_a_king_named_in_full_no_more_than_another():
                      acts("Louis de Conde", 2, "he"), acts("Louis XIV", 20, "he"), acts("Louis", 20, "he")])
     owner = owners(text)
     assert owner["Henry"] == owner["Henry Ashton"] and owner["Louis"] == owner["Louis XIV"]
+
+
+def test_no_name_from_the_start_of_a_hyphened_word():
+    """Ivanhoe: "Front-de-Boeuf's" (a possessive, not read) gave "Front" (12 mentions); Cranford's "Mrs
+    Fitz-Adam's" "Mrs. Fitz"."""
+    text = " ".join([acts("Front-de-Boeuf", 10, "he"), "Front-de-Boeuf's men came. " * 6, acts("Mrs. Fitz-Adam", 6),
+                     "Mrs. Fitz-Adam's house. " * 6])
+    owner = owners(text)
+    assert "Front" not in owner and "Mrs. Fitz" not in owner and "Mrs. Fitz-Adam" in owner
