@@ -63,21 +63,23 @@ merged into people:
     "Reuben"), or, for a name used alone, the name with a pet ending ("Sophy", "Sophia"; "Jimmy", "Jim").
 
 A place ends with a word such as "Park", "Abbey", "Street" or "Avenue" (kept where the book writes "street" in
-lower case often: "Queen Ann Street"; not one titled alone: "Mr. Square"), or is a word mostly written after a
-name's possessive ("Wolf's Crag"), or is named after "in", "at", "to", "from" and the like and has no title or
-speech; a person has a title (once is enough where it is not mostly after "the"), a speech verb before a
-mention or a person's act after one ("said Lucy", "Lucy replied", "Lucy smiled"; "returned to England" is no
-speech), or a full name, or is a given name used alone (a first-person narrator and the narrator's family are
-seldom "said X": "George", "Deborah"); a name mostly written after "the" is someone only when it speaks and
-acts ("said the Hatter", and a role for a name: "the Queen"; not a plural always after "the": "the Mavericks",
-a regiment), else a place ("the Louvre") or no one ("the Musketeers"); a word mostly written after "the" and
-before a capitalised ordinary word is an epithet's first word, no one ("the Grand Master", "the Disinherited
-Knight": the book also writes "master" and "knight"); a single word mostly followed by "!" that neither speaks
-nor acts is an oath ("Mordioux!"), no one, and one that no given name is and mostly opens a speech before ","
-or "!" an exclamation ("'Pardi,' cried"); anything else is a name. A document where under a fifth of the
-entries (or fewer than two) have a title, a given name (qa.given_names) or speech has no cast: a manual's or a
-paper's capitalised terms are no one. Each entry keeps the sentence that introduces it (its first mention
-outside front and back matter, cut by `qa.reader.sentence_spans`, the one sentence splitter `ask` uses). """
+lower case often: "Queen Ann Street"; not one titled alone: "Mr. Square"), or is one of something ("Castle of
+Monkshaven"), or is a word mostly written after a name's possessive ("Wolf's Crag"), or is named after "in",
+"at", "to", "from" and the like and has no title or speech; a person has a title (once is enough where it is
+not mostly after "the"), a speech verb before a mention or a person's act after one ("said Lucy", "Lucy
+replied", "Lucy smiled"; "returned to England" is no speech), or a full name, or is a given name used alone (a
+first-person narrator and the narrator's family are seldom "said X": "George", "Deborah"); a name mostly
+written after "the" is someone only when it speaks and acts ("said the Hatter", and a role for a name: "the
+Queen"; not a plural always after "the": "the Mavericks", a regiment), else a place ("the Louvre") or no one
+("the Musketeers"); a word mostly written after "the" and before a capitalised ordinary word is an epithet's
+first word, no one ("the Grand Master", "the Disinherited Knight": the book also writes "master" and
+"knight"); a single word mostly followed by "!" that neither speaks nor acts is an oath ("Mordioux!"), no one,
+and one that no given name is and mostly opens a speech before "," or "!" an exclamation ("'Pardi,' cried");
+anything else is a name. A document where under a fifth of the entries (or fewer than two) have a title, a
+given name (qa.given_names) or speech has no cast: a manual's or a paper's capitalised terms are no one. Each
+entry keeps the sentence that introduces it (its first mention outside front and back matter, cut by
+`qa.reader.sentence_spans`, the one sentence splitter `ask` uses).
+"""
 
 from __future__ import annotations
 
@@ -856,7 +858,8 @@ def _kind(group: list[Form], classes: Counter) -> str | None:
     person = sum(f.person for f in group)
     place = sum(f.place for f in group)
     article = sum(f.article for f in group)
-    if any(f.words[-1] in PLACE_WORDS for f in group) and not (
+    if any(f.words[-1] in PLACE_WORDS or (f.words[0] in PLACE_WORDS and not f.title
+                                          and any(" of " in w for w in f.shown)) for f in group) and not (
             all(len(f.words) == 1 for f in group) and titled >= max(2, 0.1 * n)):  # ("Mr. Square", a tutor)
         return "place"
     if all(len(f.words) == 1 and not f.title for f in group) and sum(f.owned for f in group) >= 0.5 * n:

@@ -139,3 +139,11 @@ def test_no_name_from_the_start_of_a_hyphened_word():
                      "Mrs. Fitz-Adam's house. " * 6])
     owner = owners(text)
     assert "Front" not in owner and "Mrs. Fitz" not in owner and "Mrs. Fitz-Adam" in owner
+
+
+def test_a_place_word_of_a_name_is_a_place():
+    """My Lady Ludlow: "Castle of Monkshaven" (13, with "Monkshaven") was a person."""
+    text = " ".join(["They rode to the Castle of Monkshaven. The Castle of Monkshaven stood; it came down."] * 4) + \
+        " " + acts("Monkshaven", 4, "it") + " " + acts("Lady Ludlow", 10)
+    cast_ = {o["name"]: o for o in cast(text)}
+    assert cast_["Castle of Monkshaven"]["kind"] == "place"
