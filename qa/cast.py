@@ -19,9 +19,10 @@ merged into people:
   * a first name alone ("Lucy") is that person when exactly one such name starts with it (not two given names
     the book writes together: "Mary" is not "Mary Ann"); when two do ("John Reed", "John Rivers") each mention
     goes to the one named last before it (a king by his number, "Henry VIII", named in full no more often than
-    another, is none of them: "Henry" is Henry Ashton); a first name used alone twenty times more than in all
-    its full forms ("Milady") is the person, and its untitled full forms join it ("Lady Mary Grierson" does
-    not join Mary); an entry is named by its longest form used at least 5% as often as the whole entry;
+    another, is none of them: "Henry" is Henry Ashton; nor is one named in full once or twice beside one named
+    ten times as often: "Tom" is Tom Bertram, not Tom Oliver); a first name used alone twenty times more than
+    in all its full forms ("Milady") is the person, and its untitled full forms join it ("Lady Mary Grierson"
+    does not join Mary); an entry is named by its longest form used at least 5% as often as the whole entry;
   * a title with a first name ("Sir John") joins the one full name seen with that title and first name ("Sir
     John Middleton"; of several, the one named in full ten times as often as any other), and "Miss" or "Mr."
     the one full name with that first name ("Miss Katrine", "Mr. Franklin"; not "Sir Henry", a baronet, for
@@ -582,7 +583,9 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
             entity[k] = k  # "Mary" is not "Mary Ann", a child called by both her given names
             continue
         if word in by_first and not heading:  # (not "Dobbin", hundreds of times, beside a heading's "Dobbin Licked")
-            owners, kings = by_first[word], by_first[word] & regnal
+            most = max(in_full[e] for e in by_first[word])  # "Tom" is Tom Bertram (68 in full), not Tom Oliver
+            owners = {e for e in by_first[word] if e not in minor or 10 * in_full[e] >= most}  # (once or twice)
+            kings = owners & regnal
             if kings and owners - kings and max(in_full[e] for e in owners - kings) >= max(in_full[e] for e in kings):
                 owners = owners - kings  # "Henry" is Henry Ashton, not Henry VIII, named in full as seldom (but
                 # "Louis" is Louis XIV beside Louis de Conde)

@@ -147,3 +147,12 @@ def test_a_place_word_of_a_name_is_a_place():
         " " + acts("Monkshaven", 4, "it") + " " + acts("Lady Ludlow", 10)
     cast_ = {o["name"]: o for o in cast(text)}
     assert cast_["Castle of Monkshaven"]["kind"] == "place"
+
+
+def test_a_first_name_alone_is_not_shared_with_a_name_written_once_beside_one_written_often():
+    """Mansfield Park: "Tom" (Tom Bertram, named in full 68 times) was shared with Tom Oliver, named in
+    full once or twice: "Tom Oliver / Tom" was a wrong entry, and Tom Bertram lost mentions."""
+    text = " ".join([acts("Tom Bertram", 30, "he"), "Tom Oliver came. Tom Oliver went.", acts("Tom", 20, "he"),
+                     acts("Fanny Price", 10)])
+    owner = owners(text)
+    assert owner["Tom"] == owner["Tom Bertram"] and owner.get("Tom Oliver") != owner["Tom"]
