@@ -38,17 +38,17 @@ merged into people:
     or the one the book writes in full with that rank ("Major Dobbin" is Major William Dobbin beside his
     father); "Mr." joins the one man of that surname named in full ("Mr. Crawford" is Henry Crawford; a man
     titled otherwise, "Sir Michael Audley", aside: "Mr. Audley" is Robert Audley) unless a "Mrs." of that
-    surname or "Mr." with his first name ("Mr. Franklin" beside "Mr. Blake") says "Mr." is the family's
-    father; "Mr." with the surname of two men named in full is any of them, no one ("Mr. Townsend" beside
-    Morris and Arthur Townsend); none of them joins a full name written with another title. "Mr." with a
-    surname no man is named in full with joins its military or police ranks ("Mr. Seegrave", "Superintendent
-    Seegrave"; not "Dr. Johnson"). A name's sex is its title's, else its first name's (as the book titles it,
-    else qa.given_names), else the pronouns after it. "Mr." is the father, not the one man named in full,
-    where a "Mrs." of the name is a tenth as frequent and the book calls that man "Mr." with his first name
-    three times ("Mr. Richard" beside "Mr. Bradshaw" and "Mrs. Bradshaw"). "Aunt" and "Uncle" join the
-    family's "Mrs." and "Mr."; a rank alone ("the Sergeant", "the Doctor") the one man of that rank; any title
-    but a wife's joins a first name used alone far more than in full ("Monsieur d'Artagnan"); a titled plural
-    ("the Miss Musgroves", "Messieurs Jones") is no one;
+    surname or "Mr." with his first name ("Mr. Franklin" beside "Mr. Blake") says "Mr." is the family's father
+    ("Monsieur" and "Madame" alike); "Mr." with the surname of two men named in full is any of them, no one
+    ("Mr. Townsend" beside Morris and Arthur Townsend); none of them joins a full name written with another
+    title. "Mr." with a surname no man is named in full with joins its military or police ranks ("Mr.
+    Seegrave", "Superintendent Seegrave"; not "Dr. Johnson"). A name's sex is its title's, else its first
+    name's (as the book titles it, else qa.given_names), else the pronouns after it. "Mr." is the father, not
+    the one man named in full, where a "Mrs." of the name is a tenth as frequent and the book calls that man
+    "Mr." with his first name three times ("Mr. Richard" beside "Mr. Bradshaw" and "Mrs. Bradshaw"). "Aunt"
+    and "Uncle" join the family's "Mrs." and "Mr."; a rank alone ("the Sergeant", "the Doctor") the one man of
+    that rank; any title but a wife's joins a first name used alone far more than in full ("Monsieur
+    d'Artagnan"); a titled plural ("the Miss Musgroves", "Messieurs Jones") is no one;
   * any other title with a surname ("Mr. Knightley", "Mrs. Dashwood", "Lady Middleton") is a person of
     its own: a book writes "Mr. John Knightley" to tell him from Mr. Knightley, and women known
     by their title are kept apart from their daughters;
@@ -532,7 +532,7 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
                 if not seen:  # else the one of them the book writes in full with that rank ("Major William
                     seen = {e for e in men - minor if f.title in titles_of[e]}  # Dobbin", beside Sir William)
                     seen = seen if len(seen) == 1 else set()
-            elif f.title == "Mr" and not seen:
+            elif f.title in ("Mr", "Monsieur") and not seen:
                 # "Mr." with a surname is the one man of that surname named in full ("Mr. Crawford" is Henry
                 # Crawford) unless the book calls that man "Mr." with his first name to tell him from "Mr.
                 # Blake" ("Mr. Franklin"), or has a "Mrs." of that surname: then he is most often the family's
@@ -540,7 +540,7 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
                 # titled otherwise ("General Tilney": "Mr. Tilney" is Henry)
                 plain = {e for e in by_last.get(word, set()) - minor if _classes(titles_of[e]) <= {"Mr"}}  # (not
                 # "Sir Michael Audley": "Mr. Audley" is Robert)
-                wife = counts[("Mrs", (word,))] >= f.count / 4 and not any(
+                wife = counts[("Mrs" if f.title == "Mr" else "Madame", (word,))] >= f.count / 4 and not any(
                     counts[(t, (word,))] >= max(3, f.count / 4) for t in MALE if t not in FAMILIAR)
                 seen = set() if wife else {e for e in _one_of(plain, "m", sex_of)
                                            if not _told_apart(counts, word, firsts_of[e], f.count)}

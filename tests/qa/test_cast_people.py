@@ -156,3 +156,16 @@ def test_a_first_name_alone_is_not_shared_with_a_name_written_once_beside_one_wr
                      acts("Fanny Price", 10)])
     owner = owners(text)
     assert owner["Tom"] == owner["Tom Bertram"] and owner.get("Tom Oliver") != owner["Tom"]
+
+
+def test_monsieur_with_a_surname_is_read_as_mr():
+    """My Lady Ludlow: "Monsieur de Crequy" (12) stood apart from Clement de Crequy, the one man of the name
+    named in full, as "Mr. X" would not beside "Mrs. X" where the father is titled otherwise ("Count de
+    Crequy"). A "Madame" of the name a quarter as frequent makes "Monsieur" the family's father, as "Mrs."
+    does "Mr."."""
+    text = " ".join([acts("Clement de Crequy", 6, "he"), acts("Monsieur de Crequy", 10, "he"),
+                     acts("Count de Crequy", 6, "he"), acts("Madame de Crequy", 8), acts("Lady Ludlow", 10),
+                     acts("Jean Morin", 6, "he"), acts("Monsieur Morin", 10, "he"), acts("Madame Morin", 6)])
+    owner = owners(text)
+    assert owner["Monsieur de Crequy"] == owner["Clement de Crequy"] != owner["Count de Crequy"]
+    assert owner["Monsieur Morin"] != owner["Jean Morin"]
