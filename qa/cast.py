@@ -49,6 +49,9 @@ merged into people:
     and "Uncle" join the family's "Mrs." and "Mr."; a rank alone ("the Sergeant", "the Doctor") the one man of
     that rank; any title but a wife's joins a first name used alone far more than in full ("Monsieur
     d'Artagnan"); a titled plural ("the Miss Musgroves", "Messieurs Jones") is no one;
+  * a woman's title other than "Miss" with a surname ("Madame Olenska", "Countess Olenska") joins the one
+    person named in full with it, a woman never titled "Miss", where no man is called by it (Ellen Olenska;
+    `_fold_womens_titles`);
   * any other title with a surname ("Mr. Knightley", "Mrs. Dashwood", "Lady Middleton") is a person of
     its own: a book writes "Mr. John Knightley" to tell him from Mr. Knightley, and women known
     by their title are kept apart from their daughters;
@@ -638,6 +641,7 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
                 groups[owner].append(part)
     _fold_surnames(groups, by_last, by_first, minor, sex_of, titles_of, counts, firsts_of)
     _fold_ranks(groups, by_last, sex_of)
+    _fold_womens_titles(groups, by_last, sex_of, counts, minor)
     _fold_pet_names(groups, given)
     return list(groups.values())
 
@@ -764,6 +768,22 @@ def _fold_surnames(groups: dict, by_last: dict, by_first: dict, minor: set, sex_
         if not all((_classes({t}) <= {"Mr"} and theirs <= {"Mr"}) or (t in RANKS and theirs <= {t}) or t in theirs
                    for t in titles):  # ("Baron Front-de-Boeuf" is Baron Reginald Front-de-Boeuf)
             continue
+        groups[e].extend(groups.pop(key))
+
+
+def _fold_womens_titles(groups: dict, by_last: dict, sex_of: dict, counts: Counter, minor: set) -> None:
+    """A woman's title with a surname ("Madame Olenska", "Countess Olenska") joins the one person named in full
+    with that surname, a woman, where no man is called by it: Ellen Olenska, whose husband the book names
+    otherwise (not "Mrs. Harville" beside Fanny Harville, Captain Harville's sister, nor a mother, "Madame
+    Reuter", beside the daughter the book titles "Mdlle. Reuter")."""
+    for key in [k for k in groups if k[0] in FEMALE and k[0] not in DAUGHTERS and len(k[1]) == 1]:
+        word = key[1][0]
+        owners = by_last.get(word, set()) - minor
+        if len(owners) != 1 or key not in groups or any(counts[(t, (word,))] for t in MALE):
+            continue
+        e = next(iter(owners))
+        if sex_of.get(e) != "f" or e not in groups or e == key or any(f.title in DAUGHTERS for f in groups[e]):
+            continue  # ("Madame Reuter" is the mother of "Mdlle. Reuter", Zoraide Reuter)
         groups[e].extend(groups.pop(key))
 
 

@@ -169,3 +169,15 @@ def test_monsieur_with_a_surname_is_read_as_mr():
     owner = owners(text)
     assert owner["Monsieur de Crequy"] == owner["Clement de Crequy"] != owner["Count de Crequy"]
     assert owner["Monsieur Morin"] != owner["Jean Morin"]
+
+
+def test_a_womans_title_joins_the_one_woman_named_in_full_where_no_man_bears_the_name():
+    """The Age of Innocence: Ellen Olenska (102), "Madame Olenska" (132) and "Countess Olenska" (58) were three
+    entries; her husband is "Count Olenski". Not a mother beside a daughter titled "Miss" ("Madame Reuter",
+    "Mdlle. Reuter"), nor a wife beside a man of the name ("Mrs. Harville", Captain Harville)."""
+    text = " ".join([acts("Ellen Olenska", 10), acts("Madame Olenska", 10), acts("Countess Olenska", 6),
+                     acts("Zoraide Reuter", 6), acts("Zoraide", 6), acts("Mdlle. Reuter", 10), acts("Madame Reuter", 6),
+                     acts("Fanny Harville", 6), acts("Captain Harville", 10, "he"), acts("Mrs. Harville", 6)])
+    owner = owners(text)
+    assert owner["Madame Olenska"] == owner["Countess Olenska"] == owner["Ellen Olenska"]
+    assert owner["Madame Reuter"] != owner["Zoraide Reuter"] and owner["Mrs. Harville"] != owner["Fanny Harville"]
