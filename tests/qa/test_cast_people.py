@@ -181,3 +181,14 @@ def test_a_womans_title_joins_the_one_woman_named_in_full_where_no_man_bears_the
     owner = owners(text)
     assert owner["Madame Olenska"] == owner["Countess Olenska"] == owner["Ellen Olenska"]
     assert owner["Madame Reuter"] != owner["Zoraide Reuter"] and owner["Mrs. Harville"] != owner["Fanny Harville"]
+
+
+def test_mr_with_a_first_name_a_few_times_does_not_tell_a_man_from_mr_with_his_surname():
+    """The Bride of Lammermoor: "Mr. Balderstone" (17) stood apart from Caleb Balderstone, whom the book calls
+    "Mr. Caleb" three times: not the "Mr. Franklin" (400) the Moonstone writes to tell Franklin Blake from his
+    father, "Mr. Blake" (150)."""
+    text = " ".join([acts("Caleb Balderstone", 10, "he"), acts("Caleb", 40, "he"), acts("Mr. Caleb", 4, "he"),
+                     acts("Mr. Balderstone", 14, "he"), acts("Franklin Blake", 6, "he"), acts("Mr. Franklin", 40, "he"),
+                     acts("Mr. Blake", 16, "he"), acts("Lucy Ashton", 10)])
+    owner = owners(text)
+    assert owner["Mr. Balderstone"] == owner["Caleb Balderstone"] and owner["Mr. Blake"] != owner["Franklin Blake"]
