@@ -40,15 +40,17 @@ merged into people:
     titled otherwise, "Sir Michael Audley", aside: "Mr. Audley" is Robert Audley) unless a "Mrs." of that
     surname or "Mr." with his first name ("Mr. Franklin" beside "Mr. Blake") says "Mr." is the family's father
     ("Monsieur" and "Madame" alike); "Mr." with the surname of two men named in full is any of them, no one
-    ("Mr. Townsend" beside Morris and Arthur Townsend); none of them joins a full name written with another
-    title. "Mr." with a surname no man is named in full with joins its military or police ranks ("Mr.
-    Seegrave", "Superintendent Seegrave"; not "Dr. Johnson"). A name's sex is its title's, else its first
-    name's (as the book titles it, else qa.given_names), else the pronouns after it. "Mr." is the father, not
-    the one man named in full, where a "Mrs." of the name is a tenth as frequent and the book calls that man
-    "Mr." with his first name three times ("Mr. Richard" beside "Mr. Bradshaw" and "Mrs. Bradshaw"). "Aunt"
-    and "Uncle" join the family's "Mrs." and "Mr."; a rank alone ("the Sergeant", "the Doctor") the one man of
-    that rank; any title but a wife's joins a first name used alone far more than in full ("Monsieur
-    d'Artagnan"); a titled plural ("the Miss Musgroves", "Messieurs Jones") is no one;
+    ("Mr. Townsend" beside Morris and Arthur Townsend), and so is "Miss" with the surname of two women never
+    titled otherwise, each named half as often as it or more ("Miss Schlegel" beside Margaret and Helen
+    Schlegel); none of them joins a full name written with another title. "Mr." with a surname no man is named
+    in full with joins its military or police ranks ("Mr. Seegrave", "Superintendent Seegrave"; not "Dr.
+    Johnson"). A name's sex is its title's, else its first name's (as the book titles it, else
+    qa.given_names), else the pronouns after it. "Mr." is the father, not the one man named in full, where a
+    "Mrs." of the name is a tenth as frequent and the book calls that man "Mr." with his first name three
+    times ("Mr. Richard" beside "Mr. Bradshaw" and "Mrs. Bradshaw"). "Aunt" and "Uncle" join the family's
+    "Mrs." and "Mr."; a rank alone ("the Sergeant", "the Doctor") the one man of that rank; any title but a
+    wife's joins a first name used alone far more than in full ("Monsieur d'Artagnan"); a titled plural ("the
+    Miss Musgroves", "Messieurs Jones") is no one;
   * a woman's title other than "Miss" with a surname ("Madame Olenska", "Countess Olenska") joins the one
     person named in full with it, a woman never titled "Miss", where no man is called by it (Ellen Olenska;
     `_fold_womens_titles`);
@@ -557,6 +559,10 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
             elif f.title == "Mr" and len({e for e in by_last.get(word, set()) - minor if sex_of.get(e) == "m"}) > 1:
                 unsure.add(word)  # "Mr. Wilcox" beside Henry, Charles and Paul Wilcox: any of them, no one
                 continue
+            elif f.title in DAUGHTERS and len({e for e in by_last.get(word, set()) if sex_of.get(e) == "f"
+                                               and not titles_of[e] - set(DAUGHTERS)
+                                               and weight[e] >= f.count / 2}) > 1:
+                continue  # "Miss Schlegel" (75) beside Margaret (637) and Helen Schlegel (460): either, no one
             else:
                 entity[k] = k  # a person known by title and name ("Mrs. Dashwood")
     regnal = {k for k in names.values() if all(_ROMAN.fullmatch(w[-1]) for w, e in names.items() if e == k)}  # a

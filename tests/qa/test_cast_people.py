@@ -192,3 +192,14 @@ def test_mr_with_a_first_name_a_few_times_does_not_tell_a_man_from_mr_with_his_s
                      acts("Mr. Blake", 16, "he"), acts("Lucy Ashton", 10)])
     owner = owners(text)
     assert owner["Mr. Balderstone"] == owner["Caleb Balderstone"] and owner["Mr. Blake"] != owner["Franklin Blake"]
+
+
+def test_miss_with_the_surname_of_two_sisters_each_named_as_often_is_no_one():
+    """Howards End: "Miss Schlegel" (75) is Margaret or Helen Schlegel (637 and 460 mentions), and was an entry
+    of its own. Not where the other women of the name are named far less than "Miss X" (Vanity Fair's Miss
+    Crawley, 215, beside Rose and Violet Crawley)."""
+    text = " ".join([acts("Margaret Schlegel", 4), acts("Margaret", 30), acts("Helen Schlegel", 4), acts("Helen", 30),
+                     acts("Miss Schlegel", 20), acts("Miss Crawley", 30), acts("Rose Crawley", 4),
+                     acts("Violet Crawley", 4), acts("Henry Wilcox", 10, "he")])
+    owner = owners(text)
+    assert "Miss Schlegel" not in owner and "Miss Crawley" in owner
