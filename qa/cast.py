@@ -30,20 +30,21 @@ merged into people:
   * "Miss" with a surname joins the one woman of that surname named in full, or of several the one the book
     names three times as often, if the book calls her by her first name ("Miss Woodhouse" is Emma Woodhouse,
     "Miss Hale" Margaret beside her brother Frederick Hale, "Miss Verinder" Rachel beside her mother Julia
-    Verinder; "Miss Steele" with two Steele sisters stays apart), under her earliest surname only ("Miss
-    Osborne" is not Amelia Sedley, Mrs. Osborne by marriage), else the one woman named in full only once or
-    twice whose first name the book uses more than "Miss X" (a heroine called "Catherine": "Miss Morland"; not
-    "Miss Jemima" for her elder sister); a rank ("Captain", "Sergeant", "Dr") joins the one man's, or the one
-    full name of that surname whose sex nothing tells ("Captain Wentworth", "Dr. Sloper" and "Austin Sloper"),
-    or the one the book writes in full with that rank ("Major Dobbin" is Major William Dobbin beside his
-    father); "Mr." joins the one man of that surname named in full ("Mr. Crawford" is Henry Crawford; a man
-    titled otherwise, "Sir Michael Audley", aside: "Mr. Audley" is Robert Audley) unless a "Mrs." of that
-    surname or "Mr." with his first name ("Mr. Franklin" beside "Mr. Blake") says "Mr." is the family's father
-    ("Monsieur" and "Madame" alike); "Mr." with the surname of two men named in full is any of them, no one
-    ("Mr. Townsend" beside Morris and Arthur Townsend), and so is "Miss" with the surname of two women never
-    titled otherwise, each named half as often as it or more ("Miss Schlegel" beside Margaret and Helen
-    Schlegel); none of them joins a full name written with another title. "Mr." with a surname no man is named
-    in full with joins its military or police ranks ("Mr. Seegrave", "Superintendent Seegrave"; not "Dr.
+    Verinder; "Miss Steele" with two Steele sisters stays apart; not a sister the book calls "Miss" with her
+    first name beside one it never does: "Miss Millward" is Mary, not "Miss Eliza"), under her earliest
+    surname only ("Miss Osborne" is not Amelia Sedley, Mrs. Osborne by marriage), else the one woman named in
+    full only once or twice whose first name the book uses more than "Miss X" (a heroine called "Catherine":
+    "Miss Morland"; not "Miss Jemima" for her elder sister); a rank ("Captain", "Sergeant", "Dr") joins the
+    one man's, or the one full name of that surname whose sex nothing tells ("Captain Wentworth", "Dr. Sloper"
+    and "Austin Sloper"), or the one the book writes in full with that rank ("Major Dobbin" is Major William
+    Dobbin beside his father); "Mr." joins the one man of that surname named in full ("Mr. Crawford" is Henry
+    Crawford; a man titled otherwise, "Sir Michael Audley", aside: "Mr. Audley" is Robert Audley) unless a
+    "Mrs." of that surname or "Mr." with his first name ("Mr. Franklin" beside "Mr. Blake") says "Mr." is the
+    family's father ("Monsieur" and "Madame" alike); "Mr." with the surname of two men named in full is any of
+    them, no one ("Mr. Townsend" beside Morris and Arthur Townsend), and so is "Miss" with the surname of two
+    women never titled otherwise, each named half as often as it or more ("Miss Schlegel" beside Margaret and
+    Helen Schlegel); none of them joins a full name written with another title. "Mr." with a surname no man is
+    named in full with joins its military or police ranks ("Mr. Seegrave", "Superintendent Seegrave"; not "Dr.
     Johnson"). A name's sex is its title's, else its first name's (as the book titles it, else
     qa.given_names), else the pronouns after it. "Mr." is the father, not the one man named in full, where a
     "Mrs." of the name is a tenth as frequent and the book calls that man "Mr." with his first name three
@@ -520,15 +521,21 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
                 # ("Miss Wilmot" is "Miss Arabella Wilmot", called "Arabella" twice)
                 kin = by_last.get(word, set())  # (else of all, a full name written once or twice too where her
                 # first name is used more than "Miss X": "Catherine Morland" once beside "Catherine" 420 times)
-                # Where the book shows sisters ("the Miss Brownings", "the Misses Jenkyns"), "Miss X" is
-                # the eldest, and a sister it calls "Miss" with her first name is a younger one ("Miss Phoebe")
+                # Where the book shows sisters ("the Miss Brownings", "the Misses Jenkyns"; or one sister it calls
+                # "Miss Eliza" beside one named half as often as "Miss X" it never calls "Miss Mary"), "Miss X" is
+                # the eldest, and a sister it calls "Miss" with her first name is a younger one ("Miss Phoebe";
+                # "Miss Millward" is Mary, not Eliza Millward; not Julia Verinder, Rachel's mother, named seldom)
+                called = {e: counts[(f.title, (first_of[e],))] >= max(3, 0.3 * f.count) for e in kin - minor}
                 sisters = counts[("Misses", (word,))] or any(
-                    counts[(t, (word + end,))] for t in DAUGHTERS + ("Misses", "Mlles") for end in ("s", "es"))
+                    counts[(t, (word + end,))] for t in DAUGHTERS + ("Misses", "Mlles") for end in ("s", "es")) or (
+                    any(called.values()) and any(not c and sex_of.get(e) == "f" and titles_of[e] <= set(DAUGHTERS)
+                                                 and weight[e] >= f.count / 2 for e, c in called.items()))
+                if sisters:
+                    kin = {e for e in kin if counts[(f.title, (first_of[e],))] < max(3, 0.3 * f.count)}
                 seen = {e for e in _one_of(kin - minor, "f", sex_of, weight) or
                         {e for e in _one_of(kin, "f", sex_of, weight) if alone[first_of[e]] > f.count}
                         if (alone[first_of[e]] >= max(5, 0.1 * f.count) or e in missed_in_full)
                         and _classes(titles_of[e]) <= {"Miss"}
-                        and not (sisters and counts[(f.title, (first_of[e],))] >= max(3, 0.3 * f.count))
                         and maiden.get(e) == word}  # "Miss Osborne" is not Amelia, Mrs. Osborne by marriage
             elif f.title in RANKS and not seen:  # "Captain Wentworth": the one man's, as for "Miss"
                 men = by_last.get(word, set())  # (or the one full name whose sex nothing tells: "Austin Sloper")

@@ -203,3 +203,16 @@ def test_miss_with_the_surname_of_two_sisters_each_named_as_often_is_no_one():
                      acts("Violet Crawley", 4), acts("Henry Wilcox", 10, "he")])
     owner = owners(text)
     assert "Miss Schlegel" not in owner and "Miss Crawley" in owner
+
+
+def test_miss_with_a_surname_is_the_sister_never_called_miss_with_her_first_name():
+    """The Tenant of Wildfell Hall: "Miss Millward" (13) is Mary Millward, the elder; the book calls her
+    sister "Miss Eliza" (12), and "Miss Millward" joined Eliza, so Eliza Millward (main) was a wrong entry.
+    Not a mother named seldom ("Miss Verinder" is Rachel, "Miss Rachel", beside Julia Verinder)."""
+    text = " ".join([acts("Eliza Millward", 20), acts("Eliza", 30), acts("Miss Eliza", 12), acts("Miss Millward", 12),
+                     acts("Mary Millward", 6), acts("Mary", 6), acts("Mr. Millward", 10, "he"),
+                     acts("Rachel Verinder", 8), acts("Rachel", 60), acts("Miss Rachel", 40), acts("Miss Verinder", 30),
+                     acts("Julia Verinder", 4), acts("Lady Verinder", 10)])
+    owner = owners(text)
+    assert owner["Miss Millward"] == owner["Mary Millward"] != owner["Eliza Millward"]
+    assert owner["Miss Verinder"] == owner["Rachel Verinder"]
