@@ -141,13 +141,14 @@ def answer_text(out: dict, labels: dict[int, str] | None = None) -> str:
         return f"{heading} {reason} The passages the model scored highest are below."
     if q and passages:  # evidence first: the best passage's quote, then the next two passages
         from .ask import quote_origin
+        from .evidence import also_relevant
 
         origin = quote_origin(q)
         lines = [f"{quoted(q['text'])} ({pages_ref(q['pages'], labels)}{_matter(q)}, chunk {q['chunk']}"
                  f"{f'; {origin}' if origin else ''})"]
         if out.get("short_answer"):
             lines.append(f"Short answer: {out['short_answer']}")
-        rest = [p for p in passages if p["chunk"] != q["chunk"]]
+        rest = also_relevant(passages, q)
         if rest:
             lines += ["Also relevant:", *_passage_lines(rest, labels)]
         return "\n".join(lines)

@@ -27,6 +27,32 @@ def flat(text: str) -> str:
     return " ".join(_LINE_END_HYPHEN.sub("", str(text or "")).split())
 
 
+ELIDED = "[…]"
+_MIN_LEFT = 40  # characters of a passage, the quote taken out, worth showing
+
+
+def also_relevant(passages: list[dict], quote: dict) -> list[dict]:
+    """The passages shown after a quote ("Also relevant"), the CLI, the UI and export alike: not the
+    quote's chunk, and with the quoted text taken out where a passage repeats it ("[…]" marks where): a
+    neighbouring chunk's window holds the quoted sentence again (walk 14: "Fresleven--that was the
+    fellow's name" printed twice). A passage with little else left is not shown."""
+    said = [t for t in (flat(quote.get("text")), flat(quote.get("sentence"))) if len(t) >= _MIN_LEFT]
+    out = []
+    for p in passages:
+        if p["chunk"] == quote.get("chunk"):
+            continue
+        text = flat(p.get("text"))
+        for t in said:
+            if t in text:
+                text = text.replace(t, f" {ELIDED} ")
+                break
+        text = " ".join(text.split())
+        if len(text.replace(ELIDED, "").strip()) < _MIN_LEFT:
+            continue
+        out.append(p if text == flat(p.get("text")) else {**p, "text": text})
+    return out
+
+
 def snippet(text: str, limit: int | None = None, head: bool | None = None, tail: bool | None = None) -> str:
     """A chunk's text for display: whitespace collapsed, at most `limit` characters cut after a
     whole word with "…" (a first word longer than `limit` is kept whole): never in the middle of a

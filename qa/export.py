@@ -24,7 +24,7 @@ from pathlib import Path
 from store.errors import StoreError
 from store.library import Library
 
-from .evidence import cut_words, snippet, weight_text
+from .evidence import also_relevant, cut_words, snippet, weight_text
 from ingest.boilerplate import matter_label
 from ingest.parts import page_labels, pages_ref
 
@@ -144,7 +144,7 @@ def answer_lines(row: dict, made: dict, labels: dict[int, str]) -> list[str]:
             lines += [md_escape(uses_sentence(made["statement"])), ""]
         lines += quote_block(q.get("text", ""), made.get("short_answer") or q.get("short"))
         lines += ["", f"Quoted from {where}."]
-        rest = [p for p in made.get("passages") or [] if p["chunk"] != q["chunk"]]
+        rest = also_relevant(made.get("passages") or [], q)
         if rest:
             lines += ["", "Also relevant:", ""] + passage_lines(rest, labels)
     elif row.get("answer"):

@@ -12,7 +12,7 @@ import re
 
 from ingest.boilerplate import matter_label
 from qa.ask import not_found, quote_origin
-from qa.evidence import snippet
+from qa.evidence import also_relevant, snippet
 from qa.statement_qa import uses_sentence
 from qa.views import spoiler_note
 
@@ -138,7 +138,7 @@ def _answer_body(result: dict, text: str, passages: list[dict], labels: dict[int
                f"{pages_text(pages[0], pages[-1], labels)}{matter_text(q, ',')}, chunk {int(q['chunk'])}{where}")
         if result.get("short_answer"):
             out = f"**{md_escape(result['short_answer'])}**\n\n" + out
-        rest = [p for p in passages if p["chunk"] != q["chunk"]]
+        rest = also_relevant(passages, q)
         if rest:
             out += "\n\nAlso relevant:\n\n" + passages_md(rest, labels)
         return out
