@@ -42,14 +42,13 @@ def also_relevant(passages: list[dict], quote: dict) -> list[dict]:
         if p["chunk"] == quote.get("chunk"):
             continue
         text = flat(p.get("text"))
-        for t in said:
-            if t in text:
-                text = text.replace(t, f" {ELIDED} ")
-                break
-        text = " ".join(text.split())
-        if len(text.replace(ELIDED, "").strip()) < _MIN_LEFT:
+        t = next((t for t in said if t in text), None)
+        if t is None:  # it does not repeat the quote: shown as it is
+            out.append(p)
             continue
-        out.append(p if text == flat(p.get("text")) else {**p, "text": text})
+        text = " ".join(text.replace(t, f" {ELIDED} ").split())
+        if len(text.replace(ELIDED, "").strip()) >= _MIN_LEFT:
+            out.append({**p, "text": text})
     return out
 
 

@@ -22,8 +22,10 @@ def test_a_passage_shows_what_the_quote_did_not():
     assert "Fresleven" not in rest[0]["text"] and ELIDED in rest[0]["text"]
     assert rest[0]["text"].startswith("was left of the body, that I heard the original quarrel")
     assert rest[1] is OTHER  # a passage that does not repeat the quote is shown as it is
-    # a passage that is nothing but the quote is not shown at all
+    # a passage that is nothing but the quote is not shown at all; a short one that does not repeat it is
     assert also_relevant([dict(NEXT, text=QUOTE["text"] + " So.")], QUOTE) == []
+    short = dict(OTHER, text="Another passage.")
+    assert also_relevant([short], QUOTE) == [short]
 
 
 def test_the_cli_the_ui_and_export_show_it_once():
