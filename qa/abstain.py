@@ -88,14 +88,19 @@ class DocVocabulary:
         self._raw = "\n".join(raw)
 
     @functools.cached_property
+    def _folded(self) -> str:
+        """The document's text, accents off, as `written` and `inner` count it (folded once)."""
+        return fold(self._raw)
+
+    @functools.cached_property
     def written(self) -> Counter:
         """Each word as written, capitals kept ("Rose", "rose"): counted on first use (name questions)."""
-        return Counter(_WRITTEN.findall(fold(self._raw)))
+        return Counter(_WRITTEN.findall(self._folded))
 
     @functools.cached_property
     def inner(self) -> Counter:
         """Capitalised words inside a sentence ("said Rose"), not opening one."""
-        return Counter(_INNER.findall(fold(self._raw)))
+        return Counter(_INNER.findall(self._folded))
 
     def place(self, word: str) -> bool:
         """Whether capitalised `word` names a place: a quarter of its mentions (two at least) follow "in",
@@ -180,6 +185,7 @@ TITLES = frozenset("mr mrs miss ms dr sir lady lord dame colonel col captain cap
                    "sergeant king queen prince princess duke duchess count countess earl baron baroness marquis "
                    "viscount vicomte madame monsieur mme mlle mademoiselle reverend rev professor prof father mother "
                    "sister brother uncle aunt cardinal saint abbe".split())
+_NAME_TITLES = TITLES | {"st"}  # no name the question asks for: "Mr.", "Sergeant", "St."
 
 
 def names(question: str) -> list[list[str]]:
@@ -225,7 +231,6 @@ _ASKS_NAME = re.compile(r"^\s*what\s+(?:was|is|were|are)\s+(?:the\s+)?(?:[\w'’
 _ASKS_PLACE = re.compile(r"\b(?:towns?|city|village|county|place|house|estate|farm|farm-house|street|country|island|"
                          r"river|inn|hotel|parish|school|college|restaurant|plantation|mountain|lake|road)\b", re.I)
 _CAPITALISED = re.compile(r"\b[A-Z][a-z]+\b")
-_NAME_TITLES = frozenset("mr mrs miss ms dr sir lady lord st madame monsieur".split())
 _SENTENCE_OPENERS = frozenset(
     "the a an he she it i we you they his her its their our my your this that these those there then but and or so "
     "if when while as at in on of to for by with from not no yes oh ah well what who whom whose which where why how "
@@ -291,7 +296,7 @@ def _holds_name(text: str, question: str, vocab: DocVocabulary | None = None,
     t = fold(text)
     for m in _CAPITALISED.finditer(t):
         w = m.group().lower()
-        if w in asked or w + "s" in asked or w in _NAME_TITLES or w in TITLES or w in _NOT_NAMES or m.group() == "I":
+        if w in asked or w + "s" in asked or w in _NAME_TITLES or w in _NOT_NAMES or m.group() == "I":
             continue
         before = t[:m.start()].rstrip()
         opening = not before or before[-1] in _OPENS
