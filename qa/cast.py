@@ -11,7 +11,8 @@ that speaks: "Christian Cantle"). Mentions inside front and back matter do not c
 merged into people:
 
   * a name of two words or more ("Lucy Steele", "Edward Ferrars") is a person, the same with a
-    title ("Miss Lucy Steele"), except a wife named by her husband's name ("Mrs. John Knightley");
+    title ("Miss Lucy Steele"), except a wife named by her husband's name ("Mrs. John Knightley", and any
+    woman's title but "Miss" before a man's given name: "Countess Raymond de Chelles");
     a regnal number and an "of" after a first name belong to the name ("Louis XIV", "Anne of
     Austria"; "the King of Spain" is Spain, and "louis" the coin does not cut "Louis XIII"); a name of
     two words that a longer one holds joins it ("Frances Henri", "Frances Evans": "Frances Evans Henri";
@@ -419,7 +420,9 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
     names = {f.words: (None, f.words[:1]) for f in full.values()  # untitled full words -> entry key
              if f.title is None and f.words[0] in dominant}  # ("Mr. Edmund Bertram" is Edmund's too)
     for k, f in sorted(full.items(), key=lambda kv: -kv[1].count):
-        if f.title in WIVES:  # "Mrs. John Knightley" is his wife
+        if f.title in WIVES or (f.title in FEMALE and f.title not in DAUGHTERS and given_sex(f.words[0]) == "m"):
+            # "Mrs. John Knightley" is his wife, and so is "Countess Raymond de Chelles" (a woman's title before
+            # a man's given name)
             entity[k] = k
             continue
         if f.words[0] in dominant and f.title is None:  # ("Lady Mary Grierson" is not the Mary of the book)

@@ -216,3 +216,12 @@ def test_miss_with_a_surname_is_the_sister_never_called_miss_with_her_first_name
     owner = owners(text)
     assert owner["Miss Millward"] == owner["Mary Millward"] != owner["Eliza Millward"]
     assert owner["Miss Verinder"] == owner["Rachel Verinder"]
+
+
+def test_a_womans_title_before_a_mans_given_name_is_his_wife():
+    """The Custom of the Country: "Countess Raymond de Chelles" (Undine, his wife) joined Raymond de Chelles,
+    and his entry held two people, as "Mrs. John Knightley" would have joined John Knightley."""
+    text = " ".join([acts("Raymond de Chelles", 10, "he"), acts("Raymond", 20, "he"),
+                     acts("Countess Raymond de Chelles", 6), acts("Undine Spragg", 10), acts("Undine", 30)])
+    owner = owners(text)
+    assert owner["Raymond"] == owner["Raymond de Chelles"] != owner.get("Countess Raymond de Chelles")
