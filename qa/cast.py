@@ -6,8 +6,9 @@ and a form is shown with its title as the book writes it short: "M. Pelet", "Mdl
 "Mister"; a word written before two titled surnames or more, and seldom alone, is read as a title: "Maister
 Weston", "Duc de Beaufort"); a capitalised word that the book also writes in lower case often ("Yes",
 "Heaven") is an ordinary word, and words that name no one (months, days, God, nationalities, a title alone)
-are left out (but "Christian", a given name, is a name in a book that writes it before the surname of a family
-that speaks: "Christian Cantle"). Mentions inside front and back matter do not count. The forms are then
+are left out, and so is a name after "St." ("St. Louis": a town, a church or a saint) (but "Christian", a
+given name, is a name in a book that writes it before the surname of a family that speaks: "Christian
+Cantle"). Mentions inside front and back matter do not count. The forms are then
 merged into people:
 
   * a name of two words or more ("Lucy Steele", "Edward Ferrars") is a person, the same with a
@@ -281,8 +282,9 @@ def _mentions(text: str, skip_spans: Sequence[tuple[int, int]], ordinary: set[st
     surnames = _ordinary_surnames(text, ordinary)
     forms: dict[tuple, Form] = {}
     for m in _MENTION.finditer(text):
-        if skipped(m.start()):
-            continue
+        if skipped(m.start()) or _SAINT.search(text, max(0, m.start() - 4), m.start()) \
+                or m.group("name").startswith(("St ", "St\t")):
+            continue  # "St. Louis", "St. Moritz": a town, a church or a saint, no one in the book
         title = SAME_TITLE.get(m.group("title"), m.group("title"))
         words = [("d" + w[1:]) if _ELIDED.match(w) else w for w in m.group("name").split()]
         before = text[max(0, m.start() - 5):m.start()]
@@ -326,6 +328,7 @@ def _mentions(text: str, skip_spans: Sequence[tuple[int, int]], ordinary: set[st
     return forms
 
 
+_SAINT = re.compile(r"\bSt\.?[ \t]+$")
 _OPENING = ("\"", "“", "‘", "'")
 _OWNER = re.compile(r"\b[A-Z][a-z]+[’']s[ \t]+$")  # "Wolf's | Crag"
 

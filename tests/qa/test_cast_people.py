@@ -225,3 +225,11 @@ def test_a_womans_title_before_a_mans_given_name_is_his_wife():
                      acts("Countess Raymond de Chelles", 6), acts("Undine Spragg", 10), acts("Undine", 30)])
     owner = owners(text)
     assert owner["Raymond"] == owner["Raymond de Chelles"] != owner.get("Countess Raymond de Chelles")
+
+
+def test_a_name_after_st_is_no_one():
+    """Pudd'nhead Wilson: "St. Louis" (15), a town, read "Louis", a person entry of no one in the book."""
+    town = " ".join("He came from St. Louis, he said. He went to St Louis; we saw St. Louis." for _ in range(8))
+    text = " ".join([acts("Tom Driscoll", 10, "he"), acts("Tom", 20, "he"), town])
+    owner = owners(text)
+    assert "Louis" not in owner and "Tom" in owner
