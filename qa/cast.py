@@ -598,8 +598,9 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
             entity[k] = pet_of.get(k, k)
             continue
         fulls = by_first.get(word, set())  # (a titled full name is no heading: "Miss Matilda Murray" twice)
-        heading = fulls <= minor and f.count > 10 * sum(in_full[e] for e in fulls) \
-            and not any(titles_of[e] for e in fulls)
+        heading = fulls <= minor and not any(titles_of[e] for e in fulls) and (
+            f.count > 10 * sum(in_full[e] for e in fulls) or by_last.get(word, set()) - minor)  # (or the surname
+        # of a family named in full: a heading's "Driscoll Spares His Slaves" once beside Tom and Percy Driscoll)
         doubles = {e for e in by_first.get(word, ()) if e in double}
         if word in by_first and not heading and by_first[word] == doubles:
             entity[k] = k  # "Mary" is not "Mary Ann", a child called by both her given names

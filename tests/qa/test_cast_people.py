@@ -233,3 +233,13 @@ def test_a_name_after_st_is_no_one():
     text = " ".join([acts("Tom Driscoll", 10, "he"), acts("Tom", 20, "he"), town])
     owner = owners(text)
     assert "Louis" not in owner and "Tom" in owner
+
+
+def test_a_surname_of_a_family_named_in_full_is_no_first_name_of_a_heading():
+    """Pudd'nhead Wilson: a chapter heading's "Driscoll Spares His Slaves" (once) made "Driscoll" (10 times
+    alone) a first name, and "Driscoll Spares" a person entry, beside Tom and Percy Driscoll named in full."""
+    text = " ".join([acts("Tom Driscoll", 14, "he"), acts("Percy Driscoll", 6, "he"), acts("Mr. Driscoll", 8, "he"),
+                     acts("Driscoll", 10, "he"), "\n\nCHAPTER 2 -- Driscoll Spares His Slaves\n\n",
+                     acts("Roxy", 20)])
+    owner = owners(text)
+    assert "Driscoll Spares" not in owner and "Spares" not in owner.get("Driscoll", "")  # (Mr. Driscoll is either)
