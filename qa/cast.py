@@ -106,7 +106,7 @@ MAX_ENTRIES = 60
 MALE = ("Mr", "Mister", "Sir", "Lord", "Monsieur", "M", "Count", "Duke", "King", "Prince", "Baron", "Father", "Uncle",
         "Sergeant", "Superintendent", "Inspector", "Captain", "Colonel", "General", "Dr", "Doctor", "Cardinal",
         "Abbé", "Chevalier", "Marquis", "Viscount", "Vicomte", "Comte", "Admiral", "Major", "Lieutenant", "Herr",
-        "Signor", "Squire")
+        "Signor", "Squire", "Judge")
 FEMALE = ("Mrs", "Miss", "Ms", "Lady", "Madame", "Mme", "Mlle", "Mdlle", "Mademoiselle", "Countess", "Duchess", "Queen",
           "Princess", "Baroness", "Aunt", "Mother", "Sister", "Marquise", "Vicomtesse", "Comtesse", "Dame", "Frau",
           "Fraulein", "Fräulein", "Signora", "Signorina")
@@ -117,7 +117,7 @@ DAUGHTERS = ("Miss", "Mlle", "Mdlle", "Mademoiselle", "Fraulein", "Fräulein", "
 FAMILIAR = DAUGHTERS + ("Mr", "Monsieur")  # with a first name: "Miss Katrine", "Mr. Franklin"
 KIN = {"Aunt": ("Mrs", "Lady"), "Uncle": ("Mr", "Sir")}  # "Aunt Norris" is the book's Mrs. Norris
 RANKS = ("Sergeant", "Superintendent", "Inspector", "Captain", "Colonel", "General", "Admiral", "Major",
-         "Lieutenant", "Dr", "Cardinal")  # one man's
+         "Lieutenant", "Dr", "Cardinal", "Judge")  # one man's
 PLACE_WORDS = frozenset("""Abbey Park Hall House Street Square Lane Court Castle Place Road Church Mill Grove Farm
 Lodge Manor Cottage Inn Bridge River Hill Common Green Gardens Palace Cathedral Hotel Island Bay Mount Valley
 Forest Wood Wells Buildings Crescent Terrace Rooms Chapel Priory Heath Moor Cross Gate Row Quay

@@ -243,3 +243,12 @@ def test_a_surname_of_a_family_named_in_full_is_no_first_name_of_a_heading():
                      acts("Roxy", 20)])
     owner = owners(text)
     assert "Driscoll Spares" not in owner and "Spares" not in owner.get("Driscoll", "")  # (Mr. Driscoll is either)
+
+
+def test_judge_is_a_mans_rank():
+    """Pudd'nhead Wilson: "Judge Driscoll" (31 times), a main character, was read "Driscoll" and lost among the
+    Driscolls; "the Judge" is the one judge the book names."""
+    text = " ".join([acts("Judge Driscoll", 20, "he"), acts("Tom Driscoll", 14, "he"), acts("Percy Driscoll", 6, "he"),
+                     acts("the Judge", 6, "he"), acts("Roxy", 20), "A judge is a judge; the judge came." * 8])
+    owner = owners(text)  # (the book writes "judge" in lower case often)
+    assert owner["Judge Driscoll"] == owner["Judge"] != owner["Tom Driscoll"]
