@@ -69,7 +69,9 @@ merged into people:
     Newland Archers") is no one;
   * a given name used alone five times or more joins the one entry of a name it is a familiar form of
     (qa.given_names: "Meg", "Margaret"), or, being no known given name itself, the start of ("Reub",
-    "Reuben"), or, for a name used alone, the name with a pet ending ("Sophy", "Sophia"; "Jimmy", "Jim").
+    "Reuben"), or, for a name used alone, the name with a pet ending ("Sophy", "Sophia"; "Jimmy", "Jim");
+    two names used alone that no list knows are one where one is the other's first three letters or more with
+    a pet ending, whichever is used more ("Roxy", "Roxana").
 
 A place ends with a word such as "Park", "Abbey", "Street" or "Avenue" (kept where the book writes "street" in
 lower case often: "Queen Ann Street"; not one titled alone: "Mr. Square"), or is one of something ("Castle of
@@ -706,8 +708,11 @@ def _pet_of(pet: str, name: str, bare: bool) -> bool:
     "Jim"); two known given names are two names ("Eli", "Eliza"), and "Johnson" or "Williams" no one's pet."""
     if name in NICKNAMES.get(pet, ()):
         return True
-    if pet == name or _known(pet) or not _known(name):
+    if pet == name or _known(pet):
         return False
+    if not _known(name):  # two names no list knows, both used alone: the pet is the formal name's first three
+        stem = re.sub(r"(?:ie|ey|y)$", "", pet)  # letters or more with a pet ending ("Roxy", "Roxana")
+        return bare and len(stem) >= 3 and stem != pet and len(name) > len(stem) + 1 and name.startswith(stem)
     if len(pet) >= 3 and name.startswith(pet):
         return True
     stems = (name, name + name[-1], name.rstrip("aeiou")) if bare else ()
@@ -746,6 +751,9 @@ def _fold_pet_names(groups: dict, given: dict) -> None:
             continue
         into = [k for k, h in groups.items() if k != key and sum(f.count for f in h) >= n
                 and any(_pet_of(word, w, all(len(f.words) == 1 for f in h)) for w in firsts(h))]
+        if not into and not _known(word):  # a formal name no list knows, used less than its pet ("Roxana", "Roxy")
+            into = [k for k, h in groups.items() if k != key and len(k[1]) == 1 and k[0] is None
+                    and sum(f.count for f in h) >= n and not _known(k[1][0]) and _pet_of(k[1][0], word, True)]
         if len(into) > 1:  # of several, the one called by a first name alone ("Sammy": Sam Weller, not Samuel
             into = [k for k in into if any(called_alone(f, firsts(groups[k])) for f in groups[k])]  # Pickwick)
         if len(into) != 1:

@@ -252,3 +252,13 @@ def test_judge_is_a_mans_rank():
                      acts("the Judge", 6, "he"), acts("Roxy", 20), "A judge is a judge; the judge came." * 8])
     owner = owners(text)  # (the book writes "judge" in lower case often)
     assert owner["Judge Driscoll"] == owner["Judge"] != owner["Tom Driscoll"]
+
+
+def test_a_pet_name_no_list_knows_joins_the_formal_name_it_starts():
+    """Pudd'nhead Wilson: "Roxy" (67) and "Roxana" (23), one woman, were two entries: neither name is in
+    qa.given_names, and the formal name is used less than the pet name. Two names that start alike without a
+    pet ending stay apart ("Rowena", "Rowan")."""
+    text = " ".join([acts("Roxy", 40), acts("Roxana", 14), acts("Rowena", 10), acts("Rowan", 10, "he"),
+                     acts("Tom Driscoll", 10, "he")])
+    owner = owners(text)
+    assert owner["Roxana"] == owner["Roxy"] and owner["Rowena"] != owner["Rowan"]
