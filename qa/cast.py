@@ -140,7 +140,8 @@ Gutenberg Project Chapter Volume Book Part Section Madam Sir Miss Mrs Mr Esq Oh 
 St Ay Aye Yea Bah Pshaw Hum Hem Ha Eh Hallo Halloa Hullo Hello Parbleu Pardieu Mordieu Morbleu Sacre Adieu Amen Vive
 Englishman Englishmen Frenchman Frenchmen Scotchman Scotchmen Irishman Irishmen Spaniard Spaniards Dutchman
 Jesuit Jesuits Huguenot Huguenots Puritan Puritans Saxon Saxons Norman Normans Jew Jews Jewess Templar Templars
-Moor Moors Turk Turks Quaker Quakers Gipsy Gipsies Gypsy Gypsies Heathen Pagan Mahometan
+Moor Moors Turk Turks Quaker Quakers Gipsy Gipsies Gypsy Gypsies Heathen Pagan Mahometan Hindu Hindus Hindoo
+Hindoos Mussulman Mussulmans Moslem Moslems Arab Arabs Persian Persians Chinaman Chinamen Malay Malays Yankee Yankees
 """.split())
 SPEECH = frozenset("said says replied asked cried answered exclaimed whispered continued returned added "
                    "resumed observed remarked rejoined murmured shouted".split())

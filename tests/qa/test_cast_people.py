@@ -262,3 +262,12 @@ def test_a_pet_name_no_list_knows_joins_the_formal_name_it_starts():
                      acts("Tom Driscoll", 10, "he")])
     owner = owners(text)
     assert owner["Roxana"] == owner["Roxy"] and owner["Rowena"] != owner["Rowan"]
+
+
+def test_a_people_or_a_faith_is_no_one():
+    """The Master of Ballantrae: "Hindu" (Secundra Dass, called so) and Kim's peoples were person entries, as
+    "Frenchman" or "Quaker" would have been but for the list of words that name no one."""
+    text = " ".join([acts("Secundra Dass", 10, "he"), acts("Hindu", 10, "he"), acts("Yankee", 8, "he"),
+                     acts("Mussulman", 8, "he"), acts("Henry Durie", 10, "he")])
+    owner = owners(text)
+    assert not {"Hindu", "Yankee", "Mussulman"} & set(owner) and "Secundra Dass" in owner
