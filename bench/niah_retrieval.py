@@ -52,14 +52,16 @@ def landmark_scores(eng, prompt: list[int], row: int, parts: bool = False):
 
     with torch.no_grad():  # the lexical weights are parameters: no graph for a measurement
         ids = torch.tensor(prompt[: (row + 1) * eng.cfg.chunk_tokens], device=eng.device)
-        keys, queries = eng.model.landmarks(ids)
+        keys, queries, lower = eng.model.landmarks(ids, lower=True)
         # as the store holds them
         keys = torch.from_numpy(keys[:row].float().cpu().numpy().astype(eng.memory_dtype)).float()
         s = dense = keys @ queries[row].float().cpu() / keys.shape[-1] ** 0.5  # retrieval_scores' scale
         if eng.model.lexical is not None:  # config lexical: the scores add the tokens shared with each chunk
             toks = eng.model.chunk_token_ids(ids)[0].cpu()
+            gq, gk = eng.model.word_gates(lower.cpu())  # config lexical_gates (None, None without)
             s = s + eng.model.lexical.scores(0, toks[row: row + 1][None], toks[:row][None], torch.tensor([row]),
-                                             torch.arange(row))[0, 0].float()
+                                             torch.arange(row), q_gates=None if gq is None else gq[row: row + 1][None],
+                                             k_gates=None if gk is None else gk[:row][None])[0, 0].float()
     return (s, dense) if parts else s
 
 

@@ -120,6 +120,13 @@ PAPER_FLAVOUR: dict = dict(
     # in the chunk where it ends (words.word_ids' carry), not as two fragments that match no
     # question word.
     lexical_word_carry=False,
+    # > 0 (needs lexical_words): a shared word also weighs gates_g * gq * gk * its idf in the document
+    # so far, gq and gk learned readouts (a sigmoid of a linear map) of the lower-layer state at the
+    # word's last token in the query chunk and in the key chunk, gates_g a learned scale starting here.
+    # Why: which words of a passage name what it relies on depends on their context ("by Lemma
+    # \ref{flat-base-change}"), which an idf alone cannot see: trained on the training split's \ref
+    # links, the citing chunk's top 4 hold the cited statement about twice as often (RESULTS §6).
+    lexical_gates=0.0,
     # Token ids that every stream begins with, before its first real token: the self-attention
     # windows of every layer hold them at positions 0..P-1 (the batch forward prepends them to each
     # row, the engine to each new state, so training, the store and every measurement see the same
@@ -348,6 +355,8 @@ def _validate(v: dict) -> None:
     need(float(v["lexical_words"]) >= 0 and (not v["lexical_words"] or lex),
          f"lexical_words must be >= 0 and needs lexical, got {v['lexical_words']!r}")
     need(not v["lexical_word_carry"] or v["lexical_words"], "lexical_word_carry needs lexical_words")
+    need(float(v["lexical_gates"]) >= 0 and (not v["lexical_gates"] or v["lexical_words"]),
+         f"lexical_gates must be >= 0 and needs lexical_words, got {v['lexical_gates']!r}")
     need(float(v["bm25_weight"]) >= 0 and (not v["bm25_weight"] or arch == "drt"),
          f"bm25_weight must be >= 0 and needs arch 'drt', got {v['bm25_weight']!r}")
     need(int(v["bm25_window"]) >= 0, f"bm25_window must be >= 0, got {v['bm25_window']!r}")

@@ -226,8 +226,10 @@ class DRT:
         x, emb, pre = self.lower_states(aug)  # emb: the copy head's queries; pre: the preamble's states
         keys, mem_k, mem_v, own = self.encode_chunks(x.view(B, C, S, D), self.preamble_tail(pre))
         retrieval, sels = [], []
+        lower = x.view(B, C, S, D)[:, :, : S - 1]  # what config lexical_gates reads, for every group
         for g, group in enumerate(self.groups):
-            scores = self.group_scores(g, x.view(B, C, S, D)[:, :, S - 1], own, keys, aug, input_ids, chunk_embeddings)
+            scores = self.group_scores(g, x.view(B, C, S, D)[:, :, S - 1], own, keys, aug, input_ids, chunk_embeddings,
+                                       lower=lower)
             idx, w = select_topk(scores, cfg.chunk_topk, gumbel=self.training and self.gumbel)
             if steer is not None:  # training: forced chunks, the retrieval loss (drt_core.train.objective)
                 idx, w = steer(g, scores, idx, w)
@@ -300,24 +302,40 @@ class DRT:
 
     def chunk_scores(self, g: int, q: torch.Tensor, keys: torch.Tensor, q_chunk: torch.Tensor, k_chunk: torch.Tensor,
                      q_toks: torch.Tensor | None = None, k_toks: torch.Tensor | None = None,
-                     stats=None) -> torch.Tensor:
+                     stats=None, q_gates: torch.Tensor | None = None,
+                     k_gates: torch.Tensor | None = None) -> torch.Tensor:
         """Group g's retrieval scores [B, Cq, Ck]: retrieval_scores(q, keys, ...) (-inf unless the key
         chunk precedes the query's), plus with config lexical the LexicalScorer term, which reads the
         chunks' tokens q_toks [B, Cq, N] and k_toks [B, Ck, N] (chunk_token_ids;
-        stats: the engine's running counts, LexicalScorer.scores).
+        stats: the engine's running counts, LexicalScorer.scores; q_gates, k_gates: with config
+        lexical_gates, the chunks' word gates, `word_gates`).
         The one scoring function of the batch forward, scorer_loss, the engine and the benches."""
         s = retrieval_scores(q, keys, q_chunk, k_chunk)
         if self.lexical is not None:
-            s = s + self.lexical.scores(g, q_toks, k_toks, q_chunk, k_chunk, stats=stats)
+            s = s + self.lexical.scores(g, q_toks, k_toks, q_chunk, k_chunk, stats=stats, q_gates=q_gates,
+                                        k_gates=k_gates)
         return s
 
+    def word_gates(self, lower: torch.Tensor | None) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """Config lexical_gates: the query-side and key-side word gates [..., C, N] of chunks whose
+        real slots' lower-layer states are `lower` [..., C, N, D] (LexicalScorer.word_gates); (None,
+        None) without the option."""
+        if self.lexical is None or self.lexical.gates is None or lower is None:
+            return None, None
+        g = self.lexical.word_gates(lower)
+        return g[..., 0], g[..., 1]
+
     def group_scores(self, g: int, h: torch.Tensor, own: torch.Tensor | None, keys: torch.Tensor, aug: torch.Tensor,
-                     input_ids: torch.Tensor, chunk_embeddings: torch.Tensor | None = None) -> torch.Tensor:
+                     input_ids: torch.Tensor, chunk_embeddings: torch.Tensor | None = None,
+                     lower: torch.Tensor | None = None) -> torch.Tensor:
         """The batch forward's scores [B, C, C] of group g, its input at the landmarks h [B, C, D]:
-        chunk_scores of the landmark queries against the keys [B, C, D]."""
+        chunk_scores of the landmark queries against the keys [B, C, D] (lower [B, C, N, D]: the
+        chunks' lower-layer states at their real slots, which config lexical_gates reads)."""
         S, C = self.config.chunk_size, keys.shape[1]
         chunks, toks = torch.arange(C, device=h.device), aug.view(-1, C, S)[:, :, : S - 1]
-        return self.chunk_scores(g, self.landmark_query(g, h, own), keys, chunks, chunks, toks, toks)
+        gq, gk = self.word_gates(lower)
+        return self.chunk_scores(g, self.landmark_query(g, h, own), keys, chunks, chunks, toks, toks,
+                                 q_gates=gq, k_gates=gk)
 
     def batch_gca(self, idx: torch.Tensor, w: torch.Tensor, mem_k: torch.Tensor, mem_v: torch.Tensor):
         """GCA of a whole sequence (UpperBlock's gca_fn) over the selections idx, w [B, C, k] and the
@@ -396,13 +414,14 @@ class DRT:
         return aug.view(ids.shape[0], C, S)[:, :, : S - 1]
 
     @torch.no_grad()
-    def landmarks(self, input_ids: torch.Tensor, segment_chunks: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
+    def landmarks(self, input_ids: torch.Tensor, segment_chunks: int = 1024, lower: bool = False):
         """Landmark keys [C, D] and group-0 landmark queries [C, D] of one sequence of ids [L]:
         everything group 0's retrieval depends on (embeddings, lower layers, chunk encoder, query
         norm), without the upper layers. The lower layers run in segments of `segment_chunks`
         chunks, each with the chunks before it that their sliding windows reach as context, so
         the result equals the full forward's (and the engine's) at any length, in memory bounded
-        by the segment. Scores as in retrieval_scores(queries, keys, ...)."""
+        by the segment. Scores as in retrieval_scores(queries, keys, ...). With `lower`, also the
+        chunks' real slots' lower-layer states [C, N, D] (what config lexical_gates reads: word_gates)."""
         cfg = self.config
         aug, C = self.augment(input_ids.view(1, -1))
         S, D = cfg.chunk_size, cfg.hidden_size
@@ -410,7 +429,7 @@ class DRT:
         # from the segment's first slot, or (key_context = m) from the chunk before's last m slots
         reach = cfg.lower_layers * cfg.window + (cfg.key_context + 1 if cfg.key_context else 0)
         ctx = -(-reach // S)
-        keys, queries = [], []
+        keys, queries, states = [], [], []
         for a in range(0, C, segment_chunks):
             b = min(C, a + segment_chunks)
             a0 = max(0, a - ctx)  # chunks a0 .. a - 1: context (the key encoder reads chunk a - 1)
@@ -422,6 +441,10 @@ class DRT:
             # whole segment alive (16M tokens: ~17 GB of them by the end instead of two segments')
             keys.append(k[a - a0:].clone())
             queries.append(self.landmark_query(0, x[a - a0:, S - 1], own[a - a0:] if own is not None else None).clone())
+            if lower:
+                states.append(x[a - a0:, : S - 1].clone())
+        if lower:
+            return torch.cat(keys), torch.cat(queries), torch.cat(states)
         return torch.cat(keys), torch.cat(queries)
 
 

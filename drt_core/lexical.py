@@ -58,7 +58,12 @@ class LexicalScorer(OwnInit):
         # a plain tuple, not a buffer: from_pretrained leaves non-persistent buffers uninitialised
         self.special = tuple(sorted({cfg.pad_token_id, cfg.eos_token_id, cfg.lmk_token_id}))
         self._word_tables = None  # (hash, power, start) [V] each: a function of the tokenizer (set_word_tables)
-        self._init = (cfg.lexical_doc_df, cfg.lexical_words)
+        # config lexical_gates > 0: a shared word also weighs gates_g * gq * gk * its idf, gq and gk read
+        # from the lower-layer state at the word's last token in each chunk (word_gates)
+        self.gates = (nn.Parameter(torch.full((cfg.num_groups,), cfg.lexical_gates))
+                      if cfg.lexical_gates > 0 else None)
+        self.gate = nn.Linear(cfg.hidden_size, 2) if cfg.lexical_gates > 0 else None  # [query side, key side]
+        self._init = (cfg.lexical_doc_df, cfg.lexical_words, cfg.lexical_gates)
 
     def reset_parameters(self) -> None:
         """Inert until `train --init-lexical` sets the token weights; the idf terms' scales start at
@@ -69,6 +74,10 @@ class LexicalScorer(OwnInit):
             nn.init.constant_(self.doc, self._init[0])
         if self.words is not None:
             nn.init.constant_(self.words, self._init[1])
+        if self.gates is not None:  # every word weighs 0.5 on each side until trained
+            nn.init.constant_(self.gates, self._init[2])
+            nn.init.zeros_(self.gate.weight)
+            nn.init.zeros_(self.gate.bias)
 
     def set_word_tables(self, tables) -> None:
         """The tokenizer's per-token word tables (drt_core.words.word_tables); by default those of
@@ -101,6 +110,13 @@ class LexicalScorer(OwnInit):
                 carry[:, there] = tails
         return word_ids(toks, *self._word_tables, carry=carry)
 
+    def word_gates(self, h: torch.Tensor) -> torch.Tensor:
+        """Config lexical_gates: the lower-layer states h [..., N, D] of chunks' real slots ->
+        [..., N, 2], per token the weight its word gets on the query side and on the key side (the
+        sigmoid of a learned linear map, read at the word's last token, where word_ids puts its id).
+        Causal: a slot's state has read only what precedes it."""
+        return torch.sigmoid(self.gate(h.to(self.gate.weight.dtype)))
+
     def token_weights(self) -> torch.Tensor:
         """w [V]: relu(weight), 0 for the pad, end-of-text and landmark ids."""
         return F.relu(self.weight).index_fill(0, torch.tensor(self.special, device=self.weight.device), 0.0)
@@ -113,7 +129,7 @@ class LexicalScorer(OwnInit):
 
     def scores(self, g: int, q_toks: torch.Tensor | None, k_toks: torch.Tensor | None,
                q_chunk: torch.Tensor | None = None, k_chunk: torch.Tensor | None = None, block: int = 4096,
-               stats=None) -> torch.Tensor:
+               stats=None, q_gates: torch.Tensor | None = None, k_gates: torch.Tensor | None = None) -> torch.Tensor:
         """[B, Cq, Ck] lexical scores of group g; q_toks [B, Cq, N], k_toks [B, Ck, N] token ids
         (keys deduplicated here: each distinct token counts once). Key chunks in blocks of `block`.
         With config lexical_doc_df (and lexical_words), q_chunk [Cq] and k_chunk [Ck] (chunk indices)
@@ -124,7 +140,11 @@ class LexicalScorer(OwnInit):
         memory instead of recomputing it over every past chunk at every landmark: `key_tokens` and
         `key_words` [1, Ck, N] (each chunk's distinct token and word ids), and `token_df(items,
         q_chunk)` / `word_df(items, q_chunk)`, the running in-document counts (engine.LexicalStats).
-        Same numbers, in time linear in the new chunks rather than in all the past ones."""
+        Same numbers, in time linear in the new chunks rather than in all the past ones.
+
+        Config lexical_gates: q_gates [B, Cq, N] and k_gates [B, Ck, N], the query-side and key-side
+        word_gates of the chunks' tokens (with `stats`, k_gates are aligned with stats.key_words: a
+        distinct word's largest, `distinct_max`)."""
         if q_toks is None or k_toks is None:
             raise ValueError("a lexical model scores chunks with their tokens: pass q_toks and k_toks")
         q_toks, k_toks = q_toks.to(self.weight.device), k_toks.to(self.weight.device)
@@ -153,16 +173,30 @@ class LexicalScorer(OwnInit):
                 kw = distinct_tokens(self.word_ids(k_toks, k_chunk), 0)
             qw = self.word_ids(q_toks, q_chunk, k_toks, k_chunk)  # a query chunk's chunk before is a key
             qw = qw.masked_fill(torch.isin(qw, template_word_ids().to(qw.device)), 0)  # not "question", "answer"
+            df_fn = None if stats is None else stats.word_df
             s = s + self.words[g] * word_overlap(qw, q_chunk.to(s.device), kw.to(s.device), k_chunk.to(s.device),
-                                                 k_distinct=True, df_fn=None if stats is None else stats.word_df)
+                                                 k_distinct=True, df_fn=df_fn)
+            if self.gates is not None:
+                if q_gates is None or k_gates is None:
+                    raise ValueError("config lexical_gates scores chunks with their word gates: "
+                                     "pass q_gates and k_gates")
+                if stats is None:  # the keys' words were made distinct above: their gates the same way
+                    kw, kg = distinct_max(self.word_ids(k_toks, k_chunk), k_gates.to(s.dtype))
+                else:
+                    kg = k_gates
+                s = s + self.gates[g] * word_overlap(qw, q_chunk.to(s.device), kw.to(s.device), k_chunk.to(s.device),
+                                                     k_distinct=True, df_fn=df_fn, q_weights=q_gates.to(s.device),
+                                                     k_weights=kg.to(s.device))
         return s
 
 
-def bag_sums(table: torch.Tensor, items: torch.Tensor, block: int = 1 << 16) -> torch.Tensor:
+def bag_sums(table: torch.Tensor, items: torch.Tensor, block: int = 1 << 16,
+             weights: torch.Tensor | None = None) -> torch.Tensor:
     """table [B, Cq, U], items [B, Ck, N] ids in [0, U) -> [B, Cq, Ck]: for each query row and key
-    chunk, the sum of the table's entries at the chunk's N items (repeats counted each time). One
-    embedding_bag per row (~10x the speed of gathering a [Cq, Ck * N] index at Ck = 65K), key
-    chunks in blocks of `block`; differentiable in the table."""
+    chunk, the sum of the table's entries at the chunk's N items (repeats counted each time), each
+    times its weight in `weights` [B, Ck, N] when given. One embedding_bag per row (~10x the speed
+    of gathering a [Cq, Ck * N] index at Ck = 65K), key chunks in blocks of `block`; differentiable
+    in the table and the weights."""
     B, Cq, _ = table.shape
     Ck = items.shape[1]
     if Ck == 0:
@@ -170,7 +204,9 @@ def bag_sums(table: torch.Tensor, items: torch.Tensor, block: int = 1 << 16) -> 
     out = []
     for b in range(B):
         w = table[b].transpose(0, 1).contiguous()  # [U, Cq]
-        out.append(torch.cat([F.embedding_bag(items[b, a: a + block].long(), w, mode="sum")
+        out.append(torch.cat([F.embedding_bag(items[b, a: a + block].long(), w, mode="sum",
+                                              per_sample_weights=None if weights is None
+                                              else weights[b, a: a + block].to(w.dtype))
                               for a in range(0, Ck, block)]).transpose(0, 1))  # [Cq, Ck]
     return torch.stack(out)
 
@@ -204,7 +240,8 @@ def past_counts(P: torch.Tensor, q_chunk: torch.Tensor, k_chunk: torch.Tensor) -
 
 
 def word_overlap(q_words: torch.Tensor, q_chunk: torch.Tensor, k_words: torch.Tensor, k_chunk: torch.Tensor,
-                 *, k_distinct: bool = False, df_fn=None) -> torch.Tensor:
+                 *, k_distinct: bool = False, df_fn=None, q_weights: torch.Tensor | None = None,
+                 k_weights: torch.Tensor | None = None) -> torch.Tensor:
     """[B, Cq, Ck]: for each query chunk and key chunk, the sum over the distinct words they share of
     relu(log((n + 1) / (1 + df))), where n is the number of key chunks before the query
     (k_chunk < q_chunk) and df how many of them hold the word. q_words [B, Cq, N], k_words
@@ -213,16 +250,28 @@ def word_overlap(q_words: torch.Tensor, q_chunk: torch.Tensor, k_words: torch.Te
     caller keeps them (the engine's running counts); else counted here over the keys. Pairs whose
     key is not before the query get a finite score too: retrieval_scores' -inf masks them. Cost
     Ck x (distinct query words).
+
+    q_weights [B, Cq, N], k_weights [B, Ck, N] (config lexical_gates): each shared word's idf is also
+    multiplied by its weight in the query chunk and in the key chunk (a word written twice in a chunk:
+    its larger weight, `distinct_max`); k_weights aligned with k_words (distinct already with k_distinct).
 """
     B, Cq, N = q_words.shape
     Ck = k_words.shape[1]
-    qd = distinct_tokens(q_words, 0)
-    kd = k_words if k_distinct else distinct_tokens(k_words, 0)
+    if q_weights is not None:
+        qd, qwt = distinct_max(q_words, q_weights)
+    else:
+        qd, qwt = distinct_tokens(q_words, 0), None
+    if k_distinct:
+        kd = k_words
+    elif k_weights is not None:
+        kd, k_weights = distinct_max(k_words, k_weights)
+    else:
+        kd = distinct_tokens(k_words, 0)
     U, inv = torch.unique(qd, return_inverse=True)  # sorted; the query words (and 0)
     pos = torch.searchsorted(U, kd.reshape(-1)).clamp(max=len(U) - 1).view_as(kd)
     hit = (U[pos] == kd) & (kd != 0)
-    Q = torch.zeros(B, Cq, len(U) + 1, device=kd.device).scatter_(
-        -1, torch.where(qd != 0, inv.view_as(qd) + 1, 0), 1.0)[..., 1:]
+    Q = torch.zeros(B, Cq, len(U) + 1, device=kd.device, dtype=torch.float32 if qwt is None else qwt.dtype).scatter_(
+        -1, torch.where(qd != 0, inv.view_as(qd) + 1, 0), 1.0 if qwt is None else qwt)[..., 1:]
     if df_fn is not None:
         df = df_fn(U, q_chunk).to(Q.dtype)  # [B, Cq, |U|]
     else:
@@ -232,7 +281,20 @@ def word_overlap(q_words: torch.Tensor, q_chunk: torch.Tensor, k_words: torch.Te
     idf = F.relu(torch.log((n[None, :, None] + 1.0) / (1.0 + df)))
     # item 0 is "no query word" (weight 0); a key chunk's distinct words each count once
     table, items = F.pad(Q * idf, (1, 0)), torch.where(hit, pos + 1, 0)  # items [B, Ck, N]: 0 = none
-    return bag_sums(table, items)
+    return bag_sums(table, items, weights=k_weights)
+
+
+def distinct_max(ids: torch.Tensor, weights: torch.Tensor, pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """ids [..., N] and their weights [..., N] -> (distinct_tokens(ids, pad_id), the weights aligned
+    with it: at each distinct id's place the largest weight it has in the row, 0 at the repeats).
+    Differentiable in the weights."""
+    s, perm = ids.long().sort(dim=-1, stable=True)
+    w = weights.gather(-1, perm)
+    rep = torch.zeros_like(s, dtype=torch.bool)
+    rep[..., 1:] = s[..., 1:] == s[..., :-1]
+    run = (~rep).long().cumsum(-1) - 1  # each position's run (one run per distinct id)
+    best = torch.zeros_like(w).scatter_reduce(-1, run, w, "amax", include_self=False)
+    return s.masked_fill(rep, pad_id), best.gather(-1, run).masked_fill(rep, 0.0)
 
 
 def distinct_tokens(toks: torch.Tensor, pad_id: int) -> torch.Tensor:

@@ -26,7 +26,7 @@ from store.chunk_store import ChunkMemory, RamChunkMemory
 
 from .bm25 import BM25
 from .fixed_retriever import EMBED_DIM, embed_chunks
-from .lexical import LexicalStats, distinct_tokens
+from .lexical import LexicalStats, distinct_max, distinct_tokens
 from .drt import select_topk
 
 FAISS_MARGIN = 8  # extra hits fetched so near-ties at the k-th place resolve on the exact scores
@@ -56,6 +56,9 @@ class PrefixMemory(ChunkMemory):
 
     def tokens(self, idx):
         return self.base.tokens(idx)
+
+    def word_gates(self, idx):
+        return self.base.word_gates(idx)
 
     def selections(self):
         si, sw = self.base.selections()
@@ -112,6 +115,16 @@ class OverlayMemory(ChunkMemory):
             out[lo] = self.base.tokens(idx[lo])
         if (~lo).any():
             out[~lo] = self.top.tokens(idx[~lo] - self.n0)
+        return out
+
+    def word_gates(self, idx):
+        idx = np.asarray(idx)
+        lo = idx < self.n0
+        out = np.zeros((*idx.shape, self.N, 2), np.float32)
+        if lo.any():
+            out[lo] = self.base.word_gates(idx[lo])
+        if (~lo).any():
+            out[~lo] = self.top.word_gates(idx[~lo] - self.n0)
         return out
 
     def selections(self):
@@ -175,6 +188,32 @@ class MemoryIndex:
             return torch.cat([have.to(toks.device), new])
 
         return self._grown(name, len(toks), lambda: empty(toks), grow)
+
+    def word_gates(self) -> torch.Tensor:
+        """[n, N, 2] (config lexical_gates): every stored chunk's word gates as the memory holds them
+        (LexicalScorer.word_gates of its lower-layer states, stored by the stream beside its tokens),
+        on the CPU; read once per chunk, a fork's shared chunks from its base's."""
+        mem = self.memory
+
+        def grow(have):
+            new = torch.from_numpy(np.asarray(mem.word_gates(np.arange(len(have), mem.n)), dtype=np.float32))
+            return torch.cat([have, new])
+
+        return self._grown("word_gates", mem.n, lambda: torch.zeros(0, mem.N, 2), grow)
+
+    def key_word_gates(self, lexical) -> torch.Tensor:
+        """[n, N]: the key-side word gates of every stored chunk aligned with its distinct words (the
+        `distinct_words` rows of lexical_stats: a word's largest gate in the chunk, lexical.distinct_max)."""
+        raw = self.word_gates()
+        toks = self.tokens()
+
+        def grow(have):
+            a = len(have)
+            a0 = max(0, a - 1)  # the chunk before: a word cut by the boundary is whole where it ends
+            w = lexical.word_ids(toks[a0:][None], torch.arange(a0, len(toks), device=toks.device))[0][a - a0:]
+            return torch.cat([have, distinct_max(w.cpu(), raw[a: len(toks), :, 1])[1]])
+
+        return self._grown("key_word_gates", len(toks), lambda: torch.zeros(0, self.memory.N), grow)
 
     def embeddings(self, cfg) -> torch.Tensor:
         """[n, 384] frozen MiniLM embeddings of every stored chunk's text (the fixed_retriever

@@ -39,13 +39,16 @@ _V1_DROPPED = ("gca_backend", "transformers_version", "_name_or_path", "architec
 
 def state_config_v1(cfg) -> dict:
     """Version 1's state_config: the configuration with the retired extensions re-inserted at their
-    "off" values, stream_preamble and lexical_word_carry dropped at theirs."""
+    "off" values, stream_preamble, lexical_word_carry and lexical_gates (which came after it) dropped at
+    theirs."""
     d = {k: v for k, v in cfg.to_dict().items() if k not in _V1_DROPPED}
     d.update(_V1_RETIRED)
     if d.get("stream_preamble") is None:
         d.pop("stream_preamble", None)
     if not d.get("lexical_word_carry"):
         d.pop("lexical_word_carry", None)
+    if not d.get("lexical_gates"):
+        d.pop("lexical_gates", None)
     return d
 
 

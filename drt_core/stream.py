@@ -390,8 +390,11 @@ class Stream:
             assert mem.n == c0, f"memory has {mem.n} chunks, stream is at chunk {c0}"
             G, k = c.num_groups, c.chunk_topk
             toks = np.asarray(full_tok[: m * S], dtype=np.int32).reshape(m, S)[:, : S - 1]
+            gates = None
+            if model.lexical is not None and model.lexical.gates is not None:  # config lexical_gates
+                gates = model.lexical.word_gates(done[:, : S - 1]).float().cpu().numpy()
             mem.append(keys.float().cpu().numpy(), mk.float().cpu().numpy(), mv.float().cpu().numpy(),
-                       np.zeros((m, G, k), np.int32), np.zeros((m, G, k), np.float32), toks)
+                       np.zeros((m, G, k), np.int32), np.zeros((m, G, k), np.float32), toks, gates)
         car.h_buf = full[m * S:].clone()
         car.tok_buf = full_tok[m * S:]
         return own, toks, c0, m
@@ -496,8 +499,13 @@ class Stream:
         # the running in-document counts
         stats = index.lexical_stats(model.lexical, c.vocab_size, c.pad_token_id) if lex else None
         exact = not self.use_faiss or record is not None or lex or any(masks) or state.bias is not None
+        q_gates = k_gates = None
+        if lex and model.lexical.gates is not None:  # config lexical_gates: the chunks' word gates
+            q_gates = index.word_gates()[q_chunk.cpu(), :, 0][None].to(dev)
+            k_gates = index.key_word_gates(model.lexical)[None].to(dev)
         scores = (model.chunk_scores(g, q, all_keys[None].expand(Bv, -1, -1), q_chunk, k_chunk, q_toks,
-                                     k_toks, stats=stats) if exact else None)  # [Bv, m', n]
+                                     k_toks, stats=stats, q_gates=q_gates, k_gates=k_gates)
+                  if exact else None)  # [Bv, m', n]
         if scores is not None and state.bias is not None:  # the question's BM25 term (question_bias)
             nb = min(state.bias.shape[0], scores.shape[-1])
             scores = torch.cat([scores[..., :nb] + state.bias[:nb].to(scores), scores[..., nb:]], -1)

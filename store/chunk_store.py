@@ -7,6 +7,7 @@ For every chunk c of a document the engine stores
     sel_idx[c]  [G, k]   the chunks that chunk c's landmark selected (serving chunk c+1), int32
     sel_w[c]    [G, k]   their fusion weights, float32
     tokens[c]   [N]      the chunk's token ids, int32 (what a copy head points at)
+    gates[c]    [N, 2]   the word gates of its tokens (config lexical_gates; 0 without), as mem_k
 so the document's dependency map is stored beside its memory.
 
 Two tiers share one interface (`ChunkMemory`): `RamChunkMemory` (numpy arrays that grow) and
@@ -42,10 +43,13 @@ class ChunkMemory:
     k: int
     n: int
 
-    def append(self, key, mem_k, mem_v, sel_idx, sel_w, tokens=None) -> None:  # each with a leading [m] axis
+    def append(self, key, mem_k, mem_v, sel_idx, sel_w, tokens=None, gates=None) -> None:  # each [m, ...]
         raise NotImplementedError
 
     def tokens(self, idx: np.ndarray) -> np.ndarray:  # [..., N] int32 token ids of chunks idx
+        raise NotImplementedError
+
+    def word_gates(self, idx: np.ndarray) -> np.ndarray:  # [..., N, 2] the tokens' word gates (lexical_gates)
         raise NotImplementedError
 
     def keys(self) -> np.ndarray:  # [n, D] float32
@@ -94,9 +98,10 @@ class RamChunkMemory(ChunkMemory):
         self._si = grow(getattr(self, "_si", None), (self.G, self.k), np.int32)
         self._sw = grow(getattr(self, "_sw", None), (self.G, self.k), np.float32)
         self._tok = grow(getattr(self, "_tok", None), (self.N,), np.int32)
+        self._gate = grow(getattr(self, "_gate", None), (self.N, 2), self.dtype)
         self._cap = cap
 
-    def append(self, key, mem_k, mem_v, sel_idx, sel_w, tokens=None) -> None:
+    def append(self, key, mem_k, mem_v, sel_idx, sel_w, tokens=None, gates=None) -> None:
         m = len(key)
         if self.n + m > self._cap:
             self._alloc(max(2 * self._cap, self.n + m))
@@ -104,10 +109,14 @@ class RamChunkMemory(ChunkMemory):
         self._key[s], self._k[s], self._v[s] = key, mem_k, mem_v
         self._si[s], self._sw[s] = sel_idx, sel_w
         self._tok[s] = 0 if tokens is None else tokens
+        self._gate[s] = 0 if gates is None else gates
         self.n += m
 
     def tokens(self, idx):
         return self._tok[idx]
+
+    def word_gates(self, idx):
+        return self._gate[idx]
 
     def set_selection(self, rows: np.ndarray, sel_idx, sel_w) -> None:
         self._si[rows], self._sw[rows] = sel_idx, sel_w
@@ -129,7 +138,11 @@ class RamChunkMemory(ChunkMemory):
 
 
 class MemmapChunkMemory(ChunkMemory):
-    """Disk tier: directory with key.f32, k.bin, v.bin, sel_idx.i32, sel_w.f32, tok.i32 and meta.json.
+    """Disk tier: directory with key.f32, k.bin, v.bin, sel_idx.i32, sel_w.f32, tok.i32, gates.bin and meta.json.
+
+    gates.bin came later still (config lexical_gates): a directory without it gets it, zero (what a
+    model without the option stores); a state of a model with the option always has it, since
+    that model's fingerprint is new.
 
     tok.i32 came later: a state committed before it (no tok.i32, or a first chunk whose ids start
     with 0, the pad id that no document token has: the ids it lacked were padded) is refused with
@@ -175,7 +188,8 @@ class MemmapChunkMemory(ChunkMemory):
     def _spec(self):
         return [("key.f32", (self.D,), np.float32), ("k.bin", (self.N, self.D), self.dtype),
                 ("v.bin", (self.N, self.D), self.dtype), ("sel_idx.i32", (self.G, self.k), np.int32),
-                ("sel_w.f32", (self.G, self.k), np.float32), ("tok.i32", (self.N,), np.int32)]
+                ("sel_w.f32", (self.G, self.k), np.float32), ("tok.i32", (self.N,), np.int32),
+                ("gates.bin", (self.N, 2), self.dtype)]
 
     def _open(self, cap: int) -> None:
         maps = []
@@ -186,7 +200,7 @@ class MemmapChunkMemory(ChunkMemory):
                 if f.tell() < nbytes:
                     f.truncate(nbytes)  # sparse: append() reserves its rows (_allocate)
             maps.append(np.memmap(path, dtype=dt, mode="r+", shape=(cap, *shape)))
-        self._key, self._k, self._v, self._si, self._sw, self._tok = maps
+        self._key, self._k, self._v, self._si, self._sw, self._tok, self._gate = maps
         self._cap = cap
 
     @staticmethod
@@ -197,7 +211,7 @@ class MemmapChunkMemory(ChunkMemory):
         return json.loads(p.read_text())
 
     # interface ---------------------------------------------------------------------------------
-    def append(self, key, mem_k, mem_v, sel_idx, sel_w, tokens=None) -> None:
+    def append(self, key, mem_k, mem_v, sel_idx, sel_w, tokens=None, gates=None) -> None:
         m = len(key)
         if self.n + m > self._cap:
             self.flush()
@@ -210,6 +224,7 @@ class MemmapChunkMemory(ChunkMemory):
         self._v[s] = mem_v.astype(self.dtype, copy=False)
         self._si[s], self._sw[s] = sel_idx, sel_w
         self._tok[s] = 0 if tokens is None else tokens
+        self._gate[s] = 0 if gates is None else gates.astype(self.dtype, copy=False)
         if self.n + m > len(self._key_ram):  # grow by doubling: appends stay O(1) amortised
             grown = np.empty((max(2 * len(self._key_ram), self.n + m), self.D), np.float32)
             grown[: self.n] = self._key_ram[: self.n]
@@ -246,6 +261,9 @@ class MemmapChunkMemory(ChunkMemory):
     def tokens(self, idx):
         return np.asarray(self._tok[np.asarray(idx)])
 
+    def word_gates(self, idx):
+        return np.asarray(self._gate[np.asarray(idx)])
+
     def _fds(self) -> tuple[int, int]:
         if getattr(self, "_kv_fds", None) is None:
             self._kv_fds = (os.open(self.dir / "k.bin", os.O_RDONLY), os.open(self.dir / "v.bin", os.O_RDONLY))
@@ -269,7 +287,7 @@ class MemmapChunkMemory(ChunkMemory):
         self.n = min(self.n, n)
 
     def flush(self) -> None:
-        for m in (self._key, self._k, self._v, self._si, self._sw, self._tok):
+        for m in (self._key, self._k, self._v, self._si, self._sw, self._tok, self._gate):
             m.flush()
 
     def commit(self, extra: dict | None = None) -> None:
@@ -289,7 +307,7 @@ class MemmapChunkMemory(ChunkMemory):
         self.meta = meta
         # drop the written pages from this process's mapping (they stay in the file and the page
         # cache): without it, resident memory grows with every chunk appended
-        for m in (self._key, self._k, self._v, self._si, self._sw, self._tok):
+        for m in (self._key, self._k, self._v, self._si, self._sw, self._tok, self._gate):
             m._mmap.madvise(mmap.MADV_DONTNEED)
 
     def disk_bytes(self) -> int:

@@ -155,5 +155,7 @@ def scorer_loss(model, input_ids: torch.Tensor, retrieval_targets: torch.Tensor,
     chunk_ids = torch.arange(C, device=x.device)
     q = model.landmark_query(0, x[:, :, S - 1], own)
     toks = aug.view(B, C, S)[:, :, : S - 1]
-    return forced_retrieval_loss(model.chunk_scores(0, q, lmk_keys, chunk_ids, chunk_ids, toks, toks),
+    gq, gk = model.word_gates(x[:, :, : S - 1])
+    return forced_retrieval_loss(model.chunk_scores(0, q, lmk_keys, chunk_ids, chunk_ids, toks, toks,
+                                                    q_gates=gq, k_gates=gk),
                                  retrieval_targets[:, :C], retrieval_distractors)

@@ -58,6 +58,8 @@ def make_model(arch="drt", groups=(2,), seed=0, preset="tiny", **kw):
         if getattr(m, "lexical", None) is not None:  # zero at init, a no-op: some weights relu'd to 0
             m.lexical.weight.uniform_(-1.0, 3.0)
             m.lexical.scale.copy_(torch.linspace(0.7, 1.3, m.lexical.scale.numel()))
+            if m.lexical.gate is not None:  # lexical_gates: zero at init (every gate 0.5); gates that vary
+                m.lexical.gate.weight.normal_(0, 0.3)
             m.lexical.set_word_tables(toy_word_tables(V))  # lexical_words: this toy vocabulary's words
         ctx = getattr(getattr(m, "key_enc", None), "context", None)
         if ctx is not None:  # key_context: zero at init, a no-op
@@ -85,9 +87,11 @@ def copy_kw(variant):
                 key_context=5 if variant == "lead" else 0,
                 copy_groups="all" if variant == "allgroups" else "last",
                 copy_recall_age=4 if variant in ("lead", "allgroups") else 0,
-                copy_qk_cap=2.0 if variant == "allgroups" else 0.0, lexical=variant in ("lexical", "lexdf", "lexwords"),
-                lexical_doc_df=0.8 if variant in ("lexdf", "lexwords") else 0.0,
-                lexical_words=1.3 if variant == "lexwords" else 0.0,
+                copy_qk_cap=2.0 if variant == "allgroups" else 0.0,
+                lexical=variant in ("lexical", "lexdf", "lexwords", "lexgates"),
+                lexical_doc_df=0.8 if variant in ("lexdf", "lexwords", "lexgates") else 0.0,
+                lexical_words=1.3 if variant in ("lexwords", "lexgates") else 0.0,
+                lexical_gates=0.9 if variant == "lexgates" else 0.0,
                 stream_preamble=[5, 17, 42, 9, 250, 33, 7] if variant == "preamble" else None)
 
 
@@ -116,6 +120,7 @@ def repeating_ids(L, period=130, seed=1):
                                                 ("drt", (1, 1), "match"), ("drt", (2,), "lead"),
                                                 ("drt", (1, 1), "allgroups"), ("drt", (1, 1), "lexical"),
                                                 ("drt", (1, 1), "lexdf"), ("drt", (1, 1), "lexwords"),
+                                                ("drt", (1, 1), "lexgates"),
                                                 ("drt", (2,), "paper"),
                                                 ("drt", (2,), "shipped"), ("drt", (2,), "preamble"),
                                                 ("drt", (1, 1), "preamble"),
@@ -181,7 +186,7 @@ def test_token_by_token_equals_batch(arch, groups, variant, one_thread):
 
 
 @pytest.mark.parametrize("query", [None, "encoder", "key_encoder", "key_context", "lexical", "lexdf",
-                                   "lexwords", "lexcarry"])
+                                   "lexwords", "lexcarry", "lexgates"])
 def test_selections_equal_batch_retrieval(query):
     """The stored dependency map is the batch model's retrieval (row c serves chunk c+1), also with
     landmark queries that read their own chunk (query_encoder), keys of their own
@@ -190,10 +195,11 @@ def test_selections_equal_batch_retrieval(query):
     m = make_model("drt", (1, 1), query_encoder=2 if query == "encoder" else 0,
                    key_encoder=1 if query in ("key_encoder", "key_context") else 0,
                    key_context=7 if query == "key_context" else 0,
-                   lexical=query in ("lexical", "lexdf", "lexwords", "lexcarry"),
+                   lexical=query in ("lexical", "lexdf", "lexwords", "lexcarry", "lexgates"),
                    lexical_doc_df=0.8 if query == "lexdf" else 0.0,
-                   lexical_words=1.1 if query in ("lexwords", "lexcarry") else 0.0,
-                   lexical_word_carry=query == "lexcarry")
+                   lexical_words=1.1 if query in ("lexwords", "lexcarry", "lexgates") else 0.0,
+                   lexical_word_carry=query in ("lexcarry", "lexgates"),
+                   lexical_gates=1.7 if query == "lexgates" else 0.0)
     ids = ids_of(63 * 12, seed=3)
     # toy words (every third id starts one): 6 7 8 cut as 6 | 7 8 by chunk 6's start, whole in chunk 10
     if query == "lexcarry":
@@ -204,18 +210,25 @@ def test_selections_equal_batch_retrieval(query):
     eng = Engine(m, memory_dtype=np.float32)
     st = eng.new_state()
     # fed in pieces that cut chunks (the carried tail, and a cut word's first part in the store)
-    cuts = [0, 100, 101, 300, 63 * 12] if query in ("key_context", "lexcarry") else [0, 63 * 12]
+    cuts = [0, 100, 101, 300, 63 * 12] if query in ("key_context", "lexcarry", "lexgates") else [0, 63 * 12]
     rec = []
     for a, b in zip(cuts, cuts[1:]):
         eng.feed(st, ids[0, a:b].tolist(), block_chunks=2, record=rec)
-    if query == "lexcarry":  # the scores themselves (a cut word changes few selections), and the carry matters
+    if query in ("lexcarry", "lexgates"):  # the scores themselves (a cut word changes few selections)
         for r in (r for r in rec if r["group"] == 0):
             c = r["lmk_chunk"]
             np.testing.assert_allclose(r["scores"], ref[0]["scores"][0, c, :c].numpy(), rtol=1e-4, atol=1e-4)
-        m.lexical.carry = False
-        with torch.no_grad():
-            plain = m(ids, output_retrieval=True).retrieval[0]["scores"]
-        m.lexical.carry = True
+        if query == "lexcarry":  # the carry matters
+            m.lexical.carry = False
+            with torch.no_grad():
+                plain = m(ids, output_retrieval=True).retrieval[0]["scores"]
+            m.lexical.carry = True
+        else:  # the gates matter: the same model with every gate equal scores otherwise
+            with torch.no_grad():
+                w = m.lexical.gate.weight.clone()
+                m.lexical.gate.weight.zero_()
+                plain = m(ids, output_retrieval=True).retrieval[0]["scores"]
+                m.lexical.gate.weight.copy_(w)
         assert not torch.equal(plain, ref[0]["scores"])
     si, sw = st.memory.selections()
     for g in range(2):
@@ -348,7 +361,7 @@ def test_an_extension_at_its_off_value_is_not_in_the_fingerprint():
     from drt_core.config import PAPER_FLAVOUR
     from drt_core.state_io import state_config
 
-    for variant in ("paper", "lead", "preamble", "lexwords"):
+    for variant in ("paper", "lead", "preamble", "lexwords", "lexgates"):
         cfg = make_model(**copy_kw(variant)).config
         question_time = {"bm25_weight", "bm25_window"}
         assert {k for k in state_config(cfg) if k in PAPER_FLAVOUR} == set(cfg.extensions_on()) - question_time
@@ -760,11 +773,13 @@ def test_train_set_stream_preamble_default_is_the_shipped_preamble():
     assert json.loads(SHIPPED_CONFIG.read_text())["stream_preamble"] == ids
 
 
-def test_lexical_counts_of_a_fork_and_a_reopened_state_equal_a_fresh_stream(tmp_path, one_thread):
+@pytest.mark.parametrize("variant", ["lexwords", "lexgates"])
+def test_lexical_counts_of_a_fork_and_a_reopened_state_equal_a_fresh_stream(tmp_path, one_thread, variant):
     """The engine keeps each memory's in-document counts (LexicalStats) and a fork starts from a copy
     of its base's: the fork's logits, and a reopened state's, equal those of one fresh stream of the
-    same tokens (engines that never cached anything)."""
-    m = make_model(groups=(1, 1), **copy_kw("lexwords"))
+    same tokens (engines that never cached anything). With lexical_gates, the word gates the stream
+    handed over and those a reopened state recomputes from its stored token ids (MemoryIndex.word_gates)."""
+    m = make_model(groups=(1, 1), **copy_kw(variant))
     ids = repeating_ids(900, seed=3)[0].tolist()
     fresh = Engine(m, memory_dtype=np.float32)
     st = fresh.new_state()

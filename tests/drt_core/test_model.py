@@ -1023,7 +1023,7 @@ def test_lexical_doc_df_adds_each_shared_tokens_idf_over_the_past_chunks():
         DRTConfig.from_preset("tiny", lexical_doc_df=0.5)
 
 
-@pytest.mark.parametrize("term", ["lexical_doc_df", "lexical_words", "lexical_word_carry"])
+@pytest.mark.parametrize("term", ["lexical_doc_df", "lexical_words", "lexical_word_carry", "lexical_gates"])
 def test_lexical_doc_df_model_is_causal(term):
     """With lexical_doc_df (or lexical_words: the same counts over whole words; with this toy
     vocabulary every token is a word) the
@@ -1031,15 +1031,17 @@ def test_lexical_doc_df_model_is_causal(term):
     starts at the configured value."""
     torch.manual_seed(0)
     kw = dict(vocab_size=60, hidden_size=32, num_heads=2, intermediate_size=64, upper_groups=[2], window=64)
-    terms = {term: 0.5} | ({"lexical_words": 0.5} if term == "lexical_word_carry" else {})
+    terms = {term: 0.5} | ({"lexical_words": 0.5} if term in ("lexical_word_carry", "lexical_gates") else {})
     m = DRTForCausalLM(DRTConfig.from_preset("tiny", lexical=True, **terms, **kw)).eval()
     if term == "lexical_word_carry":  # words of 1-3 tokens (every third token starts one), cut by chunk ends
         m.lexical.set_word_tables(toy_word_tables(60))
         assert m.lexical.carry
-    assert torch.allclose((m.lexical.doc if term == "lexical_doc_df" else m.lexical.words).detach(),
-                          torch.full((1,), 0.5))
+    start = {"lexical_doc_df": m.lexical.doc, "lexical_gates": m.lexical.gates}.get(term, m.lexical.words)
+    assert torch.allclose(start.detach(), torch.full((1,), 0.5))
     with torch.no_grad():
         m.lexical.weight.uniform_(0.5, 2.0)
+        if term == "lexical_gates":  # gates that read the lower layers' states (each 0.5 at init)
+            m.lexical.gate.weight.normal_(0, 0.5)
         ids = torch.randint(3, 60, (1, 63 * 6))
         s1 = m(ids, output_retrieval=True).retrieval[0]["scores"]
         changed = ids.clone()

@@ -139,3 +139,48 @@ def test_lexical_word_carry_finds_a_word_cut_by_the_chunk_boundary():
     assert torch.equal(scores[True][:2], scores[False][:2])
     with pytest.raises(ValueError, match="needs lexical_words"):
         DRTConfig.from_preset("tiny", lexical=True, lexical_word_carry=True)
+    with pytest.raises(ValueError, match="needs lexical_words"):
+        DRTConfig.from_preset("tiny", lexical=True, lexical_gates=1.0)
+
+
+def test_distinct_max_keeps_each_words_largest_weight_where_distinct_tokens_keeps_the_word():
+    """lexical.distinct_max: the ids of distinct_tokens, and at each kept place the largest weight the
+    id has in its row (0 at the repeats); gradients reach only those largest weights."""
+    from drt_core.lexical import distinct_max, distinct_tokens
+
+    ids = torch.tensor([[5, 3, 5, 0, 3, 9], [7, 7, 7, 2, 0, 0]])
+    w = torch.tensor([[0.1, 0.9, 0.7, 0.2, 0.4, 0.3], [0.5, 0.8, 0.6, 0.1, 0.3, 0.2]], requires_grad=True)
+    got_ids, got_w = distinct_max(ids, w)
+    assert torch.equal(got_ids, distinct_tokens(ids, 0))
+    assert got_ids.tolist() == [[0, 3, 0, 5, 0, 9], [0, 0, 2, 7, 0, 0]]
+    assert torch.allclose(got_w, torch.tensor([[0.2, 0.9, 0.0, 0.7, 0.0, 0.3], [0.3, 0.0, 0.1, 0.8, 0.0, 0.0]]))
+    got_w.sum().backward()
+    assert w.grad.tolist() == [[0, 1, 1, 1, 0, 1], [0, 1, 0, 1, 1, 0]]
+
+
+def test_word_overlap_weighs_each_shared_word_by_its_query_and_key_weights():
+    """word_overlap with q_weights and k_weights (config lexical_gates): the sum over shared words of
+    qw * kw * idf, each side's weight the word's largest in its chunk; with every weight 1 it is the
+    unweighted overlap. Brute force over random word ids."""
+    import math
+
+    from drt_core.lexical import word_overlap
+
+    g = torch.Generator().manual_seed(0)
+    qw = torch.randint(0, 9, (1, 3, 6), generator=g)
+    kw = torch.randint(0, 9, (1, 5, 6), generator=g)
+    qg, kg = torch.rand(1, 3, 6, generator=g), torch.rand(1, 5, 6, generator=g)
+    q_chunk, k_chunk = torch.tensor([2, 4, 5]), torch.arange(5)
+    got = word_overlap(qw, q_chunk, kw, k_chunk, q_weights=qg, k_weights=kg)
+    ones = word_overlap(qw, q_chunk, kw, k_chunk, q_weights=torch.ones_like(qg), k_weights=torch.ones_like(kg))
+    assert torch.allclose(ones, word_overlap(qw, q_chunk, kw, k_chunk), atol=1e-6)
+    for c in range(3):
+        n = int(q_chunk[c])
+        for e in range(5):
+            want = 0.0
+            for u in set(qw[0, c].tolist()) & set(kw[0, e].tolist()) - {0}:
+                df = sum(u in kw[0, j].tolist() for j in range(n))
+                a = max(qg[0, c, i].item() for i in range(6) if qw[0, c, i] == u)
+                b = max(kg[0, e, i].item() for i in range(6) if kw[0, e, i] == u)
+                want += a * b * max(0.0, math.log((n + 1) / (1 + df)))
+            assert abs(got[0, c, e].item() - want) < 1e-5
