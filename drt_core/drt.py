@@ -303,17 +303,18 @@ class DRT:
     def chunk_scores(self, g: int, q: torch.Tensor, keys: torch.Tensor, q_chunk: torch.Tensor, k_chunk: torch.Tensor,
                      q_toks: torch.Tensor | None = None, k_toks: torch.Tensor | None = None,
                      stats=None, q_gates: torch.Tensor | None = None,
-                     k_gates: torch.Tensor | None = None) -> torch.Tensor:
+                     k_gates: torch.Tensor | None = None, gated: bool = True) -> torch.Tensor:
         """Group g's retrieval scores [B, Cq, Ck]: retrieval_scores(q, keys, ...) (-inf unless the key
         chunk precedes the query's), plus with config lexical the LexicalScorer term, which reads the
         chunks' tokens q_toks [B, Cq, N] and k_toks [B, Ck, N] (chunk_token_ids;
         stats: the engine's running counts, LexicalScorer.scores; q_gates, k_gates: with config
-        lexical_gates, the chunks' word gates, `word_gates`).
+        lexical_gates, the chunks' word gates, `word_gates`; gated=False leaves that term out: the
+        engine's question-time selections).
         The one scoring function of the batch forward, scorer_loss, the engine and the benches."""
         s = retrieval_scores(q, keys, q_chunk, k_chunk)
         if self.lexical is not None:
             s = s + self.lexical.scores(g, q_toks, k_toks, q_chunk, k_chunk, stats=stats, q_gates=q_gates,
-                                        k_gates=k_gates)
+                                        k_gates=k_gates, gated=gated)
         return s
 
     def word_gates(self, lower: torch.Tensor | None) -> tuple[torch.Tensor | None, torch.Tensor | None]:

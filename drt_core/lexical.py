@@ -129,7 +129,8 @@ class LexicalScorer(OwnInit):
 
     def scores(self, g: int, q_toks: torch.Tensor | None, k_toks: torch.Tensor | None,
                q_chunk: torch.Tensor | None = None, k_chunk: torch.Tensor | None = None, block: int = 4096,
-               stats=None, q_gates: torch.Tensor | None = None, k_gates: torch.Tensor | None = None) -> torch.Tensor:
+               stats=None, q_gates: torch.Tensor | None = None, k_gates: torch.Tensor | None = None,
+               gated: bool = True) -> torch.Tensor:
         """[B, Cq, Ck] lexical scores of group g; q_toks [B, Cq, N], k_toks [B, Ck, N] token ids
         (keys deduplicated here: each distinct token counts once). Key chunks in blocks of `block`.
         With config lexical_doc_df (and lexical_words), q_chunk [Cq] and k_chunk [Ck] (chunk indices)
@@ -144,7 +145,8 @@ class LexicalScorer(OwnInit):
 
         Config lexical_gates: q_gates [B, Cq, N] and k_gates [B, Ck, N], the query-side and key-side
         word_gates of the chunks' tokens (with `stats`, k_gates are aligned with stats.key_words: a
-        distinct word's largest, `distinct_max`)."""
+        distinct word's largest, `distinct_max`); gated=False leaves that term out (the engine's
+        question-time selections: the gates were trained on how a passage cites an earlier one)."""
         if q_toks is None or k_toks is None:
             raise ValueError("a lexical model scores chunks with their tokens: pass q_toks and k_toks")
         q_toks, k_toks = q_toks.to(self.weight.device), k_toks.to(self.weight.device)
@@ -176,7 +178,7 @@ class LexicalScorer(OwnInit):
             df_fn = None if stats is None else stats.word_df
             s = s + self.words[g] * word_overlap(qw, q_chunk.to(s.device), kw.to(s.device), k_chunk.to(s.device),
                                                  k_distinct=True, df_fn=df_fn)
-            if self.gates is not None:
+            if self.gates is not None and gated:
                 if q_gates is None or k_gates is None:
                     raise ValueError("config lexical_gates scores chunks with their word gates: "
                                      "pass q_gates and k_gates")

@@ -499,12 +499,13 @@ class Stream:
         # the running in-document counts
         stats = index.lexical_stats(model.lexical, c.vocab_size, c.pad_token_id) if lex else None
         exact = not self.use_faiss or record is not None or lex or any(masks) or state.bias is not None
-        q_gates = k_gates = None
-        if lex and model.lexical.gates is not None:  # config lexical_gates: the chunks' word gates
-            q_gates = index.word_gates()[q_chunk.cpu(), :, 0][None].to(dev)
-            k_gates = index.key_word_gates(model.lexical)[None].to(dev)
+        # config lexical_gates: the chunks' word gates, trained on how a passage cites an earlier one; a
+        # question's selections (those with its BM25 term) keep the terms chosen on questions
+        gated = lex and model.lexical.gates is not None and state.bias is None
+        q_gates = index.word_gates()[q_chunk.cpu(), :, 0][None].to(dev) if gated else None
+        k_gates = index.key_word_gates(model.lexical)[None].to(dev) if gated else None
         scores = (model.chunk_scores(g, q, all_keys[None].expand(Bv, -1, -1), q_chunk, k_chunk, q_toks,
-                                     k_toks, stats=stats, q_gates=q_gates, k_gates=k_gates)
+                                     k_toks, stats=stats, q_gates=q_gates, k_gates=k_gates, gated=gated)
                   if exact else None)  # [Bv, m', n]
         if scores is not None and state.bias is not None:  # the question's BM25 term (question_bias)
             nb = min(state.bias.shape[0], scores.shape[-1])

@@ -976,3 +976,31 @@ def test_bm25_index_is_the_documents_chunks(monkeypatch):
     assert b is not None and float(b[2]) == float(b.max()) > 0  # chunk 2 (and, with bm25_window, its neighbours)
     np.testing.assert_allclose(b.numpy(), 2.5 * ix.scores(word), rtol=1e-6)
     assert eng.bm25_index(st.fork()) is ix
+
+
+def test_question_time_selections_leave_the_word_gates_out(one_thread):
+    """lexical_gates: a fork with a question's selection term (Engine.question_bias) scores without the
+    gated term, as the same model with its gates' scale at 0; a plain fork (a passage read after the
+    document) keeps it."""
+    from drt_core import counterfactual
+
+    m = make_model(groups=(1, 1), **copy_kw("lexgates"))
+    ids = ids_of(63 * 8, seed=4)[0].tolist()
+    eng = Engine(m, memory_dtype=np.float32)
+    st = eng.new_state()
+    eng.feed(st, ids[: 63 * 6])
+    scale = m.lexical.gates.detach().clone()
+
+    def scores(bias, scale_on):
+        with torch.no_grad():
+            m.lexical.gates.copy_(scale if scale_on else torch.zeros_like(scale))
+        fork = counterfactual.masked_fork(st, frozenset(), bias)
+        rec = []
+        eng.feed(fork, ids[63 * 6:], record=rec)
+        return [r["scores"] for r in rec if r["group"] == 0]
+
+    zero = torch.zeros(st.n_chunks)
+    assert scores(zero, True) == scores(zero, False)  # the question's selections: no gated term
+    assert scores(None, True) != scores(None, False)  # a plain fork's: the gated term counts
+    with torch.no_grad():
+        m.lexical.gates.copy_(scale)
