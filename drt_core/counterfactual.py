@@ -77,6 +77,7 @@ def masked_fork(state, barred: frozenset[int], bias: torch.Tensor | None = None)
         fork = state.fork()
     bar(fork, barred)
     fork.bias = bias
+    fork.gated = False  # a generation's selections leave config lexical_gates' term out (DocState.gated)
     return fork
 
 
@@ -95,6 +96,7 @@ def fork_variants(state, masks: Sequence[frozenset[int]]):
     car.sel_w = torch.stack([drop_masked(car.sel_idx, car.sel_w, frozenset(m)) for m in masks])
     car.sel_idx = car.sel_idx[None].repeat(Bv, 1, 1)
     fork.variants = [frozenset(m) for m in masks]
+    fork.gated = False  # as masked_fork's: the counterfactuals of a generation
     return fork
 
 

@@ -308,8 +308,8 @@ class DRT:
         chunk precedes the query's), plus with config lexical the LexicalScorer term, which reads the
         chunks' tokens q_toks [B, Cq, N] and k_toks [B, Ck, N] (chunk_token_ids;
         stats: the engine's running counts, LexicalScorer.scores; q_gates, k_gates: with config
-        lexical_gates, the chunks' word gates, `word_gates`; gated=False leaves that term out: the
-        engine's question-time selections).
+        lexical_gates, the chunks' word gates, `word_gates`; gated=False leaves that term out: a
+        generation fork's selections, DocState.gated).
         The one scoring function of the batch forward, scorer_loss, the engine and the benches."""
         s = retrieval_scores(q, keys, q_chunk, k_chunk)
         if self.lexical is not None:

@@ -145,8 +145,9 @@ class LexicalScorer(OwnInit):
 
         Config lexical_gates: q_gates [B, Cq, N] and k_gates [B, Ck, N], the query-side and key-side
         word_gates of the chunks' tokens (with `stats`, k_gates are aligned with stats.key_words: a
-        distinct word's largest, `distinct_max`); gated=False leaves that term out (the engine's
-        question-time selections: the gates were trained on how a passage cites an earlier one)."""
+        distinct word's largest, `distinct_max`); gated=False leaves that term out (a
+        generation fork's selections, DocState.gated: the gates were trained on how a passage cites an
+        earlier one)."""
         if q_toks is None or k_toks is None:
             raise ValueError("a lexical model scores chunks with their tokens: pass q_toks and k_toks")
         q_toks, k_toks = q_toks.to(self.weight.device), k_toks.to(self.weight.device)

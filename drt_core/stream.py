@@ -136,6 +136,10 @@ class DocState:
         # [n_doc_chunks] added to every selection's scores of the document's chunks (a question's
         # BM25 term, Engine.question_bias; set on generation forks only)
         self.bias: torch.Tensor | None = None
+        # whether the selections add config lexical_gates' term: the prefill's do; a generation fork's
+        # (an answer, its causal effects and likelihoods: counterfactual) do not, the gates being
+        # trained on how a passage cites an earlier one
+        self.gated = True
         # per retrieval group, the last K/V gathered from the chunk memory onto the engine's device,
         # reused while the selection stays (a whole chunk when decoding: G transfers every S tokens)
         self.gathered: dict[int, tuple] = {}
@@ -154,7 +158,7 @@ class DocState:
         groups are caught up first, on this state, so every fork starts exact (Stream.catch_up)."""
         self.engine.stream.catch_up(self)
         out = DocState(self.engine, OverlayMemory(self.memory), self.carry.clone(), None, self.index)
-        out.mask, out.variants, out.bias = self.mask, self.variants, self.bias
+        out.mask, out.variants, out.bias, out.gated = self.mask, self.variants, self.bias, self.gated
         return out
 
     def dependency_map(self) -> list[dict]:
@@ -500,8 +504,8 @@ class Stream:
         stats = index.lexical_stats(model.lexical, c.vocab_size, c.pad_token_id) if lex else None
         exact = not self.use_faiss or record is not None or lex or any(masks) or state.bias is not None
         # config lexical_gates: the chunks' word gates, trained on how a passage cites an earlier one; a
-        # question's selections (those with its BM25 term) keep the terms chosen on questions
-        gated = lex and model.lexical.gates is not None and state.bias is None
+        # generation fork's selections (state.gated False) keep the terms chosen on questions
+        gated = lex and model.lexical.gates is not None and state.gated
         q_gates = index.word_gates()[q_chunk.cpu(), :, 0][None].to(dev) if gated else None
         k_gates = index.key_word_gates(model.lexical)[None].to(dev) if gated else None
         scores = (model.chunk_scores(g, q, all_keys[None].expand(Bv, -1, -1), q_chunk, k_chunk, q_toks,

@@ -979,9 +979,9 @@ def test_bm25_index_is_the_documents_chunks(monkeypatch):
 
 
 def test_question_time_selections_leave_the_word_gates_out(one_thread):
-    """lexical_gates: a fork with a question's selection term (Engine.question_bias) scores without the
-    gated term, as the same model with its gates' scale at 0; a plain fork (a passage read after the
-    document) keeps it."""
+    """lexical_gates: a generation fork (counterfactual.masked_fork: an answer, with or without the
+    question's selection term) scores without the gated term, as the same model with its gates' scale
+    at 0; a plain fork (a passage read after the document, as the prefill reads) keeps it."""
     from drt_core import counterfactual
 
     m = make_model(groups=(1, 1), **copy_kw("lexgates"))
@@ -994,13 +994,14 @@ def test_question_time_selections_leave_the_word_gates_out(one_thread):
     def scores(bias, scale_on):
         with torch.no_grad():
             m.lexical.gates.copy_(scale if scale_on else torch.zeros_like(scale))
-        fork = counterfactual.masked_fork(st, frozenset(), bias)
+        fork = counterfactual.masked_fork(st, frozenset(), bias) if bias is not False else st.fork()
         rec = []
         eng.feed(fork, ids[63 * 6:], record=rec)
         return [r["scores"] for r in rec if r["group"] == 0]
 
     zero = torch.zeros(st.n_chunks)
-    assert scores(zero, True) == scores(zero, False)  # the question's selections: no gated term
-    assert scores(None, True) != scores(None, False)  # a plain fork's: the gated term counts
+    assert scores(zero, True) == scores(zero, False)  # a question's selections: no gated term
+    assert scores(None, True) == scores(None, False)  # a generation without a question's term: none either
+    assert scores(False, True) != scores(False, False)  # a plain fork's: the gated term counts
     with torch.no_grad():
         m.lexical.gates.copy_(scale)
