@@ -658,8 +658,7 @@ def test_masked_variants_in_one_batch_match_one_fork_each(flavour, groups):
     got = torch.cat([got, eng.feed(fork, ids[70:], want_logits=True)], dim=1)  # two runs: the carry's rows move on
     assert got.shape == (len(masks), len(ids), V)
     for b, mask in enumerate(masks):
-        one = st.fork()
-        counterfactual.bar(one, mask)
+        one = counterfactual.masked_fork(st, mask)  # a generation's fork with that mask alone
         want = eng.feed(one, ids, want_logits=True)
         # rtol 1e-4: a batch of four rows and a single row take other GEMM kernels on some CPUs (an AMX
         # Xeon: logits of ~11 off by 1.7e-4); a wrong mask or selection moves them by far more
