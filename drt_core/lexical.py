@@ -170,10 +170,8 @@ class LexicalScorer(OwnInit):
         if self.words is not None:
             from .words import template_word_ids
 
-            if stats is not None:
-                kw = stats.key_words
-            else:
-                kw = distinct_tokens(self.word_ids(k_toks, k_chunk), 0)
+            k_ids = self.word_ids(k_toks, k_chunk) if stats is None else None  # per position
+            kw = stats.key_words if stats is not None else distinct_tokens(k_ids, 0)
             qw = self.word_ids(q_toks, q_chunk, k_toks, k_chunk)  # a query chunk's chunk before is a key
             qw = qw.masked_fill(torch.isin(qw, template_word_ids().to(qw.device)), 0)  # not "question", "answer"
             df_fn = None if stats is None else stats.word_df
@@ -184,7 +182,7 @@ class LexicalScorer(OwnInit):
                     raise ValueError("config lexical_gates scores chunks with their word gates: "
                                      "pass q_gates and k_gates")
                 if stats is None:  # the keys' words were made distinct above: their gates the same way
-                    kw, kg = distinct_max(self.word_ids(k_toks, k_chunk), k_gates.to(s.dtype))
+                    kw, kg = distinct_max(k_ids, k_gates.to(s.dtype))
                 else:
                     kg = k_gates
                 s = s + self.gates[g] * word_overlap(qw, q_chunk.to(s.device), kw.to(s.device), k_chunk.to(s.device),

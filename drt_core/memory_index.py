@@ -205,15 +205,12 @@ class MemoryIndex:
         """[n, N]: the key-side word gates of every stored chunk aligned with its distinct words (the
         `distinct_words` rows of lexical_stats: a word's largest gate in the chunk, lexical.distinct_max)."""
         raw = self.word_gates()
-        toks = self.tokens()
 
-        def grow(have):
-            a = len(have)
-            a0 = max(0, a - 1)  # the chunk before: a word cut by the boundary is whole where it ends
-            w = lexical.word_ids(toks[a0:][None], torch.arange(a0, len(toks), device=toks.device))[0][a - a0:]
-            return torch.cat([have, distinct_max(w.cpu(), raw[a: len(toks), :, 1])[1]])
+        def gates(t, c):  # c: the rows' chunk indices (a word cut by a boundary is whole where it ends)
+            return distinct_max(lexical.word_ids(t[None], c)[0], raw[c.cpu(), :, 1].to(t.device))[1]
 
-        return self._grown("key_word_gates", len(toks), lambda: torch.zeros(0, self.memory.N), grow)
+        return self.per_chunk("key_word_gates", gates, lambda t: torch.zeros(0, t.shape[1], device=t.device),
+                              context=1)
 
     def embeddings(self, cfg) -> torch.Tensor:
         """[n, 384] frozen MiniLM embeddings of every stored chunk's text (the fixed_retriever

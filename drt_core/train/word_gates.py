@@ -53,38 +53,37 @@ def chapter_rows(model, path: Path) -> dict | None:
     from .tasks.cite import citation_pairs
 
     cfg = model.config
-    S, D, N = cfg.chunk_size, cfg.hidden_size, cfg.chunk_size - 1
+    S, N = cfg.chunk_size, cfg.chunk_size - 1
     text = path.read_text(encoding="utf-8", errors="replace")
     ids, offsets = encode_with_offsets(text)
     pairs = [(c, t) for c, t, _ in citation_pairs(text, [s for s, _ in offsets], N) if c - t >= MIN_GAP]
     if not pairs:
         return None
-    with torch.no_grad():
-        x = torch.tensor(ids)
-        keys, queries = model.landmarks(x)
-        aug, C = model.augment(x.view(1, -1))
-        ctx = -(-(cfg.lower_layers * cfg.window) // S)
-        lower = []
-        for a in range(0, C, 512):  # as model.landmarks: each segment with the chunks its windows reach
-            b, a0 = min(C, a + 512), max(0, a - ctx)
-            h = model.lower_states(aug[:, a0 * S: b * S], start=a0 == 0)[0].view(b - a0, S, D)
-            lower.append(h[a - a0:, :N].clone())
+    x = torch.tensor(ids)
+    keys, queries, lower = model.landmarks(x, lower=True)  # one pass of the frozen layers
+    aug, C = model.augment(x.view(1, -1))
     rows = sorted({c for c, _ in pairs})
     at = {c: i for i, c in enumerate(rows)}
     target = torch.zeros(len(rows), C, dtype=torch.bool)
     for c, t in pairs:
         target[at[c], t] = True
     return {"name": path.stem, "keys": keys, "queries": queries, "toks": aug.view(1, C, S)[:, :, :N],
-            "lower": torch.cat(lower), "rows": torch.tensor(rows), "target": target, "pairs": pairs}
+            "lower": lower, "rows": torch.tensor(rows), "target": target, "pairs": pairs}
+
+
+def citing_scores(model, ch: dict) -> torch.Tensor:
+    """[R, C]: the citing rows' scores over the chapter's chunks (model.chunk_scores, group 0, with the
+    gates of the chunks' lower-layer states)."""
+    rows, C = ch["rows"], ch["keys"].shape[0]
+    gq, gk = model.word_gates(ch["lower"][None])  # [1, C, N] each
+    return model.chunk_scores(0, ch["queries"][rows][None], ch["keys"][None], rows, torch.arange(C),
+                              ch["toks"][:, rows], ch["toks"], q_gates=gq[:, rows], k_gates=gk)[0]
 
 
 def chapter_loss(model, ch: dict) -> torch.Tensor:
     """The retrieval loss of the chapter's citing rows: -log of the softmax mass of the cited chunks
-    among the chunks before each row (model.chunk_scores, group 0)."""
-    rows, C = ch["rows"], ch["keys"].shape[0]
-    gq, gk = model.word_gates(ch["lower"][None])  # [1, C, N] each
-    s = model.chunk_scores(0, ch["queries"][rows][None], ch["keys"][None], rows, torch.arange(C),
-                           ch["toks"][:, rows], ch["toks"], q_gates=gq[:, rows], k_gates=gk)[0]  # [R, C]
+    among the chunks before each row."""
+    s = citing_scores(model, ch)
     return -(torch.logsumexp(s.masked_fill(~ch["target"], float("-inf")), -1) - torch.logsumexp(s, -1)).mean()
 
 
@@ -92,11 +91,7 @@ def hit_rate(model, ch: dict, k: int) -> float:
     """Share of the chapter's citations whose cited chunk is in the top k of the citing row (the
     training signal's own measure; bench.citations measures the engine on held-out chapters)."""
     with torch.no_grad():
-        rows, C = ch["rows"], ch["keys"].shape[0]
-        gq, gk = model.word_gates(ch["lower"][None])
-        s = model.chunk_scores(0, ch["queries"][rows][None], ch["keys"][None], rows, torch.arange(C),
-                               ch["toks"][:, rows], ch["toks"], q_gates=gq[:, rows], k_gates=gk)[0]
-        top = s.topk(min(k, C), -1).indices
+        top = citing_scores(model, ch).topk(min(k, ch["keys"].shape[0]), -1).indices
     return float((ch["target"].gather(1, top).any(-1)).float().mean())
 
 
