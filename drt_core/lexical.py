@@ -170,24 +170,26 @@ class LexicalScorer(OwnInit):
         if self.words is not None:
             from .words import template_word_ids
 
-            k_ids = self.word_ids(k_toks, k_chunk) if stats is None else None  # per position
-            kw = stats.key_words if stats is not None else distinct_tokens(k_ids, 0)
+            gated = self.gates is not None and gated
+            if gated and (q_gates is None or k_gates is None):
+                raise ValueError("config lexical_gates scores chunks with their word gates: pass q_gates and k_gates")
+            kg = None
+            if stats is not None:  # the keys' distinct words, and their gates aligned with them
+                kw, kg = stats.key_words, (k_gates if gated else None)
+            elif gated:
+                kw, kg = distinct_max(self.word_ids(k_toks, k_chunk), k_gates.to(s.dtype))
+            else:
+                kw = distinct_tokens(self.word_ids(k_toks, k_chunk), 0)
             qw = self.word_ids(q_toks, q_chunk, k_toks, k_chunk)  # a query chunk's chunk before is a key
             qw = qw.masked_fill(torch.isin(qw, template_word_ids().to(qw.device)), 0)  # not "question", "answer"
-            df_fn = None if stats is None else stats.word_df
-            s = s + self.words[g] * word_overlap(qw, q_chunk.to(s.device), kw.to(s.device), k_chunk.to(s.device),
-                                                 k_distinct=True, df_fn=df_fn)
-            if self.gates is not None and gated:
-                if q_gates is None or k_gates is None:
-                    raise ValueError("config lexical_gates scores chunks with their word gates: "
-                                     "pass q_gates and k_gates")
-                if stats is None:  # the keys' words were made distinct above: their gates the same way
-                    kw, kg = distinct_max(k_ids, k_gates.to(s.dtype))
-                else:
-                    kg = k_gates
-                s = s + self.gates[g] * word_overlap(qw, q_chunk.to(s.device), kw.to(s.device), k_chunk.to(s.device),
-                                                     k_distinct=True, df_fn=df_fn, q_weights=q_gates.to(s.device),
-                                                     k_weights=kg.to(s.device))
+            terms = word_overlap(qw, q_chunk.to(s.device), kw.to(s.device), k_chunk.to(s.device), k_distinct=True,
+                                 df_fn=None if stats is None else stats.word_df,
+                                 q_weights=q_gates.to(s.device) if gated else None,
+                                 k_weights=kg.to(s.device) if gated else None, plain=gated)
+            if gated:  # one pass over the shared words: the plain term and the gated one
+                s = s + self.words[g] * terms[0] + self.gates[g] * terms[1]
+            else:
+                s = s + self.words[g] * terms
         return s
 
 
@@ -242,7 +244,7 @@ def past_counts(P: torch.Tensor, q_chunk: torch.Tensor, k_chunk: torch.Tensor) -
 
 def word_overlap(q_words: torch.Tensor, q_chunk: torch.Tensor, k_words: torch.Tensor, k_chunk: torch.Tensor,
                  *, k_distinct: bool = False, df_fn=None, q_weights: torch.Tensor | None = None,
-                 k_weights: torch.Tensor | None = None) -> torch.Tensor:
+                 k_weights: torch.Tensor | None = None, plain: bool = False):
     """[B, Cq, Ck]: for each query chunk and key chunk, the sum over the distinct words they share of
     relu(log((n + 1) / (1 + df))), where n is the number of key chunks before the query
     (k_chunk < q_chunk) and df how many of them hold the word. q_words [B, Cq, N], k_words
@@ -255,6 +257,8 @@ def word_overlap(q_words: torch.Tensor, q_chunk: torch.Tensor, k_words: torch.Te
     q_weights [B, Cq, N], k_weights [B, Ck, N] (config lexical_gates): each shared word's idf is also
     multiplied by its weight in the query chunk and in the key chunk (a word written twice in a chunk:
     its larger weight, `distinct_max`); k_weights aligned with k_words (distinct already with k_distinct).
+    With `plain` as well, returns (the unweighted sums, the weighted ones) from one pass over the
+    shared words (LexicalScorer.scores' word term and gated term).
 """
     B, Cq, N = q_words.shape
     Ck = k_words.shape[1]
@@ -271,8 +275,10 @@ def word_overlap(q_words: torch.Tensor, q_chunk: torch.Tensor, k_words: torch.Te
     U, inv = torch.unique(qd, return_inverse=True)  # sorted; the query words (and 0)
     pos = torch.searchsorted(U, kd.reshape(-1)).clamp(max=len(U) - 1).view_as(kd)
     hit = (U[pos] == kd) & (kd != 0)
-    Q = torch.zeros(B, Cq, len(U) + 1, device=kd.device, dtype=torch.float32 if qwt is None else qwt.dtype).scatter_(
-        -1, torch.where(qd != 0, inv.view_as(qd) + 1, 0), 1.0 if qwt is None else qwt)[..., 1:]
+    at = torch.where(qd != 0, inv.view_as(qd) + 1, 0)  # each query word's place in U (+1; 0 = none)
+    dtype = torch.float32 if qwt is None else qwt.dtype
+    Q = torch.zeros(B, Cq, len(U) + 1, device=kd.device, dtype=dtype).scatter_(
+        -1, at, 1.0 if qwt is None else qwt)[..., 1:]
     if df_fn is not None:
         df = df_fn(U, q_chunk).to(Q.dtype)  # [B, Cq, |U|]
     else:
@@ -282,7 +288,11 @@ def word_overlap(q_words: torch.Tensor, q_chunk: torch.Tensor, k_words: torch.Te
     idf = F.relu(torch.log((n[None, :, None] + 1.0) / (1.0 + df)))
     # item 0 is "no query word" (weight 0); a key chunk's distinct words each count once
     table, items = F.pad(Q * idf, (1, 0)), torch.where(hit, pos + 1, 0)  # items [B, Ck, N]: 0 = none
-    return bag_sums(table, items, weights=k_weights)
+    weighted = bag_sums(table, items, weights=k_weights)
+    if not plain or qwt is None:
+        return weighted
+    ones = torch.zeros(B, Cq, len(U) + 1, device=kd.device, dtype=dtype).scatter_(-1, at, 1.0)[..., 1:]
+    return bag_sums(F.pad(ones * idf, (1, 0)), items), weighted  # every query word at weight 1
 
 
 def distinct_max(ids: torch.Tensor, weights: torch.Tensor, pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

@@ -90,41 +90,28 @@ class OverlayMemory(ChunkMemory):
         return np.concatenate([self.base.keys(), self.top.keys()]) if self.top.n else self.base.keys()
 
     def gather(self, idx):
-        return self._merge(idx, lambda mem, rows: mem.gather(rows), 2)
+        row = ((self.N, self.D), np.float32)
+        return self._merge(idx, lambda mem, rows: mem.gather(rows), (row, row))
 
     def gather_keys(self, idx):
-        return self._merge(idx, lambda mem, rows: (mem.gather_keys(rows),), 1)[0]
+        return self._merge(idx, lambda mem, rows: (mem.gather_keys(rows),), (((self.N, self.D), np.float32),))[0]
 
-    def _merge(self, idx, read, n_out: int) -> tuple[np.ndarray, ...]:
-        """read(memory, rows) -> n_out arrays [len(rows), N, D], from the base for rows below n0
-        and from the RAM top above, put back in idx's order and shape."""
+    def tokens(self, idx):
+        return self._merge(idx, lambda mem, rows: (mem.tokens(rows),), (((self.N,), np.int32),))[0]
+
+    def word_gates(self, idx):
+        return self._merge(idx, lambda mem, rows: (mem.word_gates(rows),), (((self.N, 2), np.float32),))[0]
+
+    def _merge(self, idx, read, rows_as) -> tuple[np.ndarray, ...]:
+        """read(memory, rows) -> arrays [len(rows), *shape], one per (shape, dtype) of `rows_as`, from
+        the base for rows below n0 and from the RAM top above, put back in idx's order and shape."""
         idx = np.asarray(idx)
         lo = idx < self.n0
-        out = tuple(np.zeros((*idx.shape, self.N, self.D), np.float32) for _ in range(n_out))
+        out = tuple(np.zeros((*idx.shape, *shape), dtype) for shape, dtype in rows_as)
         for rows, mem, off in ((lo, self.base, 0), (~lo, self.top, self.n0)):
             if rows.any():
                 for o, part in zip(out, read(mem, idx[rows] - off)):
                     o[rows] = part
-        return out
-
-    def tokens(self, idx):
-        idx = np.asarray(idx)
-        lo = idx < self.n0
-        out = np.zeros((*idx.shape, self.N), np.int32)
-        if lo.any():
-            out[lo] = self.base.tokens(idx[lo])
-        if (~lo).any():
-            out[~lo] = self.top.tokens(idx[~lo] - self.n0)
-        return out
-
-    def word_gates(self, idx):
-        idx = np.asarray(idx)
-        lo = idx < self.n0
-        out = np.zeros((*idx.shape, self.N, 2), np.float32)
-        if lo.any():
-            out[lo] = self.base.word_gates(idx[lo])
-        if (~lo).any():
-            out[~lo] = self.top.word_gates(idx[~lo] - self.n0)
         return out
 
     def selections(self):

@@ -534,13 +534,14 @@ def merge(forms: dict[tuple, Form]) -> list[list[Form]]:
                 # "Miss Eliza" beside one named half as often as "Miss X" it never calls "Miss Mary"), "Miss X" is
                 # the eldest, and a sister it calls "Miss" with her first name is a younger one ("Miss Phoebe";
                 # "Miss Millward" is Mary, not Eliza Millward; not Julia Verinder, Rachel's mother, named seldom)
-                called = {e: counts[(f.title, (first_of[e],))] >= max(3, 0.3 * f.count) for e in kin - minor}
+                called = {e: counts[(f.title, (first_of[e],))] >= max(3, 0.3 * f.count) for e in kin}
+                named = {e: c for e, c in called.items() if e not in minor}
                 sisters = counts[("Misses", (word,))] or any(
                     counts[(t, (word + end,))] for t in DAUGHTERS + ("Misses", "Mlles") for end in ("s", "es")) or (
-                    any(called.values()) and any(not c and sex_of.get(e) == "f" and titles_of[e] <= set(DAUGHTERS)
-                                                 and weight[e] >= f.count / 2 for e, c in called.items()))
+                    any(named.values()) and any(not c and sex_of.get(e) == "f" and titles_of[e] <= set(DAUGHTERS)
+                                                and weight[e] >= f.count / 2 for e, c in named.items()))
                 if sisters:
-                    kin = {e for e in kin if counts[(f.title, (first_of[e],))] < max(3, 0.3 * f.count)}
+                    kin = {e for e in kin if not called[e]}
                 seen = {e for e in _one_of(kin - minor, "f", sex_of, weight) or
                         {e for e in _one_of(kin, "f", sex_of, weight) if alone[first_of[e]] > f.count}
                         if (alone[first_of[e]] >= max(5, 0.1 * f.count) or e in missed_in_full)
