@@ -19,6 +19,10 @@ proposition, theorem or corollary at least MIN_GAP chunks earlier in the same ch
     minilm    the same with cosine similarity of frozen MiniLM embeddings
     chance    2k / (number of earlier chunks), averaged
 
+`--label-styles prefix+cref,suffix,...` (with Stacks chapters): each chapter's labels renamed as papers
+write them (drt_core.train.tasks.cite.restyle_labels; the styles taken in turn, "+cref" citing with
+\\cref), written under HOME/sources: a development measure of other label styles without the papers.
+
 It also checks the outline (`drt-reader outline`): the share of the chapter's statement
 environments (counted by `\\begin{...}` in the source) that it lists with a page.
 """
@@ -99,13 +103,31 @@ def paper_sources(papers: Path, out_dir: Path) -> list[tuple[Path, set[str]]]:
     return got
 
 
+def restyled_sources(paths: list[Path], styles: list[str], out_dir: Path) -> list[tuple[Path, set[str]]]:
+    """Each Stacks chapter of `paths` with its labels restyled (styles taken in turn; "STYLE+cref"
+    cites with \\cref), written under `out_dir`, with its statements' new labels."""
+    from drt_core.train.tasks.cite import restyle_labels, statement_labels
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    got = []
+    for i, path in enumerate(paths):
+        style, _, cref = styles[i % len(styles)].partition("+")
+        tex, renamed = restyle_labels(path.read_text(encoding="utf-8", errors="replace"), style, cref == "cref")
+        statements = statement_labels(renamed, KINDS)
+        out = out_dir / f"{path.stem}@{style}{'+cref' if cref else ''}.tex"
+        if not out.exists() or out.read_text(encoding="utf-8") != tex:
+            out.write_text(tex, encoding="utf-8")
+        got.append((out, statements))
+    return got
+
+
 def ranked_before(scores, limit: int, k: int) -> list[int]:
     """The k best chunk indices below `limit` by `scores` (a list, higher is better)."""
     return sorted(range(min(limit, len(scores))), key=lambda i: (-scores[i], i))[:k]
 
 
 def run(home: str, chapters: list[Path], model: str, with_minilm: bool = True,
-        labels: dict[Path, set[str]] | None = None) -> dict:
+        labels: dict[Path, set[str]] | None = None, papers: bool = False) -> dict:
     from ingest import pipeline
     from qa.baselines import BM25Index
     from qa.outline import build
@@ -156,7 +178,7 @@ def run(home: str, chapters: list[Path], model: str, with_minilm: bool = True,
                 got["minilm"] += t in sem
                 got["chance"] += min(1.0, 2 * k / max(1, q))
             src = path.read_text(encoding="utf-8", errors="replace")
-            envs = sum(src.count(f"\\begin{{{kind}}}") for kind in KINDS) if not labels else None
+            envs = None if papers else sum(src.count(f"\\begin{{{kind}}}") for kind in KINDS)
             o = build(lib, res.doc_id, dep)
             listed = sum(1 for s in o["statements"] if s["kind"] in KINDS and s.get("page"))
             if envs is None:  # a paper: its statement environments as bench.paper_statements counts them
@@ -195,6 +217,8 @@ def main(argv=None) -> int:
                     help="comma-separated paths under --corpora (default: the test split's)")
     ap.add_argument("--papers", default=None, help="a folder of papers (TeX and PDF, as bench.paper_statements "
                     "reads them): measure their TeX sources instead of Stacks chapters")
+    ap.add_argument("--label-styles", default=None, help="with Stacks chapters: rename their labels as papers "
+                    "do, the styles (prefix, suffix, camel, short, numbered, each optionally +cref) taken in turn")
     ap.add_argument("--no-minilm", action="store_true")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
@@ -208,7 +232,10 @@ def main(argv=None) -> int:
         paths, labels = [p for p, _ in got], dict(got)
     else:
         paths = [Path(args.corpora) / c for c in names]
-    res = run(args.home, paths, args.model, with_minilm=not args.no_minilm, labels=labels)
+        if args.label_styles:
+            got = restyled_sources(paths, args.label_styles.split(","), Path(args.home) / "sources")
+            paths, labels = [p for p, _ in got], dict(got)
+    res = run(args.home, paths, args.model, with_minilm=not args.no_minilm, labels=labels, papers=bool(args.papers))
     print(json.dumps(res) if args.json else text_table(res))
     return 0
 

@@ -31,6 +31,8 @@ from pathlib import Path
 
 import torch
 
+from .tasks.cite import LABEL_STYLES
+
 MIN_GAP = 4  # as bench.citations: a statement at least 4 chunks back, beyond the lower layers' reach
 
 
@@ -45,18 +47,20 @@ def training_chapters(corpora: Path, n: int, seed: int = 0) -> list[Path]:
     return [corpora / p for p in cands[:n]]
 
 
-def chapter_rows(model, path: Path) -> dict | None:
+def chapter_rows(model, path: Path, style: str = "stacks", cref: bool = False) -> dict | None:
     """What the loss needs of one chapter, computed once (the frozen parts): token ids per chunk,
     landmark keys and group-0 queries, the lower-layer states of the real slots, and the citing
-    chunks with the chunks they cite."""
+    chunks with the chunks they cite. `style`, `cref`: the chapter's labels restyled as papers write
+    them (tasks.cite.restyle_labels)."""
     from ..tokenizer import encode_with_offsets
-    from .tasks.cite import citation_pairs
+    from .tasks.cite import citation_pairs, restyle_labels, statement_labels
 
     cfg = model.config
     S, N = cfg.chunk_size, cfg.chunk_size - 1
-    text = path.read_text(encoding="utf-8", errors="replace")
+    text, renamed = restyle_labels(path.read_text(encoding="utf-8", errors="replace"), style, cref)
+    statements = statement_labels(renamed)
     ids, offsets = encode_with_offsets(text)
-    pairs = [(c, t) for c, t, _ in citation_pairs(text, [s for s, _ in offsets], N) if c - t >= MIN_GAP]
+    pairs = [(c, t) for c, t, _ in citation_pairs(text, [s for s, _ in offsets], N, statements) if c - t >= MIN_GAP]
     if not pairs:
         return None
     x = torch.tensor(ids)
@@ -67,7 +71,8 @@ def chapter_rows(model, path: Path) -> dict | None:
     target = torch.zeros(len(rows), C, dtype=torch.bool)
     for c, t in pairs:
         target[at[c], t] = True
-    return {"name": path.stem, "keys": keys, "queries": queries, "toks": aug.view(1, C, S)[:, :, :N],
+    name = path.stem + ("" if style == "stacks" else f"@{style}" + ("+cref" if cref else ""))
+    return {"name": name, "keys": keys, "queries": queries, "toks": aug.view(1, C, S)[:, :, :N],
             "lower": lower, "rows": torch.tensor(rows), "target": target, "pairs": pairs}
 
 
@@ -104,6 +109,10 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--lr", type=float, default=3e-2)
     ap.add_argument("--scale", type=float, default=1.0, help="the gates' scale at the start (config lexical_gates)")
+    ap.add_argument("--label-styles", default="stacks",
+                    help="comma-separated label styles drawn one per chapter (seeded), each restyled chapter "
+                         "citing with \\cref half the time: " + ", ".join(LABEL_STYLES)
+                         + " (default stacks: as written)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
@@ -125,8 +134,11 @@ def main(argv=None) -> int:
     for name, p in model.named_parameters():
         p.requires_grad_(name.startswith("lexical.gate"))
     t0 = time.time()
-    chapters = [c for c in (chapter_rows(model, p) for p in training_chapters(Path(args.corpora), args.chapters,
-                                                                             args.seed)) if c is not None]
+    styles, draw = args.label_styles.split(","), random.Random(args.seed + 1)
+    looks = [(draw.choice(styles), draw.random() < 0.5) for _ in range(args.chapters)]
+    paths = training_chapters(Path(args.corpora), args.chapters, args.seed)
+    chapters = [c for c in (chapter_rows(model, p, st, cref and st != "stacks") for p, (st, cref) in zip(paths, looks))
+                if c is not None]
     print(json.dumps({"chapters": [c["name"] for c in chapters], "citations": sum(len(c["pairs"]) for c in chapters),
                       "seconds": round(time.time() - t0, 1)}), flush=True)
     opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=args.lr)

@@ -33,3 +33,24 @@ def test_a_papers_statement_labels_and_cref():
     assert labels == {"thm:main", "lem:key"}  # claims, sections and unnumbered lemmas are no statements
     got = pairs(tex, list(range(0, len(tex), 50)), min_gap=4, statement_labels=labels)
     assert [lab for _, _, lab in got] == ["thm:main", "lem:key"]  # one \\cref, two citations
+
+
+def test_restyled_validation_chapters_keep_their_statement_pairs(tmp_path):
+    """--label-styles: each chapter written with its labels renamed (styles in turn, "+cref"), and
+    its statements' new names pick the same citations as the Stacks names did."""
+    from pathlib import Path
+
+    from bench.citations import restyled_sources
+
+    src = Path(__file__).resolve().parents[1] / "assets" / "stacks-brauer.tex"
+    text = src.read_text(encoding="utf-8")
+    starts = list(range(0, len(text), 50))
+    before = pairs(text, starts, min_gap=4)
+    (a, la), (b, lb) = restyled_sources([src, src], ["suffix", "numbered+cref"], tmp_path)
+    assert a.name == "stacks-brauer@suffix.tex" and b.name == "stacks-brauer@numbered+cref.tex"
+    assert all(n.endswith(":lem") or n.endswith(":prop") or n.endswith(":thm") or n.endswith(":def") for n in la)
+    for path, labels in ((a, la), (b, lb)):
+        out = path.read_text(encoding="utf-8")
+        got = pairs(out, list(range(0, len(out), 50)), min_gap=4, statement_labels=labels)
+        assert len(got) == len(before) > 0
+    assert "\\cref{lem:" in b.read_text(encoding="utf-8")

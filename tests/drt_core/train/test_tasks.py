@@ -344,3 +344,31 @@ def test_build_qa_example_layout_and_targets():
     ex = build_qa_example(short, {**item, "passage_tok": [100, 150], "ans_tok": [120, 125]}, 1500, random.Random(1),
                           encode=enc)
     assert ex["window_start"] == 0 and (ex["ids"][-50:] == 0).all() and (ex["labels"][-50:] == -100).all()
+
+
+@pytest.mark.parametrize("style", cite.LABEL_STYLES)
+def test_restyle_labels_renames_every_label_consistently_and_keeps_the_citations(style):
+    """word_gates --label-styles: each label is renamed in its \\label and every \\ref as papers write
+    them (one new name per label, no two alike; references to other chapters kept); with cref, "Lemma \\ref{" is "\\cref{"; the chapter's
+    citation pairs are the same (character offsets: the same chunks up to the renamed lengths)."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "assets" / "stacks-brauer.tex").read_text(encoding="utf-8")
+    for cref in (False, True):
+        out, renamed = cite.restyle_labels(text, style, cref)
+        old = [m.group(1) for m in re.finditer(r"\\label\{([^}]+)\}", text)]
+        assert set(renamed) == set(old) and len(set(renamed.values())) == len(set(old))
+        if style != "stacks":
+            assert not set(old) & set(renamed.values())
+            assert not re.search(r"\\(?:label|ref|cref)\{(?:lemma|section)-", out)
+        refs = re.findall(r"\\(?:ref|cref)\{([^}]+)\}", out)
+        outside = set(refs) - set(renamed.values())  # other chapters' labels ("algebra-lemma-...") are kept
+        assert refs and outside and not outside & set(renamed)
+        assert ("Lemma \\ref{" in out) == (not cref) and ("\\cref{" in out) == cref
+        statements = cite.statement_labels(renamed)
+        one = list(range(len(text)))  # one chunk per character: compare the cited names
+        got = {(renamed[n]) for _, _, n in cite.citation_pairs(text, one, 40)}
+        assert got and {n for _, _, n in cite.citation_pairs(out, list(range(len(out))), 40, statements)} == got
+    with pytest.raises(ValueError, match="unknown label style"):
+        cite.restyle_labels(text, "fancy")

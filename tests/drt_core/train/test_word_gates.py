@@ -50,3 +50,18 @@ def test_chapter_rows_and_a_few_steps_on_the_gates_alone(tmp_path):
     moved = {n for n, p in model.named_parameters() if not torch.equal(p.detach(), before[n])}
     assert moved == {"lexical.gates", "lexical.gate.weight", "lexical.gate.bias"}
     assert 0.0 <= hit_rate(model, ch, 4) <= 1.0
+
+
+def test_chapter_rows_of_a_restyled_chapter_cite_the_same_statements(tmp_path):
+    """--label-styles: a chapter read with its labels as papers write them ("lem:2", "\\cref{...}")
+    has its citations in the same chunks as the chapter as written."""
+    torch.manual_seed(0)
+    cfg = DRTConfig.from_preset("tiny", hidden_size=32, num_heads=2, intermediate_size=64, upper_groups=[2],
+                                window=64, lexical=True, lexical_doc_df=1.0, lexical_words=2.0, lexical_gates=1.0)
+    model = DRTForCausalLM(cfg).eval()
+    path = _chapter(tmp_path)
+    plain = chapter_rows(model, path)
+    for style, cref in (("numbered", True), ("suffix", False), ("camel", True)):
+        ch = chapter_rows(model, path, style, cref)
+        assert ch["name"] == "chapter@" + style + ("+cref" if cref else "")
+        assert len(ch["pairs"]) == 3 and {t for _, t in ch["pairs"]} == {t for _, t in plain["pairs"]}
