@@ -184,3 +184,12 @@ def test_word_overlap_weighs_each_shared_word_by_its_query_and_key_weights():
                 b = max(kg[0, e, i].item() for i in range(6) if kw[0, e, i] == u)
                 want += a * b * max(0.0, math.log((n + 1) / (1 + df)))
             assert abs(got[0, c, e].item() - want) < 1e-5
+    # plain=True: the unweighted overlap and the weighted one from one pass, each equal to its own call
+    plain, weighted = word_overlap(qw, q_chunk, kw, k_chunk, q_weights=qg, k_weights=kg, plain=True)
+    assert torch.equal(weighted, got)
+    assert torch.allclose(plain, word_overlap(qw, q_chunk, kw, k_chunk), atol=1e-6)
+    # a weight of exactly 0 drops the word from the weighted sum only
+    zero = qg.clone()
+    zero[0, 1] = 0.0
+    plain0, weighted0 = word_overlap(qw, q_chunk, kw, k_chunk, q_weights=zero, k_weights=kg, plain=True)
+    assert torch.allclose(plain0, plain, atol=1e-6) and float(weighted0[0, 1].abs().max()) == 0.0
