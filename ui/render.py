@@ -33,6 +33,13 @@ def cut_title(title: str, limit: int = 60) -> str:
     return title if len(title) <= limit else title[:limit].rsplit(" ", 1)[0] + " …"
 
 
+def weight_text(w: float) -> str:
+    """A fusion weight to three places; a positive one that rounds to 0 reads "< 0.001", not "0.000"
+    (a chunk the model did retrieve, with little weight beside the one it leaned on)."""
+    w = float(w)
+    return "< 0.001" if 0 < w < 0.0005 else f"{w:.3f}"
+
+
 def pages_text(first: int, last: int, labels: dict[int, str] | None = None) -> str:
     a, b = plots.page_label(first, labels), plots.page_label(last, labels)
     return f"p. {a}" if first == last else f"pp. {a}–{b}"
@@ -99,7 +106,7 @@ def evidence_md(evidence: list[dict], labels: dict[int, str] | None = None, *, t
         pages = e.get("pages") or [0]
         out.append(
             f"**{pages_text(pages[0], pages[-1], labels)}**{matter_text(e)} · chunk {int(e['chunk'])} · "
-            f"weight {float(e['weight']):.3f}{effect_text(e)}\n\n{quote(e['text'], 600)}"
+            f"weight {weight_text(e['weight'])}{effect_text(e)}\n\n{quote(e['text'], 600)}"
         )
     return "\n\n".join(out)
 

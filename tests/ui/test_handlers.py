@@ -808,3 +808,15 @@ def test_a_page_label_never_opens_an_html_tag():
     labels = {1: "<FEFF0031>", 2: "vii", 3: "3"}
     assert page_label(1, labels) == "1 (‹FEFF0031›)" and page_label(2, labels) == "2 (vii)"
     assert page_label(3, labels) == "3" and pages_text(1, 2, labels) == "pp. 1 (‹FEFF0031›)–2 (vii)"
+
+
+def test_a_small_fusion_weight_reads_below_0_001_not_zero():
+    """The outline's "Relied on (weight 0.000 ...)" read as if the model had not used the chunk: a
+    retrieved chunk's weight that rounds to 0 is shown "< 0.001" (the outline, the map, the evidence)."""
+    from ui.render import evidence_md, weight_text
+
+    assert weight_text(0.0001) == "< 0.001" and weight_text(0.0) == "0.000" and weight_text(0.5) == "0.500"
+    assert weight_text(0.0005) == "0.001" and weight_text(1) == "1.000"
+    md = evidence_md([{"chunk": 2, "pages": [3], "weight": 0.9999, "text": "A."},
+                      {"chunk": 5, "pages": [4], "weight": 0.0001, "text": "B."}])
+    assert "weight 1.000" in md and "weight < 0.001" in md and "0.000" not in md

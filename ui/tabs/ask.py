@@ -32,7 +32,8 @@ from ..context import (
     user_facing,
 )
 from ..jobs import cancel_job, run_threaded
-from ..render import answer_md, effect_text, evidence_md, matter_text, md_escape, pages_runs, pages_text
+from ..render import (answer_md, effect_text, evidence_md, matter_text, md_escape, pages_runs, pages_text,
+                      weight_text)
 from .library import list_documents, passage_md
 
 logger = logging.getLogger(__name__)
@@ -200,7 +201,7 @@ def _evidence_note(evidence: list[dict], labels: dict[int, str]) -> dict:
     else:
         lines = [
             f"- {pages_text(e['pages'][0], e['pages'][-1], labels)}, chunk {e['chunk']}, weight "
-            f"{e['weight']:.3f}{effect_text(e).replace(' · ', ', ')}: {md_escape(snippet(e['text'], 140))}"
+            f"{weight_text(e['weight'])}{effect_text(e).replace(' · ', ', ')}: {md_escape(snippet(e['text'], 140))}"
             for e in evidence
         ]
         body = "\n".join(lines)

@@ -27,7 +27,7 @@ from ..context import (
     ready,
     user_facing,
 )
-from ..render import md_escape
+from ..render import md_escape, weight_text
 from .library import passage_md
 
 
@@ -91,7 +91,7 @@ def doc_map_pick(ctx: UIContext, doc_id: str | None, src: Any, dst: Any = None) 
         return "\n\n".join(parts)
     pairs = sorted(zip(row["retrieved"], row["weights"]), key=lambda t: -t[1])
     for j, w in pairs[:4]:
-        parts.append(passage_md(ctx, doc_id, int(j), heading=f"Retrieved (weight {float(w):.3f}): chunk"))
+        parts.append(passage_md(ctx, doc_id, int(j), heading=f"Retrieved (weight {weight_text(w)}): chunk"))
     return "\n\n---\n\n".join(parts)
 
 

@@ -14,7 +14,7 @@ import gradio as gr
 
 from .. import plots
 from ..context import MODEL, PRIVATE, UIContext, UIError, chunk_number, error_text, in_place, user_facing
-from ..render import cut_title, md_escape, quote
+from ..render import cut_title, md_escape, quote, weight_text
 from .library import passage_md
 from .map import doc_map
 
@@ -97,7 +97,8 @@ def relied_on_view(ctx: UIContext, doc_id: str | None, chunk: Any) -> str:
         parts.append("It retrieved nothing (the first chunks of a document have nothing to retrieve).")
     for r in sorted(rows, key=lambda r: -r["weight"]):
         what = f" — {r['statement']}" if r["statement"] else ""
-        parts.append(passage_md(ctx, doc_id, r["chunk"], heading=f"Relied on (weight {r['weight']:.3f}{what}): chunk"))
+        heading = f"Relied on (weight {weight_text(r['weight'])}{what}): chunk"
+        parts.append(passage_md(ctx, doc_id, r["chunk"], heading=heading))
     return "\n\n---\n\n".join(parts)
 
 
