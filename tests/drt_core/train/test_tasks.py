@@ -349,8 +349,8 @@ def test_build_qa_example_layout_and_targets():
 @pytest.mark.parametrize("style", cite.LABEL_STYLES)
 def test_restyle_labels_renames_every_label_consistently_and_keeps_the_citations(style):
     """word_gates --label-styles: each label is renamed in its \\label and every \\ref as papers write
-    them (one new name per label, no two alike; references to other chapters kept); with cref, "Lemma \\ref{" is "\\cref{"; the chapter's
-    citation pairs are the same (character offsets: the same chunks up to the renamed lengths)."""
+    them (one new name per label, no two alike; references to other chapters kept); with cref,
+    "Lemma \\ref{" is "\\cref{"; the chapter's citation pairs cite the same statements."""
     import re
     from pathlib import Path
 
