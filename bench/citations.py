@@ -233,7 +233,10 @@ def main(argv=None) -> int:
     else:
         paths = [Path(args.corpora) / c for c in names]
         if args.label_styles:
-            got = restyled_sources(paths, args.label_styles.split(","), Path(args.home) / "sources")
+            try:
+                got = restyled_sources(paths, args.label_styles.split(","), Path(args.home) / "sources")
+            except ValueError as e:  # an unknown style
+                ap.error(f"--label-styles: {e}")
             paths, labels = [p for p, _ in got], dict(got)
     res = run(args.home, paths, args.model, with_minilm=not args.no_minilm, labels=labels, papers=bool(args.papers))
     print(json.dumps(res) if args.json else text_table(res))

@@ -1,7 +1,7 @@
 """Train the lexical term's word gates (config lexical_gates) on the training split's citations.
 
     python -m drt_core.train.word_gates --init checkpoints/drt-tiny --corpora ../shared/corpora \\
-        --out runs/gates [--chapters 10] [--steps 200] [--lr 3e-2]
+        --out runs/gates [--chapters 10] [--steps 200] [--lr 3e-2] [--label-styles stacks,prefix,...]
 
 In Stacks Project LaTeX a chunk that cites a statement (`\\ref{X}`) should retrieve the chunk that
 states it (`\\label{X}`): free supervision for the prefill's selection (tasks.cite). The citing
@@ -16,6 +16,9 @@ The loss is the retrieval loss of the scores the engine computes (model.chunk_sc
 scoring function), for every chunk that cites a statement at least MIN_GAP chunks back, over the
 chunks before it. The training chapters: `chapters` of the data split's training Stacks chapters of
 80-300 KB, drawn with seed 0 (the test chapters, which bench.citations measures, are never read).
+With `--label-styles`, each chapter is read with its labels renamed in one style drawn for it, as
+papers write them (`lem:x`, `x:lem`, `\\cref`, ...: tasks.cite.restyle_labels): the same citations,
+written otherwise, so that the gates do not learn one notation only.
 Writes OUT: the init checkpoint's files with the model's weights and config replaced.
 """
 
@@ -116,6 +119,10 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
+    styles = args.label_styles.split(",")
+    if not set(styles) <= set(LABEL_STYLES):
+        ap.error(f"--label-styles: unknown {', '.join(sorted(set(styles) - set(LABEL_STYLES)))}; "
+                 f"choose from {', '.join(LABEL_STYLES)}")
     from ..modeling import DRTForCausalLM
     from ..hf_config import DRTConfig
 
@@ -134,7 +141,7 @@ def main(argv=None) -> int:
     for name, p in model.named_parameters():
         p.requires_grad_(name.startswith("lexical.gate"))
     t0 = time.time()
-    styles, draw = args.label_styles.split(","), random.Random(args.seed + 1)
+    draw = random.Random(args.seed + 1)
     looks = [(draw.choice(styles), draw.random() < 0.5) for _ in range(args.chapters)]
     paths = training_chapters(Path(args.corpora), args.chapters, args.seed)
     chapters = [c for c in (chapter_rows(model, p, st, cref and st != "stacks") for p, (st, cref) in zip(paths, looks))
