@@ -226,10 +226,10 @@ class DRT:
         x, emb, pre = self.lower_states(aug)  # emb: the copy head's queries; pre: the preamble's states
         keys, mem_k, mem_v, own = self.encode_chunks(x.view(B, C, S, D), self.preamble_tail(pre))
         retrieval, sels = [], []
-        lower = x.view(B, C, S, D)[:, :, : S - 1]  # what config lexical_gates reads, for every group
+        gates = self.word_gates(x.view(B, C, S, D)[:, :, : S - 1])  # config lexical_gates: once, for every group
         for g, group in enumerate(self.groups):
             scores = self.group_scores(g, x.view(B, C, S, D)[:, :, S - 1], own, keys, aug, input_ids, chunk_embeddings,
-                                       lower=lower)
+                                       gates=gates)
             idx, w = select_topk(scores, cfg.chunk_topk, gumbel=self.training and self.gumbel)
             if steer is not None:  # training: forced chunks, the retrieval loss (drt_core.train.objective)
                 idx, w = steer(g, scores, idx, w)
@@ -328,13 +328,14 @@ class DRT:
 
     def group_scores(self, g: int, h: torch.Tensor, own: torch.Tensor | None, keys: torch.Tensor, aug: torch.Tensor,
                      input_ids: torch.Tensor, chunk_embeddings: torch.Tensor | None = None,
-                     lower: torch.Tensor | None = None) -> torch.Tensor:
+                     gates: tuple | None = None) -> torch.Tensor:
         """The batch forward's scores [B, C, C] of group g, its input at the landmarks h [B, C, D]:
-        chunk_scores of the landmark queries against the keys [B, C, D] (lower [B, C, N, D]: the
-        chunks' lower-layer states at their real slots, which config lexical_gates reads)."""
+        chunk_scores of the landmark queries against the keys [B, C, D] (gates: with config
+        lexical_gates, the chunks' query-side and key-side word gates, `word_gates`, one pair for
+        every group)."""
         S, C = self.config.chunk_size, keys.shape[1]
         chunks, toks = torch.arange(C, device=h.device), aug.view(-1, C, S)[:, :, : S - 1]
-        gq, gk = self.word_gates(lower)
+        gq, gk = gates if gates is not None else (None, None)
         return self.chunk_scores(g, self.landmark_query(g, h, own), keys, chunks, chunks, toks, toks,
                                  q_gates=gq, k_gates=gk)
 

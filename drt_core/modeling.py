@@ -50,7 +50,7 @@ class FixedRetrieverForCausalLM(DRTForCausalLM):
 
     def group_scores(self, g: int, h: torch.Tensor, own: torch.Tensor | None, keys: torch.Tensor, aug: torch.Tensor,
                      input_ids: torch.Tensor, chunk_embeddings: torch.Tensor | None = None,
-                     lower: torch.Tensor | None = None) -> torch.Tensor:
+                     gates: tuple | None = None) -> torch.Tensor:
         return batch_scores(input_ids, self.config, chunk_embeddings)
 
     def landmarks(self, input_ids: torch.Tensor, segment_chunks: int = 1024):
