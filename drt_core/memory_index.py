@@ -147,17 +147,19 @@ class MemoryIndex:
         self.rows[name] = have
         return have
 
-    def tokens(self) -> torch.Tensor:
-        """[n, N] token ids of every stored chunk, on the engine's device (kept on the CPU)."""
+    def _stored(self, name: str, read, tail: tuple, dtype) -> torch.Tensor:
+        """[n, *tail] rows the memory stores per chunk (read(memory, rows)), for every stored chunk, on
+        the CPU: read once per chunk, a fork's shared chunks from its base's."""
         mem = self.memory
-        n = mem.n
 
         def grow(have):
-            new = torch.from_numpy(np.asarray(mem.tokens(np.arange(len(have), n)), dtype=np.int32))
-            return torch.cat([have, new])
+            return torch.cat([have, torch.from_numpy(np.asarray(read(mem, np.arange(len(have), mem.n)), dtype))])
 
-        have = self._grown("tokens", n, lambda: torch.zeros(0, mem.N, dtype=torch.int32), grow)
-        return have.to(self.device)
+        return self._grown(name, mem.n, lambda: torch.from_numpy(np.zeros((0, *tail), dtype)), grow)
+
+    def tokens(self) -> torch.Tensor:
+        """[n, N] token ids of every stored chunk, on the engine's device (kept on the CPU)."""
+        return self._stored("tokens", lambda mem, rows: mem.tokens(rows), (self.memory.N,), np.int32).to(self.device)
 
     def per_chunk(self, name: str, compute, empty, context: int = 0) -> torch.Tensor:
         """A per-chunk function of the stored token ids, for every stored chunk, cached as `name`.
@@ -180,13 +182,7 @@ class MemoryIndex:
         """[n, N, 2] (config lexical_gates): every stored chunk's word gates as the memory holds them
         (LexicalScorer.word_gates of its lower-layer states, stored by the stream beside its tokens),
         on the CPU; read once per chunk, a fork's shared chunks from its base's."""
-        mem = self.memory
-
-        def grow(have):
-            new = torch.from_numpy(np.asarray(mem.word_gates(np.arange(len(have), mem.n)), dtype=np.float32))
-            return torch.cat([have, new])
-
-        return self._grown("word_gates", mem.n, lambda: torch.zeros(0, mem.N, 2), grow)
+        return self._stored("word_gates", lambda mem, rows: mem.word_gates(rows), (self.memory.N, 2), np.float32)
 
     def key_word_gates(self, lexical) -> torch.Tensor:
         """[n, N]: the key-side word gates of every stored chunk aligned with its distinct words (the
