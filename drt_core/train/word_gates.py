@@ -34,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-from .tasks.cite import LABEL_STYLES
+from .tasks.cite import LABEL_STYLES, citation_pairs, restyle_labels, statement_labels
 
 MIN_GAP = 4  # as bench.citations: a statement at least 4 chunks back, beyond the lower layers' reach
 
@@ -56,7 +56,6 @@ def chapter_rows(model, path: Path, style: str = "stacks", cref: bool = False) -
     chunks with the chunks they cite. `style`, `cref`: the chapter's labels restyled as papers write
     them (tasks.cite.restyle_labels)."""
     from ..tokenizer import encode_with_offsets
-    from .tasks.cite import citation_pairs, restyle_labels, statement_labels
 
     cfg = model.config
     S, N = cfg.chunk_size, cfg.chunk_size - 1
